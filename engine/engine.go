@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/queenmq/ephemeral/arena"
+	"github.com/queenmq/ephemeral/engine/wheel"
+)
+
+// Cause is why messages were dropped; the spec publishes one counter each.
+type Cause uint8
+
+const (
+	CauseBounds Cause = iota // a queue bound under dropOldest
+	CauseTTL                 // older than ttlSeconds
+	CauseRetry               // attempts reached retryLimit
+	numCauses
+	causeNone Cause = 255 // freed without being a drop (reclaim, reset, delete)
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CauseBounds:
+		return "bounds"
+	case CauseTTL:
+		return "ttl"
+	case CauseRetry:
+		return "retry"
+	}
+	return "none"
+}
+
+// Engine is the in-memory broker for one process incarnation.
+type Engine struct {
+	cfg         Config
+	inc         uint64
+	incHex      string
+	arena       *arena.Arena
+	wheels      *wheel.Sharded
+	manual      Clock // non-nil when the caller drives time
+	now         atomic.Int64
+	defaultOpts *Options // shared by every implicit queue
+
+	tenants *xsync.Map[string, *tenant]
+
+	bytes       atomic.Int64 // payload bytes held, every tenant (cellBytes)
+	reclaimable atomic.Int64 // of which reclaimable (D3)
+	drops       [numCauses]atomic.Int64
+
+	// seqFloor is at least every seq a removed partition ever issued, so a
+	// partition created later with the same name starts above them (D6).
+	seqFloor atomic.Uint64
+
+	nextHint  atomic.Uint64 // spreads partitions over arena and wheel shards
+	sweep     sweeper
+	reclaimMu sync.Mutex // one broker-wide reclaim pass at a time
+
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// New starts an engine. With cfg.Clock nil it reads the real clock and ticks
+// its timing wheel from one goroutine; otherwise the caller calls Tick.
+func New(cfg Config) *Engine {
+	cfg.fillDefaults()
+	e := &Engine{
+		cfg:     cfg,
+		inc:     cfg.Incarnation,
+		manual:  cfg.Clock,
+		tenants: xsync.NewMap[string, *tenant](),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if e.inc == 0 {
+		e.inc = newIncarnation()
+	}
+	e.incHex = fmt.Sprintf("%x", e.inc)
+	e.now.Store(e.readClock())
+	shards := runtime.GOMAXPROCS(0) * 4
+	e.arena = arena.New(cfg.SegmentSize, shards)
+	e.wheels = wheel.NewSharded(shards, cfg.Tick, 4096, e.now.Load())
+	d := e.Resolve(OptionSet{})
+	e.defaultOpts = &d
+	e.sweep.e = e
+	e.wheels.Shard(0).Schedule(&e.sweep.timer, e.now.Load()+int64(cfg.SweepEvery), &e.sweep)
+	if e.manual == nil {
+		go e.run()
+	} else {
+		close(e.done)
+	}
+	return e
+}
+
+func (e *Engine) readClock() int64 {
+	if e.manual != nil {
+		return e.manual.Now()
+	}
+	return time.Now().UnixNano()
+}
+
+func (e *Engine) run() {
+	defer close(e.done)
+	t := time.NewTicker(e.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.Tick()
+		}
+	}
+}
+
+// Tick reads the clock and fires every timer that is due: lease expiry, ttl,
+// parked-pop timeouts and window buffers, idle collection (P5).
+func (e *Engine) Tick() {
+	now := e.readClock()
+	e.now.Store(now)
+	e.wheels.Advance(now)
+}
+
+// nowNanos is engine time as of the last tick (coarse, cheap to read).
+func (e *Engine) nowNanos() int64 { return e.now.Load() }
+
+// Incarnation is this engine's random incarnation, as it appears in ids.
+func (e *Engine) Incarnation() string { return e.incHex }
+
+// CellBytes is the payload bytes this broker holds, every tenant included.
+func (e *Engine) CellBytes() int64 { return e.bytes.Load() }
+
+// Drops is the number of messages dropped for cause since start.
+func (e *Engine) Drops(c Cause) int64 { return e.drops[c].Load() }
+
+// Close answers every parked pop with an empty batch and stops the clock.
+// Verbs called after Close refuse with ErrClosed.
+func (e *Engine) Close() {
+	if e.closed.Swap(true) {
+		return
+	}
+	if e.manual == nil {
+		close(e.stop)
+	}
+	<-e.done
+	e.ReleaseWaiters()
+}
+
+// tenant holds one tenant's queues and its allowance.
+type tenant struct {
+	name        string
+	queues      *xsync.Map[string, *Queue]
+	bytes       atomic.Int64
+	reclaimable atomic.Int64
+	nqueues     atomic.Int64
+	maxBytes    atomic.Int64 // 0 = unlimited
+	maxQueues   atomic.Int64 // 0 = unlimited
+}
+
+func (e *Engine) tenant(name string) *tenant {
+	if t, ok := e.tenants.Load(name); ok {
+		return t
+	}
+	t, _ := e.tenants.LoadOrCompute(name, func() (*tenant, bool) {
+		t := &tenant{name: name, queues: xsync.NewMap[string, *Queue]()}
+		t.maxBytes.Store(e.cfg.TenantMaxBytes)
+		t.maxQueues.Store(e.cfg.TenantMaxQueues)
+		return t, false
+	})
+	return t
+}
+
+// SetTenantLimits sets a tenant's byte and queue allowance (0 = unlimited),
+// as a grant does.
+func (e *Engine) SetTenantLimits(tenant string, maxBytes, maxQueues int64) {
+	t := e.tenant(tenant)
+	t.maxBytes.Store(maxBytes)
+	t.maxQueues.Store(maxQueues)
+}
+
+// ClearTenantLimits puts a tenant back on the default allowance.
+func (e *Engine) ClearTenantLimits(tenant string) {
+	e.SetTenantLimits(tenant, e.cfg.TenantMaxBytes, e.cfg.TenantMaxQueues)
+}
+
+// lookup returns a live queue, or nil.
+func (e *Engine) lookup(tenant, name string) *Queue {
+	t, ok := e.tenants.Load(tenant)
+	if !ok {
+		return nil
+	}
+	q, ok := t.queues.Load(name)
+	if !ok || q.dead.Load() {
+		return nil
+	}
+	return q
+}
+
+// queueFor returns the live queue, creating an implicit one when it is not
+// there; creation is refused past the tenant's queue allowance.
+func (e *Engine) queueFor(tenant, name string) (*Queue, error) {
+	if q := e.lookup(tenant, name); q != nil {
+		return q, nil
+	}
+	t := e.tenant(tenant)
+	var refused bool
+	q, _ := t.queues.Compute(name, func(old *Queue, loaded bool) (*Queue, xsync.ComputeOp) {
+		if loaded && !old.dead.Load() {
+			return old, xsync.CancelOp
+		}
+		if !t.admitQueue() {
+			refused = true
+			return old, xsync.CancelOp
+		}
+		return newQueue(e, t, name), xsync.UpdateOp
+	})
+	if refused {
+		return nil, ErrTenantQueues
+	}
+	return q, nil
+}
+
+// admitQueue counts one more queue unless that passes the allowance.
+func (t *tenant) admitQueue() bool {
+	n := t.nqueues.Add(1)
+	if m := t.maxQueues.Load(); m > 0 && n > m {
+		t.nqueues.Add(-1)
+		return false
+	}
+	return true
+}
+
+// accountBytes moves the byte gauges of a queue, its tenant and the broker.
+func (q *Queue) accountBytes(held, reclaimable int64) {
+	if held != 0 {
+		q.bytes.Add(held)
+		q.t.bytes.Add(held)
+		q.e.bytes.Add(held)
+	}
+	if reclaimable != 0 {
+		q.reclaimBytes.Add(reclaimable)
+		q.t.reclaimable.Add(reclaimable)
+		q.e.reclaimable.Add(reclaimable)
+	}
+}

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"strconv"
+	"strings"
+)
+
+// Message ids look like e:<incarnation>:<partition>:<seq> (D6). The
+// incarnation is random per engine (48 bits, hex), so an id minted before a
+// restart answers stale; seq is unique per (queue, partition) name within an
+// incarnation, never reused after reset or delete (see Engine.seqFloor).
+
+func newIncarnation() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("engine: no randomness for the incarnation: " + err.Error())
+	}
+	v := binary.LittleEndian.Uint64(b[:]) & (1<<48 - 1)
+	return v | 1<<47 // always 12 hex digits
+}
+
+// AppendID appends the id of message seq of partition to dst.
+func (e *Engine) AppendID(dst []byte, partition string, seq uint64) []byte {
+	dst = append(dst, "e:"...)
+	dst = append(dst, e.incHex...)
+	dst = append(dst, ':')
+	dst = append(dst, partition...)
+	dst = append(dst, ':')
+	return strconv.AppendUint(dst, seq, 10)
+}
+
+// idKind is what parsing an ack id found.
+type idKind uint8
+
+const (
+	idForeign idKind = iota // does not parse as one of ours: unknown
+	idStale                 // minted by another incarnation: stale
+	idOurs
+)
+
+// parseID splits id into partition and seq. The partition may itself hold
+// colons, so the incarnation ends at the second colon and seq starts after
+// the last one.
+func (e *Engine) parseID(id string) (kind idKind, partition string, seq uint64) {
+	if len(id) < 6 || id[0] != 'e' || id[1] != ':' {
+		return idForeign, "", 0
+	}
+	rest := id[2:]
+	c1 := strings.IndexByte(rest, ':')
+	if c1 <= 0 {
+		return idForeign, "", 0
+	}
+	inc := rest[:c1]
+	rest = rest[c1+1:]
+	c2 := strings.LastIndexByte(rest, ':')
+	if c2 <= 0 || c2 == len(rest)-1 {
+		return idForeign, "", 0
+	}
+	s, err := strconv.ParseUint(rest[c2+1:], 10, 64)
+	if err != nil || !isHex(inc) {
+		return idForeign, "", 0
+	}
+	if inc != e.incHex {
+		return idStale, "", 0
+	}
+	return idOurs, rest[:c2], s
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return len(s) > 0 && len(s) <= 16
+}

@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/queenmq/ephemeral/arena"
+	"github.com/queenmq/ephemeral/engine/wheel"
+)
+
+// slot is one held message: a pointer-free handle to its payload and the
+// time it was pushed (for ttl). Rings of slots are never scanned by the GC.
+type slot struct {
+	h  arena.Handle
+	at int64
+}
+
+// partition is one (queue, partition) ring with its group cursors.
+//
+// Invariants (all under mu): held messages are seqs [head, tail), the slot of
+// seq s is ring[s&(len(ring)-1)]. reclaim only moves forward (D3); seqs in
+// [head, reclaim) are reclaimable, the rest pending. Every cursor has
+// head <= settled <= next <= tail once normalized, and cursors are
+// normalized whenever head moves.
+type partition struct {
+	q    *Queue
+	name string
+	hint uint64       // arena shard and wheel shard
+	wh   *wheel.Wheel // leases, ttl and parked pops of this partition
+
+	mu         sync.Mutex
+	head, tail uint64
+	reclaim    uint64
+	ring       []slot
+	bytes      int64
+	cursors    []*cursor
+	waiters    waitList // parked pops that named this partition
+	ttlAt      int64    // when the ttl timer is armed for, 0 = not armed
+	ttlTimer   wheel.Timer
+}
+
+func newPartition(q *Queue, name string) *partition {
+	start := q.e.seqFloor.Load()
+	p := &partition{q: q, name: name, head: start, tail: start, reclaim: start}
+	p.hint = q.e.nextHint.Add(1)
+	p.wh = q.e.wheels.Shard(p.hint)
+	return p
+}
+
+func (p *partition) held() uint64 { return p.tail - p.head }
+
+// pending is the number of messages at or above the reclaim point (D5).
+func (p *partition) pending() uint64 { return p.tail - max(p.head, p.reclaim) }
+
+func (p *partition) slotOf(seq uint64) *slot { return &p.ring[seq&uint64(len(p.ring)-1)] }
+
+func (p *partition) payload(s *slot) []byte {
+	if s.h.Len == 0 {
+		return nil
+	}
+	return p.q.e.arena.Bytes(s.h)
+}
+
+// reserve makes room in the ring for n more slots.
+func (p *partition) reserve(n int) {
+	need := p.held() + uint64(n)
+	if need <= uint64(len(p.ring)) {
+		return
+	}
+	size := max(len(p.ring), 2)
+	for uint64(size) < need {
+		size *= 2
+	}
+	p.resize(size)
+}
+
+func (p *partition) resize(size int) {
+	next := make([]slot, size)
+	for s := p.head; s < p.tail; s++ {
+		next[s&uint64(size-1)] = *p.slotOf(s)
+	}
+	p.ring = next
+}
+
+// append copies payloads (nb bytes in all) into the arena, one allocation
+// for the batch, and appends their slots. The queue, tenant and broker
+// gauges are the caller's (push reserves them before it appends).
+func (p *partition) append(payloads [][]byte, nb int64, at int64) {
+	p.reserve(len(payloads))
+	var h arena.Handle
+	var buf []byte
+	if nb > 0 {
+		h, buf = p.q.e.arena.Alloc(p.hint, int(nb))
+	}
+	off := 0
+	mask := uint64(len(p.ring) - 1)
+	for _, pl := range payloads {
+		var sh arena.Handle
+		if len(pl) > 0 {
+			copy(buf[off:], pl)
+			sh = h.Sub(uint32(off), uint32(len(pl)))
+			off += len(pl)
+		}
+		p.ring[p.tail&mask] = slot{h: sh, at: at}
+		p.tail++
+	}
+	p.bytes += nb
+}
+
+// freeHead frees the k oldest held messages. Reclaimable ones are freed
+// silently; pending ones are drops counted under cause (causeNone for reset
+// and delete). Cursors are normalized, so groups below the freed range skip
+// it and count what they never received. It returns the pending dropped.
+func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
+	k = min(k, p.held())
+	if k == 0 {
+		return 0
+	}
+	e := p.q.e
+	var bytes, rbytes, rcount int64
+	for i := uint64(0); i < k; i++ {
+		s := p.slotOf(p.head)
+		if s.h.Len > 0 {
+			e.arena.Free(s.h)
+		}
+		n := int64(s.h.Len)
+		bytes += n
+		if p.head < p.reclaim {
+			rbytes += n
+			rcount++
+		} else {
+			dropped++
+		}
+		*s = slot{}
+		p.head++
+	}
+	p.bytes -= bytes
+	q := p.q
+	q.length.Add(-int64(k))
+	q.reclaimN.Add(-rcount)
+	q.accountBytes(-bytes, -rbytes)
+	if cause != causeNone {
+		q.countDrops(cause, int64(dropped))
+	}
+	for _, c := range p.cursors {
+		c.normalize()
+	}
+	p.shrink()
+	return dropped
+}
+
+// freeReclaimable frees up to k reclaimable messages from the head, and
+// returns how many messages and bytes it freed.
+func (p *partition) freeReclaimable(k uint64) (n uint64, bytes int64) {
+	if p.reclaim <= p.head {
+		return 0, 0
+	}
+	k = min(k, p.reclaim-p.head)
+	before := p.bytes
+	p.freeHead(k, causeNone)
+	return k, before - p.bytes
+}
+
+// shrink gives memory back after a burst.
+func (p *partition) shrink() {
+	if len(p.ring) > 64 && p.held() < uint64(len(p.ring))/8 {
+		p.resize(max(8, len(p.ring)/4))
+	}
+	if p.held() == 0 && len(p.ring) > 8 {
+		p.ring = nil
+	}
+}
+
+// updateReclaim moves the reclaim point up to the lowest settled cursor (D3).
+func (p *partition) updateReclaim() {
+	if len(p.cursors) == 0 {
+		return
+	}
+	m := p.cursors[0].settled
+	for _, c := range p.cursors[1:] {
+		m = min(m, c.settled)
+	}
+	if m <= p.reclaim {
+		return
+	}
+	var n, bytes int64
+	for s := max(p.reclaim, p.head); s < m; s++ {
+		n++
+		bytes += int64(p.slotOf(s).h.Len)
+	}
+	p.reclaim = m
+	p.q.reclaimN.Add(n)
+	p.q.accountBytes(0, bytes)
+}
+
+// cursorFor returns g's cursor here, creating it at the oldest message held
+// (D4: a new group starts there).
+func (p *partition) cursorFor(g *group) *cursor {
+	for _, c := range p.cursors {
+		if c.g == g {
+			return c
+		}
+	}
+	c := &cursor{p: p, g: g, settled: p.head, next: p.head}
+	p.cursors = append(p.cursors, c)
+	return c
+}
+
+func (p *partition) findCursor(g *group) *cursor {
+	for _, c := range p.cursors {
+		if c.g == g {
+			return c
+		}
+	}
+	return nil
+}
+
+// removeCursor forgets c (its group was forgotten or the queue went away).
+func (p *partition) removeCursor(c *cursor) {
+	c.dropLease()
+	for i, x := range p.cursors {
+		if x == c {
+			last := len(p.cursors) - 1
+			p.cursors[i] = p.cursors[last]
+			p.cursors[last] = nil
+			p.cursors = p.cursors[:last]
+			break
+		}
+	}
+	p.updateReclaim()
+}
+
+// armTTL schedules the ttl timer for the head message when ttl is on.
+func (p *partition) armTTL() {
+	ttl := p.q.options().TTLSeconds
+	if ttl <= 0 || p.held() == 0 {
+		if p.ttlAt != 0 {
+			p.wh.Stop(&p.ttlTimer)
+			p.ttlAt = 0
+		}
+		return
+	}
+	at := p.slotOf(p.head).at + ttl*1e9
+	if p.ttlAt == at {
+		return
+	}
+	p.ttlAt = at
+	p.wh.Schedule(&p.ttlTimer, at, p)
+}
+
+// Fire drops messages older than ttlSeconds, consumed or not.
+func (p *partition) Fire(now int64) {
+	var done doneList
+	p.mu.Lock()
+	p.ttlAt = 0
+	p.expireTTL(now)
+	p.armTTL()
+	p.wakeLocked(&done)
+	p.mu.Unlock()
+	done.finish()
+}
+
+func (p *partition) expireTTL(now int64) {
+	ttl := p.q.options().TTLSeconds
+	if ttl <= 0 || p.q.dead.Load() {
+		return
+	}
+	limit := now - ttl*1e9
+	var k uint64
+	for s := p.head; s < p.tail && p.slotOf(s).at <= limit; s++ {
+		k++
+	}
+	p.freeHead(k, CauseTTL)
+}

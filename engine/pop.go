@@ -1,0 +1,133 @@
+package engine
+
+import "time"
+
+// Message is one delivered message. Payload aliases arena memory and is
+// valid only during the Deliver call: copy it (once, into the response; P2).
+type Message struct {
+	Partition string
+	Seq       uint64
+	Attempts  int
+	Payload   []byte
+}
+
+// Consumer receives a pop's messages. Deliver is called with a partition lock
+// held and must only copy what it needs. Complete is called, with no lock
+// held, once for a pop that parked: with the number of messages delivered
+// (0 on timeout, pause, delete or shutdown). It is never called for a pop
+// answered at once, nor for one that Cancel removed.
+type Consumer interface {
+	Deliver(m Message)
+	Complete(n int)
+}
+
+// PopRequest is one pop (spec: pop query parameters, D11).
+type PopRequest struct {
+	Tenant    string
+	Queue     string
+	Partition string // "" = every partition
+	Group     string // "" = queue mode
+	Batch     int    // clamped to [1, 10000]
+	AutoAck   bool
+	Wait      bool
+	Timeout   time.Duration // how long a waiting pop parks; 0 answers at once
+}
+
+// Parked names a parked pop, so its connection can cancel it.
+type Parked struct{ w *waiter }
+
+// IsZero reports whether the pop was answered at once rather than parked.
+func (p Parked) IsZero() bool { return p.w == nil }
+
+// Pop takes up to Batch messages for the group and delivers them to c. When
+// none is available and Wait is set with a positive Timeout, the pop parks
+// on the queue's memory gate (no goroutine, P5) and Pop returns its Parked
+// handle; c.Complete reports the outcome later.
+func (e *Engine) Pop(r *PopRequest, c Consumer) (int, Parked, error) {
+	if e.closed.Load() {
+		return 0, Parked{}, ErrClosed
+	}
+	if err := CheckName("queue", r.Queue); err != nil {
+		return 0, Parked{}, err
+	}
+	if err := checkOptionalName("partition", r.Partition); err != nil {
+		return 0, Parked{}, err
+	}
+	if err := checkOptionalName("group", r.Group); err != nil {
+		return 0, Parked{}, err
+	}
+	batch := min(max(r.Batch, 1), MaxBatch)
+	for {
+		q, err := e.queueFor(r.Tenant, r.Queue)
+		if err != nil {
+			return 0, Parked{}, err
+		}
+		now := e.nowNanos()
+		q.lastActive.Store(now)
+		g := q.groupFor(queueModeName(r.Group))
+		g.lastActive.Store(now)
+		w := waiter{q: q, g: g, c: c, batch: batch, autoAck: r.AutoAck}
+		if r.Partition != "" {
+			w.p = q.partitionFor(r.Partition)
+		}
+		n, ok := e.takeNow(&w, now)
+		if !ok {
+			continue // the queue was collected under us; look again
+		}
+		if n > 0 || !r.Wait || r.Timeout <= 0 {
+			return n, Parked{}, nil
+		}
+		pw := new(waiter)
+		*pw = waiter{q: q, p: w.p, g: g, c: c, batch: batch, autoAck: r.AutoAck}
+		pw.deadline = now + int64(r.Timeout)
+		n, parked := pw.park(now)
+		if !parked {
+			return n, Parked{}, nil
+		}
+		return 0, Parked{pw}, nil
+	}
+}
+
+// takeNow takes what is available for w at once, from its partition or, for
+// a pop without partition, from every partition in a fair rotation, taking a
+// lease on each partition it takes from (D1). ok is false when the queue
+// died meanwhile.
+func (e *Engine) takeNow(w *waiter, now int64) (n int, ok bool) {
+	if w.p != nil {
+		p := w.p
+		p.mu.Lock()
+		if p.q.dead.Load() {
+			p.mu.Unlock()
+			return 0, false
+		}
+		n = p.takeFor(w, w.batch, now)
+		p.mu.Unlock()
+		return n, true
+	}
+	parts := w.q.partitions()
+	if len(parts) == 0 {
+		return 0, !w.q.dead.Load()
+	}
+	start := int(w.q.rr.Add(1) % uint32(len(parts)))
+	for i := 0; i < len(parts) && n < w.batch; i++ {
+		p := parts[(start+i)%len(parts)]
+		p.mu.Lock()
+		if p.q.dead.Load() {
+			p.mu.Unlock()
+			return n, n > 0
+		}
+		n += p.takeFor(w, w.batch-n, now)
+		p.mu.Unlock()
+	}
+	return n, true
+}
+
+// takeFor takes up to limit messages here for w's group; p.mu is held.
+func (p *partition) takeFor(w *waiter, limit int, now int64) int {
+	c := p.cursorFor(w.g)
+	c.expireDue(now)
+	if c.available() == 0 {
+		return 0
+	}
+	return c.take(limit, w.autoAck, w.c, now)
+}

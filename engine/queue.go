@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/puzpuzpuz/xsync/v4"
+)
+
+// Queue is one (tenant, queue): its declaration, partitions and groups.
+type Queue struct {
+	e    *Engine
+	t    *tenant
+	name string
+
+	mu       sync.Mutex // declaration changes, partition and group creation
+	declared atomic.Bool
+	opts     atomic.Pointer[Options] // in force; replaced whole, never mutated
+
+	// parts lists partitions in creation order (copy-on-write, read without
+	// a lock); index finds one by name once there are many.
+	parts  atomic.Pointer[[]*partition]
+	indexP atomic.Pointer[xsync.Map[string, *partition]]
+
+	groups atomic.Pointer[[]*group] // copy-on-write, few entries
+
+	waitMu  sync.Mutex // guards waiters: parked pops without a partition
+	waiters waitList
+
+	length       atomic.Int64 // messages held, reclaimable included
+	bytes        atomic.Int64 // payload bytes held, reclaimable included
+	reclaimN     atomic.Int64 // reclaimable messages held (D3)
+	reclaimBytes atomic.Int64
+	drops        [numCauses]atomic.Int64
+
+	lastActive atomic.Int64 // last push or pop (D8)
+	parked     atomic.Int32 // parked pops on this queue
+	rr         atomic.Uint32
+	dead       atomic.Bool // collected or deleted; lookups retry
+}
+
+// indexAt is the partition count from which lookups use the index map.
+const indexAt = 8
+
+func newQueue(e *Engine, t *tenant, name string) *Queue {
+	q := &Queue{e: e, t: t, name: name}
+	q.opts.Store(e.defaultOpts)
+	q.lastActive.Store(e.nowNanos())
+	return q
+}
+
+func (q *Queue) options() *Options { return q.opts.Load() }
+
+func (q *Queue) partitions() []*partition {
+	if p := q.parts.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// partitionFor returns the named partition, creating it.
+func (q *Queue) partitionFor(name string) *partition {
+	if p := q.findPartition(name); p != nil {
+		return p
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if p := q.findPartition(name); p != nil {
+		return p
+	}
+	p := newPartition(q, name)
+	old := q.partitions()
+	next := make([]*partition, len(old)+1)
+	copy(next, old)
+	next[len(old)] = p
+	if idx := q.indexP.Load(); idx != nil {
+		idx.Store(name, p)
+	} else if len(next) >= indexAt {
+		idx := xsync.NewMap[string, *partition]()
+		for _, x := range next {
+			idx.Store(x.name, x)
+		}
+		q.indexP.Store(idx)
+	}
+	q.parts.Store(&next)
+	return p
+}
+
+func (q *Queue) findPartition(name string) *partition {
+	if idx := q.indexP.Load(); idx != nil {
+		p, _ := idx.Load(name)
+		return p
+	}
+	for _, p := range q.partitions() {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// group is a consumer group of a queue; "" is queue mode (D4).
+type group struct {
+	name       string
+	lastActive atomic.Int64 // last pop or ack
+	parked     atomic.Int32 // parked pops of this group
+	skipped    atomic.Int64 // messages freed before ever delivered (D5)
+	dead       atomic.Bool  // forgotten; its cursors are being removed
+}
+
+func (q *Queue) findGroup(name string) *group {
+	if gs := q.groups.Load(); gs != nil {
+		for _, g := range *gs {
+			if g.name == name {
+				return g
+			}
+		}
+	}
+	return nil
+}
+
+// groupFor returns the named group, creating it at its first pop (D4).
+func (q *Queue) groupFor(name string) *group {
+	if g := q.findGroup(name); g != nil {
+		return g
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if g := q.findGroup(name); g != nil {
+		return g
+	}
+	g := &group{name: name}
+	g.lastActive.Store(q.e.nowNanos())
+	var old []*group
+	if gs := q.groups.Load(); gs != nil {
+		old = *gs
+	}
+	next := make([]*group, len(old)+1)
+	copy(next, old)
+	next[len(old)] = g
+	q.groups.Store(&next)
+	return g
+}
+
+// dropGroupLocked removes g from the group list; q.mu is held.
+func (q *Queue) dropGroupLocked(g *group) {
+	gs := q.groups.Load()
+	if gs == nil {
+		return
+	}
+	next := make([]*group, 0, len(*gs))
+	for _, x := range *gs {
+		if x != g {
+			next = append(next, x)
+		}
+	}
+	q.groups.Store(&next)
+}
+
+func (q *Queue) groupList() []*group {
+	if gs := q.groups.Load(); gs != nil {
+		return *gs
+	}
+	return nil
+}
+
+// countDrops adds n drops for cause to the queue's and the broker's counters.
+func (q *Queue) countDrops(c Cause, n int64) {
+	if n == 0 || c >= numCauses {
+		return
+	}
+	q.drops[c].Add(n)
+	q.e.drops[c].Add(n)
+}

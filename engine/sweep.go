@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/queenmq/ephemeral/engine/wheel"
+)
+
+type xsyncOp = xsync.ComputeOp
+
+const (
+	opDelete = xsync.DeleteOp
+	opCancel = xsync.CancelOp
+)
+
+// sweeper runs every SweepEvery from the timing wheel: it forgets idle
+// groups (D4), collects idle implicit queues (D8) and frees reclaimable
+// messages when the broker nears its total budget (D3).
+type sweeper struct {
+	e     *Engine
+	timer wheel.Timer
+}
+
+// nearBudget is the share of QUEEN_EPHEMERAL_MAX_BYTES above which the
+// sweeper frees reclaimable messages ahead of need (7/8).
+func (e *Engine) nearBudget() bool {
+	return e.bytes.Load() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
+}
+
+func (s *sweeper) Fire(now int64) {
+	e := s.e
+	if e.closed.Load() {
+		return
+	}
+	e.Sweep(now)
+	e.wheels.Shard(0).Schedule(&s.timer, now+int64(e.cfg.SweepEvery), s)
+}
+
+// Sweep runs one idle collection pass at engine time now. The wheel calls it
+// every SweepEvery; tests may call it directly.
+func (e *Engine) Sweep(now int64) {
+	groupIdle := int64(e.cfg.GroupIdle)
+	e.tenants.Range(func(_ string, t *tenant) bool {
+		t.queues.Range(func(_ string, q *Queue) bool {
+			for _, g := range q.groupList() {
+				if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
+					q.forget(g, now)
+				}
+			}
+			if q.collectable(now) {
+				q.remove(true)
+			}
+			return true
+		})
+		return true
+	})
+	if e.nearBudget() && e.reclaimable.Load() > 0 {
+		e.reclaimAll()
+	}
+}
+
+// collectable says whether q is an implicit queue that has been idle for
+// ImplicitIdle with nothing pending and no parked pop (D8).
+func (q *Queue) collectable(now int64) bool {
+	return !q.declared.Load() &&
+		q.parked.Load() == 0 &&
+		q.length.Load()-q.reclaimN.Load() == 0 &&
+		now-q.lastActive.Load() >= int64(q.e.cfg.ImplicitIdle)
+}
+
+// forget drops an idle group: its cursors stop pinning messages, and a later
+// pop with its name starts a new group (D4).
+func (q *Queue) forget(g *group, now int64) {
+	q.mu.Lock()
+	if g.dead.Load() || g.parked.Load() != 0 || now-g.lastActive.Load() < int64(q.e.cfg.GroupIdle) {
+		q.mu.Unlock()
+		return
+	}
+	g.dead.Store(true)
+	q.dropGroupLocked(g)
+	q.mu.Unlock()
+	for _, p := range q.partitions() {
+		p.mu.Lock()
+		if c := p.findCursor(g); c != nil {
+			p.removeCursor(c)
+		}
+		p.mu.Unlock()
+	}
+}
