@@ -21,13 +21,13 @@
 //     It only grows, copy-on-write under a.mu. A slot is written only under
 //     a.mu and only while no live handle names it, so lock-free readers of a
 //     live handle never race with the write.
-//   - Held counts exactly the live bytes. It is kept per shard (a single
-//     counter written by every Alloc and Free made parallel allocation five
+//   - Held counts exactly the live bytes. It is kept per shard (one shared
+//     counter written by every Alloc and Free made parallel Alloc+Free three
 //     times slower): seg.shard names the counter, and it changes only when
 //     the segment is (re)opened, with no live bytes, so an allocation and its
 //     frees always meet the same counter.
-//     Footprint counts the bytes of every segment in the table (open,
-//     sealed-but-live, pooled).
+//   - Footprint counts the bytes of every segment in the table (open,
+//     sealed-but-live, pooled); the pool keeps at most maxFree segments.
 //
 // Bytes handed out by Alloc are not zeroed: a recycled segment still holds
 // old payloads, and the caller overwrites all n bytes.

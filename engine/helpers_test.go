@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -33,6 +34,7 @@ func (h *harness) advance(d time.Duration) {
 
 // collector is a Consumer that keeps copies of what it was handed.
 type collector struct {
+	mu        sync.Mutex
 	msgs      []got
 	completed int
 	done      bool
@@ -52,10 +54,22 @@ func (c *collector) Deliver(m Message) {
 	if c.e != nil {
 		id = string(c.e.AppendID(nil, m.Partition, m.Seq))
 	}
+	c.mu.Lock()
 	c.msgs = append(c.msgs, got{id, m.Partition, m.Seq, m.Attempts, string(m.Payload)})
+	c.mu.Unlock()
 }
 
-func (c *collector) Complete(n int) { c.completed, c.done = n, true }
+func (c *collector) Complete(n int) {
+	c.mu.Lock()
+	c.completed, c.done = n, true
+	c.mu.Unlock()
+}
+
+func (c *collector) isDone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}
 
 func payloads(ps ...string) [][]byte {
 	out := make([][]byte, len(ps))
@@ -119,3 +133,135 @@ func payloadsOf(ms []got) string {
 func outcomes(os []Outcome) string {
 	return fmt.Sprint(os)
 }
+
+// --- helpers for the behavioural tests (push/pop/ack/wait/retention/status/ttl/lifecycle) ---
+
+// configure declares queue with the options as sent, failing the test on error.
+func (h *harness) configure(queue string, set OptionSet) {
+	h.t.Helper()
+	if err := h.e.Configure("default", queue, set); err != nil {
+		h.t.Fatalf("configure %s: %v", queue, err)
+	}
+}
+
+// pushErr pushes and returns what the engine answered, without judging it.
+func (h *harness) pushErr(queue, partition string, ps ...string) (int, error) {
+	return h.e.Push("default", queue, partition, payloads(ps...))
+}
+
+// park issues a pop that must park, and returns its consumer and handle.
+func (h *harness) park(r PopRequest) (*collector, Parked) {
+	h.t.Helper()
+	if r.Tenant == "" {
+		r.Tenant = "default"
+	}
+	if !r.Wait {
+		r.Wait = true
+	}
+	if r.Timeout == 0 {
+		r.Timeout = time.Minute
+	}
+	c := &collector{e: h.e}
+	n, parked, err := h.e.Pop(&r, c)
+	if err != nil {
+		h.t.Fatalf("pop %+v: %v", r, err)
+	}
+	if parked.IsZero() {
+		h.t.Fatalf("pop %+v was answered at once with %d messages; it should have parked", r, n)
+	}
+	return c, parked
+}
+
+// ackIDs acks raw id strings for a group.
+func (h *harness) ackIDs(queue, group string, status AckStatus, ids ...string) []Outcome {
+	h.t.Helper()
+	items := make([]AckItem, len(ids))
+	for i, id := range ids {
+		items[i] = AckItem{ID: []byte(id), Status: status}
+	}
+	out, err := h.e.Ack("default", queue, group, items, nil)
+	if err != nil {
+		h.t.Fatalf("ack: %v", err)
+	}
+	return out
+}
+
+// depthOf reads the depth of queue for group ("" = no group).
+func (h *harness) depthOf(queue, group string) DepthInfo {
+	h.t.Helper()
+	var d DepthInfo
+	if err := h.e.Depth("default", queue, group, &d); err != nil {
+		h.t.Fatalf("depth %s: %v", queue, err)
+	}
+	return d
+}
+
+// infoOf is queue's row of the default tenant's listing.
+func (h *harness) infoOf(queue string) QueueInfo {
+	h.t.Helper()
+	for _, qi := range h.e.Queues("default", nil) {
+		if qi.Name == queue {
+			return qi
+		}
+	}
+	h.t.Fatalf("queue %s is not in the listing", queue)
+	return QueueInfo{}
+}
+
+// listed reports whether queue is in the default tenant's listing.
+func (h *harness) listed(queue string) bool {
+	for _, qi := range h.e.Queues("default", nil) {
+		if qi.Name == queue {
+			return true
+		}
+	}
+	return false
+}
+
+// groupDepth finds one group's row of a depth read.
+func groupDepth(t testing.TB, d DepthInfo, name string) GroupDepth {
+	t.Helper()
+	for _, g := range d.Groups {
+		if g.Group == name {
+			return g
+		}
+	}
+	t.Fatalf("group %s not in depth read %+v", name, d.Groups)
+	return GroupDepth{}
+}
+
+// partitionDepth finds one partition's row of a depth read.
+func partitionDepth(t testing.TB, d DepthInfo, name string) PartitionDepth {
+	t.Helper()
+	for _, p := range d.Partitions {
+		if p.Partition == name {
+			return p
+		}
+	}
+	t.Fatalf("partition %s not in depth read %+v", name, d.Partitions)
+	return PartitionDepth{}
+}
+
+// attemptsOf lists the attempts of delivered messages, e.g. "1,0".
+func attemptsOf(ms []got) string {
+	s := ""
+	for i, m := range ms {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprint(m.Attempts)
+	}
+	return s
+}
+
+// numbered returns n payloads "prefix0", "prefix1", ...
+func numbered(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+// declare is an OptionSet with the given presence bits and values.
+func declare(has uint16, o Options) OptionSet { return OptionSet{Has: has, Options: o} }

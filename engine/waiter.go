@@ -101,8 +101,10 @@ func (w *waiter) park(now int64) (n int, parked bool) {
 	}
 	q.waitMu.Lock()
 	q.waiters.add(w)
-	q.waitMu.Unlock()
+	// Armed under waitMu, so no push can claim and finish w before its timer
+	// exists (finish stops the timer; a timer armed after would linger).
 	w.wh.Schedule(&w.timer, w.deadline, w)
+	q.waitMu.Unlock()
 	// The second look: claim w before taking, as a push would.
 	for _, p := range q.partitions() {
 		p.mu.Lock()
