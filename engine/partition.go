@@ -148,18 +148,6 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	return dropped
 }
 
-// freeReclaimable frees up to k reclaimable messages from the head, and
-// returns how many messages and bytes it freed.
-func (p *partition) freeReclaimable(k uint64) (n uint64, bytes int64) {
-	if p.reclaim <= p.head {
-		return 0, 0
-	}
-	k = min(k, p.reclaim-p.head)
-	before := p.bytes
-	p.freeHead(k, causeNone)
-	return k, before - p.bytes
-}
-
 // shrink gives memory back after a burst.
 func (p *partition) shrink() {
 	if len(p.ring) > 64 && p.held() < uint64(len(p.ring))/8 {
