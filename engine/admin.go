@@ -56,6 +56,7 @@ func (e *Engine) Reset(tenant, queue string) (int64, error) {
 	for _, p := range q.partitions() {
 		p.mu.Lock()
 		dropped += int64(p.held())
+		p.ensureCursors() // then every cursor moves to the end: no skips
 		for _, c := range p.cursors {
 			if c.leased {
 				c.releaseLease()

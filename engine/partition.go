@@ -115,6 +115,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	if k == 0 {
 		return 0
 	}
+	p.ensureCursors() // so a group that never read here counts its skips
 	e := p.q.e
 	var bytes, rbytes, rcount int64
 	for i := uint64(0); i < k; i++ {
@@ -159,15 +160,20 @@ func (p *partition) shrink() {
 }
 
 // updateReclaim moves the reclaim point up to the lowest settled cursor (D3).
+//
+// Every group that exists counts, including one that has no cursor here yet:
+// it would start at the oldest message held, so it holds the point where it
+// is. Before any group exists the point stays at the start.
 func (p *partition) updateReclaim() {
-	if len(p.cursors) == 0 {
-		return
+	live := 0
+	m := p.tail
+	for _, c := range p.cursors {
+		if !c.g.dead.Load() {
+			live++
+			m = min(m, c.settled)
+		}
 	}
-	m := p.cursors[0].settled
-	for _, c := range p.cursors[1:] {
-		m = min(m, c.settled)
-	}
-	if m <= p.reclaim {
+	if live == 0 || live < len(p.q.groupList()) || m <= p.reclaim {
 		return
 	}
 	var n, bytes int64
@@ -191,6 +197,28 @@ func (p *partition) cursorFor(g *group) *cursor {
 	c := &cursor{p: p, g: g, settled: p.head, next: p.head}
 	p.cursors = append(p.cursors, c)
 	return c
+}
+
+// ensureCursors gives every live group of the queue a cursor here, at the
+// oldest message held, where its first pop would start (D4).
+func (p *partition) ensureCursors() {
+	groups := p.q.groupList()
+	if len(p.cursors) >= len(groups) && len(groups) > 0 {
+		live := 0
+		for _, c := range p.cursors {
+			if !c.g.dead.Load() {
+				live++
+			}
+		}
+		if live >= len(groups) {
+			return
+		}
+	}
+	for _, g := range groups {
+		if !g.dead.Load() {
+			p.cursorFor(g)
+		}
+	}
 }
 
 func (p *partition) findCursor(g *group) *cursor {

@@ -71,8 +71,8 @@ func (e *Engine) Pop(r *PopRequest, c Consumer) (int, Parked, error) {
 			w.p = q.partitionFor(r.Partition)
 		}
 		n, ok := e.takeNow(&w, now)
-		if !ok {
-			continue // the queue was collected under us; look again
+		if !ok || (n == 0 && g.dead.Load()) {
+			continue // the queue was collected, or the group forgotten, under us
 		}
 		if n > 0 || !r.Wait || r.Timeout <= 0 {
 			return n, Parked{}, nil
@@ -124,6 +124,9 @@ func (e *Engine) takeNow(w *waiter, now int64) (n int, ok bool) {
 
 // takeFor takes up to limit messages here for w's group; p.mu is held.
 func (p *partition) takeFor(w *waiter, limit int, now int64) int {
+	if w.g.dead.Load() {
+		return 0 // forgotten: creating a cursor now would pin messages forever
+	}
 	c := p.cursorFor(w.g)
 	c.expireDue(now)
 	if c.available() == 0 {

@@ -38,9 +38,16 @@ func (e *Engine) Push(tenant, queue, partition string, payloads [][]byte) (int, 
 			p.mu.Unlock()
 			continue
 		}
+		if len(payloads) == 0 {
+			p.mu.Unlock()
+			return 0, nil // an empty push passes no bound; it names the queue
+		}
 		scope, err := p.push(payloads, nb, tried)
-		if scope == reclaimNone {
-			return len(payloads), err // p.push unlocked p.mu
+		if scope == reclaimNone { // p.push unlocked p.mu
+			if err != nil {
+				return 0, err
+			}
+			return len(payloads), nil
 		}
 		// Reclaimable bytes elsewhere could make the room: free them with no
 		// partition lock held, then try once more.

@@ -108,6 +108,10 @@ func (w *waiter) park(now int64) (n int, parked bool) {
 	// The second look: claim w before taking, as a push would.
 	for _, p := range q.partitions() {
 		p.mu.Lock()
+		if w.g.dead.Load() {
+			p.mu.Unlock()
+			break
+		}
 		c := p.cursorFor(w.g)
 		c.expireDue(now)
 		if c.available() > 0 && w.state.CompareAndSwap(waiting, claimed) {
@@ -147,7 +151,7 @@ func (w *waiter) unpark(now int64) {
 // expired or released lease) just made available; p.mu is held and w is on
 // list l. It claims and fills w, or starts its window buffer (D12).
 func (p *partition) serve(w *waiter, l *waitList, done *doneList, now int64) {
-	if w.state.Load() != waiting {
+	if w.state.Load() != waiting || w.g.dead.Load() {
 		return
 	}
 	c := p.cursorFor(w.g)
@@ -233,7 +237,9 @@ func (w *waiter) Fire(now int64) {
 	if n == 0 && now < w.deadline {
 		w.windowEnd.Store(0)
 		if m, parked := w.park(now); !parked {
-			w.finish(m)
+			// park already undid the gauges; only the consumer is left.
+			w.wh.Stop(&w.timer)
+			w.c.Complete(m)
 		}
 		return
 	}

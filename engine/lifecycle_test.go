@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// D8: an implicit queue is collected after QUEEN_EPHEMERAL_IMPLICIT_IDLE_S (300 s) empty and unpolled.
+func TestImplicitQueueCollectedAfterIdle(t *testing.T) {
+	h := newHarness(t, nil)
+	h.pop(PopRequest{Queue: "inbox", Group: "g"})
+	h.advance(299 * time.Second)
+	if !h.listed("inbox") {
+		t.Fatal("collected before 300 s")
+	}
+	h.advance(time.Second)
+	if h.listed("inbox") {
+		t.Fatal("an idle empty implicit queue was not collected at 300 s")
+	}
+	var d DepthInfo
+	if err := h.e.Depth("default", "inbox", "", &d); !errors.Is(err, ErrQueueNotFound) {
+		t.Fatalf("depth of a collected queue: %v", err)
+	}
+}
+
+// D8: with nothing pending (consumed messages only) an implicit queue is collectable, and its bytes go.
+func TestImplicitQueueHoldingOnlyConsumedMessagesIsCollected(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("inbox", "", "reply")
+	h.ack("inbox", "g", AckCompleted, h.pop(PopRequest{Queue: "inbox", Group: "g"})...)
+	h.advance(300 * time.Second)
+	if h.listed("inbox") || h.e.CellBytes() != 0 {
+		t.Fatalf("listed=%v cell bytes=%d, want collected and freed", h.listed("inbox"), h.e.CellBytes())
+	}
+}
+
+// D8: an abandoned inbox holding an unread reply is not empty, so it is not collected.
+func TestImplicitQueueNotCollectedWhilePending(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("inbox", "", "unread reply")
+	h.advance(time.Hour)
+	if qi := h.infoOf("inbox"); qi.Depth != 1 {
+		t.Fatalf("depth %d", qi.Depth)
+	}
+}
+
+// D8: an implicit queue with a parked waiter is not collected.
+func TestImplicitQueueNotCollectedWhileParked(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.park(PopRequest{Queue: "inbox", Timeout: 20 * time.Minute})
+	h.advance(10 * time.Minute)
+	if !h.listed("inbox") {
+		t.Fatal("collected while a pop was parked on it")
+	}
+	h.push("inbox", "", "reply")
+	if !c.done || payloadsOf(c.msgs) != "reply" {
+		t.Fatalf("the parked pop: done=%v got %q", c.done, payloadsOf(c.msgs))
+	}
+}
+
+// D8: once the parked pop is gone (cancelled), the queue is collectable again after the idle time.
+func TestImplicitQueueCollectedAfterParkedPopCancelled(t *testing.T) {
+	h := newHarness(t, nil)
+	_, parked := h.park(PopRequest{Queue: "inbox", Timeout: time.Hour})
+	h.advance(10 * time.Second)
+	h.e.Cancel(parked)
+	h.advance(300 * time.Second)
+	if h.listed("inbox") {
+		t.Fatal("not collected 300 s after its parked pop was cancelled")
+	}
+}
+
+// D8: a push or a pop keeps an implicit queue alive; the idle time counts from the last one.
+func TestPushAndPopKeepImplicitQueueAlive(t *testing.T) {
+	h := newHarness(t, nil)
+	h.pop(PopRequest{Queue: "inbox", Group: "g"})
+	h.advance(200 * time.Second)
+	h.push("inbox", "", "x")
+	h.advance(50 * time.Second)
+	h.ack("inbox", "g", AckCompleted, h.pop(PopRequest{Queue: "inbox", Group: "g"})...)
+	h.advance(299 * time.Second)
+	if !h.listed("inbox") {
+		t.Fatal("collected 299 s after its last pop")
+	}
+	h.advance(time.Second)
+	if h.listed("inbox") {
+		t.Fatal("not collected 300 s after its last pop")
+	}
+}
+
+// spec (two tiers): declared queues are never collected.
+func TestDeclaredQueueIsNeverCollected(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", OptionSet{})
+	h.advance(24 * time.Hour)
+	if qi := h.infoOf("q"); !qi.Declared {
+		t.Fatalf("%+v", qi)
+	}
+}
+
+// spec (two tiers): a collected implicit queue is re-created by the next push or pop as a new, empty queue with the defaults.
+func TestCollectedQueueComesBackNewAndEmpty(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("inbox", "", "a")
+	h.ack("inbox", "g", AckCompleted, h.pop(PopRequest{Queue: "inbox", Group: "g"})...)
+	h.advance(300 * time.Second)
+	if h.listed("inbox") {
+		t.Fatal("not collected")
+	}
+	h.pop(PopRequest{Queue: "inbox", Partition: "Default", Group: "other"})
+	qi := h.infoOf("inbox")
+	if qi.Declared || qi.Depth != 0 || qi.Bytes != 0 || qi.Groups != 1 || qi.Options.MaxLength != 10000 {
+		t.Fatalf("re-created queue %+v", qi)
+	}
+}
+
+// D6: an id is never reused within an incarnation, not after reset.
+func TestIdsAreNeverReusedAfterReset(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	before := h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 2})
+	if _, err := h.e.Reset("default", "q"); err != nil {
+		t.Fatal(err)
+	}
+	h.push("q", "p", "c")
+	after := h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	if len(after) != 1 || after[0].ID == before[0].ID || after[0].ID == before[1].ID || after[0].ID != "e:abcdef123456:p:2" {
+		t.Fatalf("ids before %s,%s; after reset %+v", before[0].ID, before[1].ID, after)
+	}
+}
+
+// D6: an id is never reused within an incarnation, not after a queue is deleted and created again.
+func TestIdsAreNeverReusedAfterDeleteAndRecreate(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b", "c")
+	before := h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 3})
+	h.e.Delete("default", "q")
+	h.push("q", "p", "x")
+	after := h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	for _, b := range before {
+		if after[0].ID == b.ID {
+			t.Fatalf("id %s reused after delete", b.ID)
+		}
+	}
+	// The old ids must not settle the new message.
+	if got := outcomes(h.ack("q", "g", AckCompleted, before...)); got != "[unknown unknown unknown]" {
+		t.Fatalf("old ids after re-creation: %s", got)
+	}
+	if got := outcomes(h.ack("q", "g", AckCompleted, after...)); got != "[acked]" {
+		t.Fatalf("new id: %s", got)
+	}
+}
+
+// D6: an id is never reused after an implicit queue is collected and created again.
+func TestIdsAreNeverReusedAfterImplicitCollection(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("inbox", "", "a")
+	before := h.pop(PopRequest{Queue: "inbox", Group: "g", AutoAck: true})
+	h.advance(300 * time.Second)
+	if h.listed("inbox") {
+		t.Fatal("not collected")
+	}
+	h.push("inbox", "", "b")
+	after := h.pop(PopRequest{Queue: "inbox", Group: "g"})
+	if after[0].ID == before[0].ID {
+		t.Fatalf("id %s reused after collection", after[0].ID)
+	}
+}
+
+// D6: the incarnation is random per process start, at least 48 bits, hex, and is part of every id.
+func TestIncarnationIsRandomPerEngine(t *testing.T) {
+	a, b := New(Config{Clock: NewManualClock()}), New(Config{Clock: NewManualClock()})
+	defer a.Close()
+	defer b.Close()
+	ia, ib := a.Incarnation(), b.Incarnation()
+	if ia == ib || len(ia) < 12 || len(ib) < 12 || strings.Trim(ia, "0123456789abcdef") != "" {
+		t.Fatalf("incarnations %q and %q", ia, ib)
+	}
+	if id := string(a.AppendID(nil, "p", 7)); id != "e:"+ia+":p:7" {
+		t.Fatalf("id %s", id)
+	}
+}
+
+// spec (reset): every message dropped (and reported), the declaration stays; reset drops are not counted under a cause.
+func TestResetDropsEveryMessageAndKeepsDeclaration(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 50, Policy: PolicyDropOldest}))
+	h.push("q", "p1", "a", "b", "c")
+	h.push("q", "p2", "d", "e")
+	h.ack("q", "g", AckCompleted, h.pop(PopRequest{Queue: "q", Partition: "p1", Group: "g"})...) // a is reclaimable
+	dropped, err := h.e.Reset("default", "q")
+	if err != nil || dropped != 5 {
+		t.Fatalf("reset dropped %d (%v), want 5: every message held", dropped, err)
+	}
+	qi := h.infoOf("q")
+	if !qi.Declared || qi.Options.MaxLength != 50 || qi.Options.Policy != PolicyDropOldest {
+		t.Fatalf("declaration after reset %+v", qi)
+	}
+	if qi.Depth != 0 || qi.Bytes != 0 || qi.Drops != (Drops{}) || h.e.CellBytes() != 0 {
+		t.Fatalf("after reset depth=%d bytes=%d drops=%+v cell=%d", qi.Depth, qi.Bytes, qi.Drops, h.e.CellBytes())
+	}
+	if qi.Groups != 1 {
+		t.Fatalf("groups %d after reset, want the group kept", qi.Groups)
+	}
+}
+
+// spec (reset): an implicit queue stays implicit after reset; reset of nothing reports dropped 0.
+func TestResetOfImplicitAndMissingQueues(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "", "a")
+	if n, _ := h.e.Reset("default", "q"); n != 1 || h.infoOf("q").Declared {
+		t.Fatalf("reset of implicit: dropped %d declared %v", n, h.infoOf("q").Declared)
+	}
+	if n, err := h.e.Reset("default", "missing"); n != 0 || err != nil || h.listed("missing") {
+		t.Fatalf("reset of missing: dropped %d err %v listed %v", n, err, h.listed("missing"))
+	}
+}
+
+// spec (reset): every lease voided, every group cursor rewound; reset adds no skips.
+func TestResetVoidsLeasesAndRewindsCursors(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b", "c")
+	leased := h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g2", AutoAck: true})
+	h.e.Reset("default", "q")
+	if got := outcomes(h.ack("q", "g", AckCompleted, leased...)); got != "[unknown]" {
+		t.Fatalf("ack of a pre-reset lease: %s, want unknown", got)
+	}
+	h.push("q", "p", "d", "e")
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 10})); got != "d,e" {
+		t.Fatalf("g after reset got %q, want d,e at once", got)
+	}
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g2", Batch: 10})); got != "d,e" {
+		t.Fatalf("g2 after reset got %q", got)
+	}
+	d := h.depthOf("q", "")
+	for _, gd := range d.Groups {
+		if gd.Skipped != 0 {
+			t.Fatalf("reset added skips: %+v", d.Groups)
+		}
+	}
+}
+
+// spec (delete): answers whether there was a queue; removes contents, cursors and declaration.
+func TestDeleteAnswersExistedAndRemovesEverything(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength, Options{MaxLength: 7}))
+	h.push("q", "p", "a")
+	h.pop(PopRequest{Queue: "q", Partition: "p", Group: "g"})
+	if existed, err := h.e.Delete("default", "q"); !existed || err != nil {
+		t.Fatalf("delete: %v %v", existed, err)
+	}
+	if h.listed("q") || h.e.CellBytes() != 0 {
+		t.Fatalf("after delete listed=%v cell=%d", h.listed("q"), h.e.CellBytes())
+	}
+	if existed, err := h.e.Delete("default", "q"); existed || err != nil {
+		t.Fatalf("second delete: %v %v, want false", existed, err)
+	}
+	if existed, _ := h.e.Delete("default", "never"); existed {
+		t.Fatal("delete of a queue that never existed answered true")
+	}
+	h.push("q", "p", "b")
+	qi := h.infoOf("q")
+	if qi.Declared || qi.Options.MaxLength != 10000 || qi.Groups != 0 || qi.Depth != 1 {
+		t.Fatalf("re-created after delete %+v, want implicit, defaults, no groups", qi)
+	}
+}
+
+// spec (delete): an implicit queue is deleted too.
+func TestDeleteOfImplicitQueue(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "", "a")
+	if existed, _ := h.e.Delete("default", "q"); !existed || h.listed("q") {
+		t.Fatalf("delete of implicit: %v", existed)
+	}
+}
+
+// spec (what survives): drop counters are contents; a fresh engine (a restart) starts at zero.
+func TestDropCountersStartAtZero(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, c := range []Cause{CauseBounds, CauseTTL, CauseRetry} {
+		if h.e.Drops(c) != 0 {
+			t.Fatalf("%v drops %d at start", c, h.e.Drops(c))
+		}
+	}
+}

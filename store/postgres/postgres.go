@@ -1,0 +1,390 @@
+// Package postgres is the store.Store kept in PostgreSQL through pgx
+// (pgxpool), used when the broker is given a database (D16).
+//
+// Its tables live in their own schema (queen_ephemeral unless configured),
+// created on boot under an advisory lock so that brokers of a cell booting
+// together do not race. Every call is bounded: a connection must be had
+// within AcquireTimeout and a statement finish within StatementTimeout
+// (also set as the server's statement_timeout), so a slow or absent
+// database answers quickly instead of hanging.
+//
+// Open does not fail when the database is unreachable: the store starts
+// down, retries in the background every RetryInterval, and closes Ready
+// once the schema exists. The same loop pings the database afterwards so
+// that Healthy (the /health "store" field) follows it.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/store"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultSchema           = "queen_ephemeral"
+	DefaultAcquireTimeout   = 2 * time.Second
+	DefaultStatementTimeout = 2 * time.Second
+	DefaultRetryInterval    = time.Second
+	DefaultMaxConns         = 4
+)
+
+// schemaVersion is the layout this build creates and reads.
+const schemaVersion = "1"
+
+// clientSlack is how much longer than StatementTimeout the client waits for
+// an answer, so that the server's own statement_timeout fires first and the
+// connection survives.
+const clientSlack = 500 * time.Millisecond
+
+// Config says which database and how patient to be with it.
+type Config struct {
+	// URL is a libpq connection string or URL. Whatever it leaves out is
+	// taken from the standard PG* environment variables (PGHOST, PGPORT,
+	// PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, ...), as pgx reads them;
+	// an empty URL uses the environment alone.
+	URL string
+	// Schema holds the tables; never "public". Default queen_ephemeral.
+	Schema string
+	// AcquireTimeout bounds the wait for a pooled connection, including
+	// dialing a new one. Past it a call fails with store.ErrUnavailable.
+	AcquireTimeout time.Duration
+	// StatementTimeout bounds one statement, on the server
+	// (statement_timeout) and on the client.
+	StatementTimeout time.Duration
+	// RetryInterval paces the background loop: schema creation while the
+	// database is unreachable at boot, then a health ping.
+	RetryInterval time.Duration
+	// MaxConns bounds the pool (default 4: the store is off the hot path).
+	MaxConns int32
+	// Logger receives state changes (down, up, ready); nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if err := validSchema(c.Schema); err != nil {
+		return err
+	}
+	if c.AcquireTimeout <= 0 {
+		c.AcquireTimeout = DefaultAcquireTimeout
+	}
+	if c.StatementTimeout <= 0 {
+		c.StatementTimeout = DefaultStatementTimeout
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+func validSchema(s string) error {
+	switch {
+	case len(s) > 63:
+		return fmt.Errorf("postgres: schema name %q is over 63 bytes", s)
+	case strings.EqualFold(s, "public"):
+		return errors.New("postgres: the store keeps its own schema, not public")
+	case strings.HasPrefix(strings.ToLower(s), "pg_"):
+		return fmt.Errorf("postgres: schema name %q is reserved (pg_)", s)
+	case strings.IndexByte(s, 0) >= 0:
+		return errors.New("postgres: schema name contains NUL")
+	}
+	return nil
+}
+
+// Store is the PostgreSQL store.Store.
+type Store struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	sql  statements
+	log  *slog.Logger
+
+	ready   chan struct{}
+	isReady atomic.Bool
+	healthy atomic.Bool
+	closed  atomic.Bool
+
+	stop      context.CancelFunc
+	loopDone  sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open builds the pool and tries once, within ctx and the timeouts, to
+// create the schema. It fails only on a configuration it cannot use; an
+// unreachable database leaves the store down and retrying.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		// pgx's message may quote the password; say only what failed.
+		return nil, errors.New("postgres: cannot parse the database URL or PG* environment")
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	pcfg.MinConns = 0
+	cc := pcfg.ConnConfig
+	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > cfg.AcquireTimeout {
+		cc.ConnectTimeout = cfg.AcquireTimeout
+	}
+	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	if cc.RuntimeParams["application_name"] == "" {
+		cc.RuntimeParams["application_name"] = "queen-ephemeral"
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pool: %w", err)
+	}
+	loopCtx, stop := context.WithCancel(context.Background())
+	s := &Store{
+		cfg:   cfg,
+		pool:  pool,
+		sql:   newStatements(cfg.Schema),
+		log:   cfg.Logger.With("store", "postgres", "schema", cfg.Schema),
+		ready: make(chan struct{}),
+		stop:  stop,
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		s.log.Warn("database not ready at boot; serving without it and retrying", "err", err, "every", cfg.RetryInterval)
+	}
+	s.loopDone.Add(1)
+	go s.loop(loopCtx)
+	return s, nil
+}
+
+// Ready is closed once the schema exists.
+func (s *Store) Ready() <-chan struct{} { return s.ready }
+
+// Healthy reports whether the store is ready and its last contact with the
+// database (a call or the background ping) succeeded.
+func (s *Store) Healthy() bool {
+	return s.isReady.Load() && s.healthy.Load() && !s.closed.Load()
+}
+
+// Close stops the background loop and closes the pool, waiting for calls
+// in flight. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.stop()
+		s.loopDone.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// loop creates the schema until it exists, then pings to keep Healthy
+// current, each RetryInterval.
+func (s *Store) loop(ctx context.Context) {
+	defer s.loopDone.Done()
+	t := time.NewTicker(s.cfg.RetryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.isReady.Load() {
+			if err := s.ensureSchema(ctx); err != nil && ctx.Err() == nil {
+				s.log.Debug("database still not ready", "err", err)
+			}
+			continue
+		}
+		s.ping(ctx)
+	}
+}
+
+func (s *Store) ping(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AcquireTimeout+s.cfg.StatementTimeout)
+	defer cancel()
+	err := s.pool.Ping(ctx)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // closing
+	}
+	s.setHealthy(err)
+	if err != nil {
+		// Drop every pooled connection: they died with the server, and
+		// the first call after it comes back should not find them.
+		s.pool.Reset()
+	}
+}
+
+// setHealthy records the outcome of a contact with the database and logs
+// the transitions.
+func (s *Store) setHealthy(err error) {
+	up := err == nil
+	if s.healthy.Swap(up) != up {
+		if up {
+			s.log.Info("database reachable again")
+		} else {
+			s.log.Warn("database unreachable", "err", err)
+		}
+	}
+}
+
+// ensureSchema creates the schema and tables when they are missing (under
+// an advisory lock, so concurrent brokers do not race), then marks the
+// store ready. A schema already at this version runs no DDL, so a role
+// without CREATE rights works against a schema an operator prepared.
+func (s *Store) ensureSchema(ctx context.Context) error {
+	if s.isReady.Load() {
+		return nil
+	}
+	err := s.withConn(ctx, true, func(ctx context.Context, c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.cfg.Schema)); err != nil {
+				return err
+			}
+			var (
+				metaExists bool
+				version    *string
+			)
+			if err := tx.QueryRow(ctx, s.sql.metaExists, s.sql.metaTable).Scan(&metaExists); err != nil {
+				return err
+			}
+			if metaExists {
+				err := tx.QueryRow(ctx, s.sql.version).Scan(&version)
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+			}
+			switch {
+			case version != nil && *version == schemaVersion:
+				return nil
+			case version != nil:
+				return fmt.Errorf("schema %s is at version %q; this build knows %q", s.cfg.Schema, *version, schemaVersion)
+			}
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.cfg.Schema).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, s.sql.createSchema); err != nil {
+					return err
+				}
+			}
+			for _, ddl := range s.sql.createTables {
+				if _, err := tx.Exec(ctx, ddl); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		s.setHealthy(err)
+		return err
+	}
+	if !s.isReady.Swap(true) {
+		s.log.Info("database ready")
+		close(s.ready)
+	}
+	s.setHealthy(nil)
+	return nil
+}
+
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("queen-ephemeral schema " + schema))
+	return int64(h.Sum64())
+}
+
+var errNotReady = errors.New("the database has not been reachable since boot")
+
+// withConn runs fn on a pooled connection within the configured bounds and
+// maps the failures: no connection in time, or a connection lost under
+// fn, is store.ErrUnavailable. A statement that provably never ran (the
+// connection failed before sending it, or the server was shutting down) is
+// tried once more on another connection within the same deadline.
+func (s *Store) withConn(ctx context.Context, booting bool, fn func(context.Context, *pgxpool.Conn) error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if !booting && !s.isReady.Load() {
+		return store.Unavailable(errNotReady)
+	}
+	opCtx, cancel := context.WithTimeout(ctx, s.cfg.AcquireTimeout+s.cfg.StatementTimeout+clientSlack)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		actx, acancel := context.WithTimeout(opCtx, s.cfg.AcquireTimeout)
+		conn, err := s.pool.Acquire(actx)
+		acancel()
+		if err != nil {
+			if s.closed.Load() {
+				return store.ErrClosed
+			}
+			s.setHealthy(err)
+			return store.Unavailable(err)
+		}
+		err = fn(opCtx, conn)
+		lost := err != nil && connectionLost(err, conn.Conn())
+		conn.Release()
+		switch {
+		case err == nil:
+			s.setHealthy(nil)
+			return nil
+		case !lost:
+			return err
+		case attempt == 0 && neverRan(err) && opCtx.Err() == nil:
+			continue
+		default:
+			s.setHealthy(err)
+			return store.Unavailable(err)
+		}
+	}
+}
+
+// connectionLost tells a failure of the connection (the database went away
+// or refused to serve) from a failure of the statement.
+func connectionLost(err error, c *pgx.Conn) bool {
+	if pgconn.Timeout(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || serverShuttingDown(pe.Code)
+	}
+	return pgconn.SafeToRetry(err) || c.IsClosed() ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// neverRan: the statement was not sent, or the server ended the session
+// (admin_shutdown, crash_shutdown, cannot_connect_now) before it could
+// commit, so running it again cannot apply it twice.
+func neverRan(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return serverShuttingDown(pe.Code)
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+func serverShuttingDown(code string) bool {
+	return code == "57P01" || code == "57P02" || code == "57P03"
+}

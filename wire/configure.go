@@ -1,0 +1,257 @@
+package wire
+
+// Policy is a queue's bound policy; the values mirror the engine's order.
+type Policy uint8
+
+const (
+	PolicyReject Policy = iota
+	PolicyDropOldest
+)
+
+func (p Policy) String() string {
+	if p == PolicyDropOldest {
+		return "dropOldest"
+	}
+	return "reject"
+}
+
+// Presence bits of Options.Has (the same bits, in the same order, as the
+// engine's OptionSet).
+const (
+	HasMaxBytes uint16 = 1 << iota
+	HasMaxLength
+	HasPolicy
+	HasTTLSeconds
+	HasLeaseSeconds
+	HasRetryLimit
+	HasWindowBuffer
+)
+
+// Options are the options a configure body sent: a value counts only when
+// its bit is in Has. Options left out take the defaults (D9), which is the
+// server's and engine's business, not the wire's.
+type Options struct {
+	Has          uint16
+	MaxBytes     int64
+	MaxLength    int64
+	Policy       Policy
+	TTLSeconds   int64
+	LeaseSeconds int64
+	RetryLimit   int64
+	WindowMs     int64
+	WindowCount  int64
+}
+
+// ConfigureBody is a decoded configure body (spec, configure; D9):
+//
+//	{"queue": string, "options"?: {maxBytes, maxLength, policy, ttlSeconds, leaseSeconds, retryLimit, windowBuffer: {ms, count}}}
+type ConfigureBody struct {
+	Queue   []byte
+	Options Options
+	// RawOptions is the options object exactly as sent (a sub-slice of the
+	// body), for the 201 echo and the store; nil when options was absent or
+	// null.
+	RawOptions []byte
+
+	scratch scratch
+}
+
+// Decode parses body into b; refusals are *Error (400,
+// ephemeral_bad_request) and name the offending option.
+func (b *ConfigureBody) Decode(body []byte) error {
+	*b = ConfigureBody{scratch: b.scratch}
+	b.scratch.reset()
+	if err := b.decode(body); err != nil {
+		return err
+	}
+	return nil
+}
+
+const (
+	cfgQueue = 1 << iota
+	cfgOptions
+)
+
+func (b *ConfigureBody) decode(body []byte) *Error {
+	s := scanner{b: body, what: "configure body", code: CodeBadRequest, s: &b.scratch}
+	if err := s.open(); err != nil {
+		return err
+	}
+	var seen uint16
+	for n := 0; ; n++ {
+		key, ok, err := s.member(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "queue":
+			if err = s.once(&seen, cfgQueue, key); err == nil {
+				if b.Queue, _, err = s.str("queue", false); err == nil {
+					err = CheckName("queue", b.Queue)
+				}
+			}
+		case "options":
+			if err = s.once(&seen, cfgOptions, key); err == nil {
+				start := s.i
+				if !s.isNull() {
+					if err = options(&s, &b.Options); err == nil {
+						b.RawOptions = body[start:s.i]
+					}
+				}
+			}
+		default:
+			err = s.fail("unknown key %s in the configure body; the keys are queue and options", quote(key))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.close(); err != nil {
+		return err
+	}
+	if seen&cfgQueue == 0 {
+		return s.fail("queue is required")
+	}
+	return nil
+}
+
+// ParseOptions decodes an options object on its own: the store keeps the
+// object as it was sent, and the server resolves the values in force from
+// it at boot.
+func ParseOptions(raw []byte) (Options, error) {
+	var o Options
+	s := scanner{b: raw, what: "options", code: CodeBadRequest, s: new(scratch)}
+	s.ws()
+	if err := options(&s, &o); err != nil {
+		return Options{}, err
+	}
+	if err := s.close(); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}
+
+const optionNames = "maxBytes, maxLength, policy, ttlSeconds, leaseSeconds, retryLimit and windowBuffer"
+
+// options reads the closed options object into o.
+func options(s *scanner, o *Options) *Error {
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return s.fail("options must be an object, not %s", s.kind())
+	}
+	s.i++
+	for n := 0; ; n++ {
+		key, ok, err := s.member(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		var bit uint16
+		var dst *int64
+		var min int64
+		switch string(key) {
+		case "maxBytes":
+			bit, dst, min = HasMaxBytes, &o.MaxBytes, 1
+		case "maxLength":
+			bit, dst, min = HasMaxLength, &o.MaxLength, 1
+		case "ttlSeconds":
+			bit, dst = HasTTLSeconds, &o.TTLSeconds
+		case "leaseSeconds":
+			bit, dst, min = HasLeaseSeconds, &o.LeaseSeconds, 1
+		case "retryLimit":
+			bit, dst, min = HasRetryLimit, &o.RetryLimit, 1
+		case "policy":
+			bit = HasPolicy
+		case "windowBuffer":
+			bit = HasWindowBuffer
+		default:
+			return s.fail("unknown option %s; the options are %s", quote(key), optionNames)
+		}
+		if o.Has&bit != 0 {
+			return s.fail("options has the key %s twice", quote(key))
+		}
+		o.Has |= bit
+		switch {
+		case dst != nil:
+			err = optionInt(s, key, dst, min)
+		case bit == HasPolicy:
+			err = policy(s, o)
+		default:
+			err = windowBuffer(s, o)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// optionInt reads a non-negative integer option of at least min (D9).
+func optionInt(s *scanner, key []byte, dst *int64, min int64) *Error {
+	v, _, err := s.uint("options."+string(key), false)
+	if err != nil {
+		return err
+	}
+	if v < min {
+		return s.fail("options.%s must be at least %d", key, min)
+	}
+	*dst = v
+	return nil
+}
+
+func policy(s *scanner, o *Options) *Error {
+	v, _, err := s.str("options.policy", false)
+	if err != nil {
+		return err
+	}
+	switch string(v) {
+	case "reject":
+		o.Policy = PolicyReject
+	case "dropOldest":
+		o.Policy = PolicyDropOldest
+	default:
+		return s.fail("options.policy is %s; it must be reject or dropOldest", quote(v))
+	}
+	return nil
+}
+
+// windowBuffer reads {"ms": int, "count": int}: closed, and both required
+// (a window with one bound missing would be a guess).
+func windowBuffer(s *scanner, o *Options) *Error {
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return s.fail("options.windowBuffer must be an object {\"ms\": ..., \"count\": ...}, not %s", s.kind())
+	}
+	s.i++
+	var seen uint16
+	for n := 0; ; n++ {
+		key, ok, err := s.member(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "ms":
+			if err = s.once(&seen, 1, key); err == nil {
+				o.WindowMs, _, err = s.uint("options.windowBuffer.ms", false)
+			}
+		case "count":
+			if err = s.once(&seen, 2, key); err == nil {
+				o.WindowCount, _, err = s.uint("options.windowBuffer.count", false)
+			}
+		default:
+			err = s.fail("unknown key %s in options.windowBuffer; the keys are ms and count", quote(key))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if seen != 3 {
+		return s.fail("options.windowBuffer needs both ms and count")
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package wire
+
+import "fmt"
+
+// Error codes used by this package. The code is the contract clients branch
+// on (spec, status codes); the message is prose for a log.
+const (
+	// CodeBadRequest is the ephemeral family's shape refusal (400).
+	CodeBadRequest = "ephemeral_bad_request"
+	// CodeSystemBadRequest is the system routes' shape refusal (400, D15).
+	CodeSystemBadRequest = "bad_request"
+)
+
+// Error is a refusal: the server answers Status with the body
+// {"error": Msg, "code": Code}, and closes the connection when Close is set
+// (every framing error does, because the rest of the stream cannot be
+// trusted to start at a request boundary).
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+	Close  bool
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// framingError is a 400 that closes the connection: the request could not
+// be delimited, so nothing after it can be read.
+func framingError(format string, args ...any) *Error {
+	return &Error{Status: 400, Code: CodeBadRequest, Msg: fmt.Sprintf(format, args...), Close: true}
+}
+
+// shapeError is a 400 about a well-framed request: the connection stays
+// usable.
+func shapeError(code, format string, args ...any) *Error {
+	return &Error{Status: 400, Code: code, Msg: fmt.Sprintf(format, args...)}
+}

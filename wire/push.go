@@ -1,0 +1,150 @@
+package wire
+
+// PushBody is a decoded push body (spec, push; D10):
+//
+//	{"queue": string, "partition"?: string, "messages": [{"payload": <any JSON>}, ...]}
+//
+// The shape is closed: an unknown key, at the top or in a message, is a
+// 400, and so is a duplicate key. Keep one PushBody per connection (or
+// loop) and call Decode for each request: its slices are reused, so
+// decoding allocates nothing per message.
+type PushBody struct {
+	// Queue is the queue name, decoded, checked (D10).
+	Queue []byte
+	// Partition is empty when absent, null or "" (the server pushes to
+	// Default then), else a checked name.
+	Partition []byte
+	// Payloads holds each message's payload exactly as sent: a sub-slice
+	// of the body, validated as JSON but never decoded (P2). null is a
+	// payload too (the four bytes "null").
+	Payloads [][]byte
+
+	scratch scratch
+}
+
+// Keys of the push body, as bits for duplicate detection.
+const (
+	pushQueue = 1 << iota
+	pushPartition
+	pushMessages
+)
+
+// Decode parses body into b, replacing what it held. Every refusal is an
+// *Error with status 400 and code ephemeral_bad_request. The slices in b
+// point into body (or b's own scratch) and are valid while body is.
+func (b *PushBody) Decode(body []byte) error {
+	b.Queue, b.Partition = nil, nil
+	clear(b.Payloads) // drop references to an old body
+	b.Payloads = b.Payloads[:0]
+	b.scratch.reset()
+	if err := b.decode(body); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b *PushBody) decode(body []byte) *Error {
+	s := scanner{b: body, what: "push body", code: CodeBadRequest, s: &b.scratch}
+	if err := s.open(); err != nil {
+		return err
+	}
+	var seen uint16
+	for n := 0; ; n++ {
+		key, ok, err := s.member(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "queue":
+			if err = s.once(&seen, pushQueue, key); err == nil {
+				if b.Queue, _, err = s.str("queue", false); err == nil {
+					err = CheckName("queue", b.Queue)
+				}
+			}
+		case "partition":
+			if err = s.once(&seen, pushPartition, key); err == nil {
+				if b.Partition, _, err = s.str("partition", true); err == nil {
+					err = checkOptionalName("partition", b.Partition)
+				}
+			}
+		case "messages":
+			if err = s.once(&seen, pushMessages, key); err == nil {
+				err = b.messages(&s)
+			}
+		default:
+			err = s.fail("unknown key %s in the push body; the keys are queue, partition and messages", quote(key))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.close(); err != nil {
+		return err
+	}
+	switch {
+	case seen&pushQueue == 0:
+		return s.fail("queue is required")
+	case seen&pushMessages == 0:
+		return s.fail("messages is required")
+	}
+	return nil
+}
+
+// messages reads the messages array: at most MaxBatch elements, each
+// exactly {"payload": <value>}.
+func (b *PushBody) messages(s *scanner) *Error {
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return s.fail("messages must be an array, not %s", s.kind())
+	}
+	s.i++
+	for n := 0; ; n++ {
+		ok, err := s.element(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if n == MaxBatch {
+			return s.fail("messages holds more than %d items; at most %d are allowed per call", MaxBatch, MaxBatch)
+		}
+		if err := b.message(s, n); err != nil {
+			return err
+		}
+	}
+}
+
+// message reads one {"payload": <value>} and keeps the value's bytes.
+func (b *PushBody) message(s *scanner, n int) *Error {
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return s.fail(`messages[%d] must be an object {"payload": ...}, not %s`, n, s.kind())
+	}
+	s.i++
+	var payload []byte
+	for m := 0; ; m++ {
+		key, ok, err := s.member(m)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if string(key) != "payload" {
+			return s.fail(`messages[%d] has the key %s; a message is {"payload": ...} and nothing else`, n, quote(key))
+		}
+		if payload != nil {
+			return s.fail("messages[%d] has the key \"payload\" twice", n)
+		}
+		if payload, err = s.span(); err != nil {
+			return err
+		}
+	}
+	if payload == nil {
+		return s.fail(`messages[%d] has no payload; a message is {"payload": ...}`, n)
+	}
+	b.Payloads = append(b.Payloads, payload)
+	return nil
+}
