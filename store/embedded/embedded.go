@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/queenmq/ephemeral/store"
@@ -56,8 +57,8 @@ type Store struct {
 	db    *bolt.DB
 	ready chan struct{}
 
-	mu     sync.RWMutex // closed is read by every call, written by Close
-	closed bool
+	mu     sync.RWMutex // held shared by every call, exclusively by Close
+	closed atomic.Bool  // written under mu; Healthy reads it without
 }
 
 var _ store.Store = (*Store)(nil)
@@ -111,21 +112,16 @@ func (s *Store) Path() string { return s.db.Path() }
 // Ready is closed from Open on.
 func (s *Store) Ready() <-chan struct{} { return s.ready }
 
-// Healthy is true until Close.
-func (s *Store) Healthy() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return !s.closed
-}
+// Healthy is true until Close. It takes no lock.
+func (s *Store) Healthy() bool { return !s.closed.Load() }
 
 // Close releases the file. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	return s.db.Close()
 }
 
@@ -145,7 +141,7 @@ func (s *Store) run(ctx context.Context, write bool, fn func(*bolt.Tx) error) er
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
+	if s.closed.Load() {
 		return store.ErrClosed
 	}
 	if write {

@@ -240,7 +240,7 @@ func (s *Store) setHealthy(err error) {
 	up := err == nil
 	if s.healthy.Swap(up) != up {
 		if up {
-			s.log.Info("database reachable again")
+			s.log.Info("database reachable")
 		} else {
 			s.log.Warn("database unreachable", "err", err)
 		}
