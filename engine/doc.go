@@ -12,4 +12,8 @@
 // Payload bytes live in an arena (P2, P3): a ring slot holds a pointer-free
 // handle, and a pop copies the bytes into the caller's buffer while the
 // partition lock is held, so a handle is never read after it is freed.
+//
+// Names passed to the verbs may be views of a request buffer: the engine
+// copies the ones it keeps (tenant, queue, partition and group names) and
+// uses the rest only during the call.
 package engine

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,6 +168,7 @@ func (e *Engine) tenant(name string) *tenant {
 	if t, ok := e.tenants.Load(name); ok {
 		return t
 	}
+	name = strings.Clone(name) // callers may pass views of request buffers
 	t, _ := e.tenants.LoadOrCompute(name, func() (*tenant, bool) {
 		t := &tenant{name: name, queues: xsync.NewMap[string, *Queue]()}
 		t.maxBytes.Store(e.cfg.TenantMaxBytes)
@@ -209,6 +211,7 @@ func (e *Engine) queueFor(tenant, name string) (*Queue, error) {
 		return q, nil
 	}
 	t := e.tenant(tenant)
+	name = strings.Clone(name) // kept as the map key and the queue's name
 	var refused bool
 	q, _ := t.queues.Compute(name, func(old *Queue, loaded bool) (*Queue, xsync.ComputeOp) {
 		if loaded && !old.dead.Load() {

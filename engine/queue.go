@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -68,13 +69,13 @@ func (q *Queue) partitionFor(name string) *partition {
 	if p := q.findPartition(name); p != nil {
 		return p
 	}
-	p := newPartition(q, name)
+	p := newPartition(q, strings.Clone(name))
 	old := q.partitions()
 	next := make([]*partition, len(old)+1)
 	copy(next, old)
 	next[len(old)] = p
 	if idx := q.indexP.Load(); idx != nil {
-		idx.Store(name, p)
+		idx.Store(p.name, p)
 	} else if len(next) >= indexAt {
 		idx := xsync.NewMap[string, *partition]()
 		for _, x := range next {
@@ -129,7 +130,7 @@ func (q *Queue) groupFor(name string) *group {
 	if g := q.findGroup(name); g != nil {
 		return g
 	}
-	g := &group{name: name}
+	g := &group{name: strings.Clone(name)}
 	g.lastActive.Store(q.e.nowNanos())
 	var old []*group
 	if gs := q.groups.Load(); gs != nil {

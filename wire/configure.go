@@ -153,17 +153,18 @@ func options(s *scanner, o *Options) *Error {
 		var bit uint16
 		var dst *int64
 		var min int64
+		var field string // constant, so that reading a number allocates nothing
 		switch string(key) {
 		case "maxBytes":
-			bit, dst, min = HasMaxBytes, &o.MaxBytes, 1
+			bit, dst, min, field = HasMaxBytes, &o.MaxBytes, 1, "options.maxBytes"
 		case "maxLength":
-			bit, dst, min = HasMaxLength, &o.MaxLength, 1
+			bit, dst, min, field = HasMaxLength, &o.MaxLength, 1, "options.maxLength"
 		case "ttlSeconds":
-			bit, dst = HasTTLSeconds, &o.TTLSeconds
+			bit, dst, field = HasTTLSeconds, &o.TTLSeconds, "options.ttlSeconds"
 		case "leaseSeconds":
-			bit, dst, min = HasLeaseSeconds, &o.LeaseSeconds, 1
+			bit, dst, min, field = HasLeaseSeconds, &o.LeaseSeconds, 1, "options.leaseSeconds"
 		case "retryLimit":
-			bit, dst, min = HasRetryLimit, &o.RetryLimit, 1
+			bit, dst, min, field = HasRetryLimit, &o.RetryLimit, 1, "options.retryLimit"
 		case "policy":
 			bit = HasPolicy
 		case "windowBuffer":
@@ -177,7 +178,7 @@ func options(s *scanner, o *Options) *Error {
 		o.Has |= bit
 		switch {
 		case dst != nil:
-			err = optionInt(s, key, dst, min)
+			err = optionInt(s, field, dst, min)
 		case bit == HasPolicy:
 			err = policy(s, o)
 		default:
@@ -190,13 +191,13 @@ func options(s *scanner, o *Options) *Error {
 }
 
 // optionInt reads a non-negative integer option of at least min (D9).
-func optionInt(s *scanner, key []byte, dst *int64, min int64) *Error {
-	v, _, err := s.uint("options."+string(key), false)
+func optionInt(s *scanner, field string, dst *int64, min int64) *Error {
+	v, _, err := s.uint(field, false)
 	if err != nil {
 		return err
 	}
 	if v < min {
-		return s.fail("options.%s must be at least %d", key, min)
+		return s.fail("%s must be at least %d", field, min)
 	}
 	*dst = v
 	return nil

@@ -255,20 +255,24 @@ func (p *Parser) requestLine(line []byte, off int) *Error {
 		}
 		return framingError("malformed request line")
 	}
-	for _, c := range target {
-		if !isTarget[c] {
+	p.method = methodOf(method)
+	if target[0] != '/' && (string(target) != "*" || p.method != MethodOptions) {
+		return framingError("request target must be origin-form (/path?query)")
+	}
+	for i := 0; i < len(target); i++ {
+		switch c := target[i]; {
+		case c == '%':
+			// A malformed escape is refused here, so that decoding a
+			// parsed request's path or query cannot fail later.
+			if i+2 >= len(target) || hexVal[target[i+1]] < 0 || hexVal[target[i+2]] < 0 {
+				return framingError("request target has a malformed percent-escape at byte %d", i)
+			}
+		case !isTarget[c]:
 			if c == '#' {
 				return framingError("request target carries a fragment ('#'); escape it as %%23")
 			}
 			return framingError("request target carries the byte %q", c)
 		}
-	}
-	p.method = methodOf(method)
-	if target[0] != '/' && (string(target) != "*" || p.method != MethodOptions) {
-		return framingError("request target must be origin-form (/path?query)")
-	}
-	if i := badEscape(target); i >= 0 {
-		return framingError("request target has a malformed percent-escape at byte %d", i)
 	}
 	p.mStart, p.mEnd = off, off+sp
 	p.tStart, p.tEnd = off+sp+1, off+sp+1+sp2

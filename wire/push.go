@@ -122,9 +122,36 @@ func (b *PushBody) message(s *scanner, n int) *Error {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return s.fail(`messages[%d] must be an object {"payload": ...}, not %s`, n, s.kind())
 	}
+	// Fast path: compact JSON, as most clients write it.
+	if rest := s.b[s.i:]; len(rest) > len(compactMessage) && string(rest[:len(compactMessage)]) == compactMessage {
+		s.i += len(compactMessage)
+		payload, err := s.span()
+		if err != nil {
+			return err
+		}
+		if s.i < len(s.b) && s.b[s.i] == '}' {
+			s.i++
+			b.Payloads = append(b.Payloads, payload)
+			return nil
+		}
+		// Something follows the payload: let the general path word it.
+		return b.messageRest(s, n, payload)
+	}
 	s.i++
-	var payload []byte
-	for m := 0; ; m++ {
+	return b.messageRest(s, n, nil)
+}
+
+// compactMessage is how a message starts in compact JSON.
+const compactMessage = `{"payload":`
+
+// messageRest reads the members of a message object after its '{' (and,
+// when payload is set, after its first member).
+func (b *PushBody) messageRest(s *scanner, n int, payload []byte) *Error {
+	m := 0
+	if payload != nil {
+		m = 1
+	}
+	for ; ; m++ {
 		key, ok, err := s.member(m)
 		if err != nil {
 			return err

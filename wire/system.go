@@ -99,13 +99,14 @@ func (g *GrantBody) decode(s *scanner) *Error {
 		}
 		var bit uint8
 		var dst *int64
+		var field string
 		switch string(key) {
 		case "maxBytes":
-			bit, dst = HasGrantMaxBytes, &g.MaxBytes
+			bit, dst, field = HasGrantMaxBytes, &g.MaxBytes, "maxBytes"
 		case "maxQueues":
-			bit, dst = HasGrantMaxQueues, &g.MaxQueues
+			bit, dst, field = HasGrantMaxQueues, &g.MaxQueues, "maxQueues"
 		case "messagesPerSecond":
-			bit, dst = HasGrantMessagesPerSecond, &g.MessagesPerSecond
+			bit, dst, field = HasGrantMessagesPerSecond, &g.MessagesPerSecond, "messagesPerSecond"
 		default:
 			return s.fail("unknown key %s in the grant body; the keys are maxBytes, maxQueues and messagesPerSecond", quote(key))
 		}
@@ -113,7 +114,7 @@ func (g *GrantBody) decode(s *scanner) *Error {
 			return s.fail("the grant body has the key %s twice", quote(key))
 		}
 		g.Has |= bit
-		if *dst, _, err = s.uint(string(key), false); err != nil {
+		if *dst, _, err = s.uint(field, false); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"strconv"
+	"strings"
+)
+
+// setting is one environment variable the broker reads.
+type setting struct {
+	name string
+	def  string
+	help string
+}
+
+// settings lists every variable, in the order --help prints them.
+var settings = []setting{
+	{"PORT", "6632", "TCP port to listen on"},
+	{"HOST", "0.0.0.0", "address to listen on"},
+	{"QUEEN_DATA_DIR", "./queen-data", "directory of the embedded store (used when no database URL is set)"},
+	{"QUEEN_DATABASE_URL", "", "PostgreSQL URL for declarations and grants (PGHOST and the other PG* variables work too)"},
+	{"QUEEN_EPHEMERAL_MAX_BYTES", "268435456", "the broker's total payload budget (256 MiB): 503 ephemeral_unavailable past it"},
+	{"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES", "16777216", "default maxBytes of a queue (16 MiB)"},
+	{"QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH", "10000", "default maxLength of a queue"},
+	{"QUEEN_EPHEMERAL_TTL_S", "0", "default ttlSeconds of every queue (0 = off): how an operator bounds abandoned inboxes"},
+	{"QUEEN_EPHEMERAL_LEASE_S", "30", "default leaseSeconds"},
+	{"QUEEN_EPHEMERAL_RETRY_LIMIT", "5", "default retryLimit"},
+	{"QUEEN_EPHEMERAL_CEILING_MAX_BYTES", "", "ceiling of maxBytes (default: the broker total)"},
+	{"QUEEN_EPHEMERAL_CEILING_MAX_LENGTH", "1000000", "ceiling of maxLength"},
+	{"QUEEN_EPHEMERAL_CEILING_LEASE_S", "3600", "ceiling of leaseSeconds"},
+	{"QUEEN_EPHEMERAL_CEILING_TTL_S", "86400", "ceiling of ttlSeconds"},
+	{"QUEEN_EPHEMERAL_CEILING_RETRY_LIMIT", "100", "ceiling of retryLimit"},
+	{"QUEEN_EPHEMERAL_GROUP_IDLE_S", "300", "a group that neither popped nor acked this long is forgotten"},
+	{"QUEEN_EPHEMERAL_IMPLICIT_IDLE_S", "300", "an empty, unpolled implicit queue is collected after this long"},
+	{"QUEEN_EPHEMERAL_POP_TIMEOUT_MS", "30000", "a waiting pop's timeout when the request names none"},
+	{"QUEEN_EPHEMERAL_TENANT_MAX_BYTES", "0", "a tenant's byte allowance without a grant (0 = unlimited)"},
+	{"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES", "0", "a tenant's queue allowance without a grant (0 = unlimited)"},
+	{"QUEEN_MAX_BODY_BYTES", "67108864", "largest request body (64 MiB): a larger one is a 400 and the connection closes"},
+	{"QUEEN_HEADER_TIMEOUT_MS", "10000", "close a connection whose request head takes longer than this"},
+	{"QUEEN_IDLE_TIMEOUT_S", "120", "close a keep-alive connection idle this long"},
+	{"QUEEN_EVENT_LOOPS", "0", "event loops (0 = one per CPU)"},
+	{"QUEEN_LOG_LEVEL", "info", "debug, info, warn or error"},
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintln(w, "queen: the broker of the ephemeral storage class, HTTP/1.1 at /api/v1/ephemeral/*")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: queen [--help]   (configured by environment variables)")
+	fmt.Fprintln(w)
+	for _, s := range settings {
+		def := s.def
+		if def == "" {
+			def = "(unset)"
+		}
+		fmt.Fprintf(w, "  %-36s %-12s %s\n", s.name, def, s.help)
+	}
+}
+
+// env reads the settings; every value is checked and an error names the
+// variable.
+type env struct {
+	get  func(string) string
+	errs []string
+}
+
+func (e *env) str(name string) string {
+	if v := e.get(name); v != "" {
+		return v
+	}
+	for _, s := range settings {
+		if s.name == name {
+			return s.def
+		}
+	}
+	return ""
+}
+
+// int64 reads a non-negative integer; "" means the default, which may be
+// empty (0).
+func (e *env) int64(name string) int64 {
+	v := strings.TrimSpace(e.str(name))
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a non-negative integer", name, v))
+		return 0
+	}
+	return n
+}
+
+func (e *env) err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bad configuration: %s", strings.Join(e.errs, "; "))
+}

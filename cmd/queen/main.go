@@ -1,0 +1,116 @@
+// Command queen is the broker of the ephemeral storage class: in-memory
+// queues with durable declarations, HTTP/1.1 at /api/v1/ephemeral/* on port
+// 6632, with an embedded store by default and PostgreSQL when a database URL
+// is set. `queen --help` lists its environment variables.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/server"
+	"github.com/queenmq/ephemeral/store/storeenv"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	for _, a := range os.Args[1:] {
+		switch a {
+		case "-h", "-help", "--help", "help":
+			printHelp(os.Stdout)
+			return
+		default:
+			fmt.Fprintf(os.Stderr, "queen: unknown argument %q (see --help)\n", a)
+			os.Exit(2)
+		}
+	}
+	if err := run(os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "queen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(getenv func(string) string) error {
+	ev := &env{get: getenv}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(ev.str("QUEEN_LOG_LEVEL"))); err != nil {
+		return fmt.Errorf("QUEEN_LOG_LEVEL: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	ecfg := engine.Config{
+		MaxBytes: ev.int64("QUEEN_EPHEMERAL_MAX_BYTES"),
+		Defaults: engine.Options{
+			MaxBytes:     ev.int64("QUEEN_EPHEMERAL_QUEUE_MAX_BYTES"),
+			MaxLength:    ev.int64("QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH"),
+			TTLSeconds:   ev.int64("QUEEN_EPHEMERAL_TTL_S"),
+			LeaseSeconds: ev.int64("QUEEN_EPHEMERAL_LEASE_S"),
+			RetryLimit:   ev.int64("QUEEN_EPHEMERAL_RETRY_LIMIT"),
+		},
+		Ceilings: engine.Ceilings{
+			MaxBytes:     ev.int64("QUEEN_EPHEMERAL_CEILING_MAX_BYTES"),
+			MaxLength:    ev.int64("QUEEN_EPHEMERAL_CEILING_MAX_LENGTH"),
+			LeaseSeconds: ev.int64("QUEEN_EPHEMERAL_CEILING_LEASE_S"),
+			TTLSeconds:   ev.int64("QUEEN_EPHEMERAL_CEILING_TTL_S"),
+			RetryLimit:   ev.int64("QUEEN_EPHEMERAL_CEILING_RETRY_LIMIT"),
+		},
+		GroupIdle:       time.Duration(ev.int64("QUEEN_EPHEMERAL_GROUP_IDLE_S")) * time.Second,
+		ImplicitIdle:    time.Duration(ev.int64("QUEEN_EPHEMERAL_IMPLICIT_IDLE_S")) * time.Second,
+		TenantMaxBytes:  ev.int64("QUEEN_EPHEMERAL_TENANT_MAX_BYTES"),
+		TenantMaxQueues: ev.int64("QUEEN_EPHEMERAL_TENANT_MAX_QUEUES"),
+	}
+	popTimeout := time.Duration(ev.int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond
+	scfg := server.Config{
+		Addr:          net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
+		Logger:        log,
+		Version:       version,
+		MaxBodyBytes:  ev.int64("QUEEN_MAX_BODY_BYTES"),
+		PopTimeout:    popTimeout,
+		HeaderTimeout: time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
+		IdleTimeout:   time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		Loops:         int(ev.int64("QUEEN_EVENT_LOOPS")),
+	}
+	if popTimeout == 0 {
+		scfg.PopTimeout = -1 // an explicit 0: waiting pops without a timeout answer at once
+	}
+	if err := ev.err(); err != nil {
+		return err
+	}
+
+	stcfg, err := storeenv.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	st, err := storeenv.Open(context.Background(), stcfg, log)
+	if err != nil {
+		return fmt.Errorf("open the store: %w", err)
+	}
+	defer st.Close()
+
+	e := engine.New(ecfg)
+	defer e.Close()
+	scfg.Engine, scfg.Store = e, st
+	srv := server.New(scfg)
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", version)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	log.Info("shutting down: answering parked pops and closing connections")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}

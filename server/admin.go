@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/store"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// configure serves POST /api/v1/ephemeral/configure. The declaration is
+// written to the store first, off the loop, and applied to memory second;
+// a failed write changes nothing (spec, configure; D9, D16, P1).
+func (cs *conn) configure(req *wire.Request) {
+	if err := cs.conf.Decode(req.Body); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	b := &cs.conf
+	sent := optionSet(b.Options)
+	if err := sent.Validate(); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	tenant := cs.s.tenantOf(req)
+	queue := string(b.Queue)
+	raw := append([]byte(nil), b.RawOptions...)
+	head := req.Head(201)
+	cs.goBusy()
+	go func() {
+		resp := cs.s.declare(head, tenant, queue, raw, sent)
+		cs.answerAsync(resp)
+	}()
+}
+
+// declare writes the declaration, applies it, and returns the whole answer.
+func (s *Server) declare(head wire.Head, tenant, queue string, raw []byte, sent engine.OptionSet) []byte {
+	stored := raw
+	if len(stored) == 0 {
+		stored = []byte("{}")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+	err := s.st.PutDeclaration(ctx, store.Declaration{Tenant: tenant, Queue: queue, Options: stored})
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Warn("configure: the declaration could not be written", "queue", queue, "err", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			return errorAnswer(head, 503, codeUnavailable, "no database connection was available for the declaration write")
+		}
+		return errorAnswer(head, 500, codeConfigureFailed, "the declaration could not be written")
+	}
+	if err := s.e.Configure(tenant, queue, sent); err != nil {
+		return wire.AppendError(nil, head, refusal(err))
+	}
+	return wire.AppendResponse(nil, head, wire.AppendConfigured(nil, queue, raw))
+}
+
+// deleteQueue serves DELETE /api/v1/ephemeral/queue/:queue: the store is
+// consulted first, off the loop; when it cannot answer, the answer is 500
+// ephemeral_delete_failed and nothing changes (D16).
+func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
+	if err := wire.CheckName("queue", name); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	tenant, queue, head := cs.s.tenantOf(req), string(name), req.Head(200)
+	cs.goBusy()
+	go func() {
+		s := cs.s
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		declared, err := s.st.DeleteDeclaration(ctx, tenant, queue)
+		cancel()
+		if err != nil {
+			s.cfg.Logger.Warn("delete: the declaration could not be removed", "queue", queue, "err", err)
+			cs.answerAsync(errorAnswer(head, 500, codeDeleteFailed, "the declaration could not be removed"))
+			return
+		}
+		existed, _ := s.e.Delete(tenant, queue)
+		body := wire.AppendDeleted(nil, queue, existed || declared, declared)
+		cs.answerAsync(wire.AppendResponse(nil, head, body))
+	}()
+}
+
+func errorAnswer(head wire.Head, status int, code, msg string) []byte {
+	return wire.AppendError(nil, head, &wire.Error{Status: status, Code: code, Msg: msg})
+}
+
+// optionSet maps the wire's options onto the engine's (the same presence
+// bits and policy order; a test pins that).
+func optionSet(o wire.Options) engine.OptionSet {
+	return engine.OptionSet{
+		Has: o.Has,
+		Options: engine.Options{
+			MaxBytes:     o.MaxBytes,
+			MaxLength:    o.MaxLength,
+			Policy:       engine.Policy(o.Policy),
+			TTLSeconds:   o.TTLSeconds,
+			LeaseSeconds: o.LeaseSeconds,
+			RetryLimit:   o.RetryLimit,
+			WindowMs:     o.WindowMs,
+			WindowCount:  o.WindowCount,
+		},
+	}
+}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/store"
+)
+
+// Config is what a Server needs; zero durations and sizes take defaults.
+type Config struct {
+	// Addr is host:port to listen on (TCP).
+	Addr    string
+	Engine  *engine.Engine
+	Store   store.Store
+	Logger  *slog.Logger
+	Version string
+
+	// MaxBodyBytes is QUEEN_MAX_BODY_BYTES (64 MiB): a larger body is a
+	// 400 and the connection is closed (D7).
+	MaxBodyBytes int64
+	// PopTimeout is a pop's timeout when the request names none
+	// (QUEEN_EPHEMERAL_POP_TIMEOUT_MS, 30 s).
+	PopTimeout time.Duration
+	// HeaderTimeout closes a connection whose request head has been
+	// arriving for this long (10 s).
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with no request in
+	// flight for this long (120 s).
+	IdleTimeout time.Duration
+	// MaxOutbound closes a connection whose unsent responses pass this
+	// many bytes: a client that does not read (default 2 × MaxBodyBytes).
+	MaxOutbound int
+	// MaxPipelined closes a connection that queues more than this many
+	// bytes of requests behind a busy one (default MaxBodyBytes + 64 KiB).
+	MaxPipelined int
+	// StoreTimeout bounds one declaration write (5 s).
+	StoreTimeout time.Duration
+	// Loops is the number of event loops (0: one per CPU).
+	Loops int
+}
+
+func (c *Config) fillDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 64 << 20
+	}
+	if c.PopTimeout < 0 {
+		c.PopTimeout = 0
+	} else if c.PopTimeout == 0 {
+		c.PopTimeout = 30 * time.Second
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.MaxOutbound <= 0 {
+		c.MaxOutbound = int(2 * c.MaxBodyBytes)
+	}
+	if c.MaxPipelined <= 0 {
+		c.MaxPipelined = int(c.MaxBodyBytes) + 64<<10
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = 5 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"sync/atomic"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// conn is one connection's state. Every field but the atomics is touched
+// only on the connection's event loop.
+type conn struct {
+	s *Server
+	c gnet.Conn
+	p wire.Parser
+
+	out        []byte // answers of this round, written at its end
+	busy       bool   // an answer is being made off the loop; input waits
+	closeAfter bool   // close once the answers so far have left
+	isClosed   bool
+	parked     *popSink // the parked pop, while busy with one
+	sink       *popSink // reused by pops answered at once
+	resume     gnet.AsyncCallback
+
+	// Reused decoding and engine buffers (P3).
+	push     wire.PushBody
+	ack      wire.AckBody
+	conf     wire.ConfigureBody
+	ackItems []engine.AckItem
+	outcomes []engine.Outcome
+	depth    engine.DepthInfo
+	queues   []engine.QueueInfo
+	scratch  []byte
+
+	// Read by the tick goroutine.
+	lastActive atomic.Int64
+	headSince  atomic.Int64 // when the pending request's head began, 0 = none
+	busyFlag   atomic.Bool
+}
+
+func newConn(s *Server, c gnet.Conn) *conn {
+	cs := &conn{s: s, c: c}
+	cs.p.Limits.MaxBody = s.cfg.MaxBodyBytes
+	cs.sink = newPopSink(cs)
+	cs.resume = cs.resumeAfterAsync
+	cs.lastActive.Store(s.now.Load())
+	return cs
+}
+
+func (cs *conn) onTraffic() gnet.Action {
+	cs.lastActive.Store(cs.s.now.Load())
+	if cs.busy {
+		if cs.c.InboundBuffered() > cs.s.cfg.MaxPipelined {
+			return gnet.Close // requests queue behind a busy one without bound
+		}
+		return gnet.None
+	}
+	return cs.serveBuffered()
+}
+
+// serveBuffered serves every complete request buffered, in order, until one
+// makes the connection busy, then writes the answers.
+func (cs *conn) serveBuffered() gnet.Action {
+	for !cs.busy && !cs.closeAfter {
+		buf, _ := cs.c.Peek(-1)
+		if len(buf) == 0 {
+			cs.headSince.Store(0)
+			break
+		}
+		req, n, err := cs.p.Parse(buf)
+		if err != nil {
+			cs.out = wire.AppendError(cs.out, wire.Head{Close: true}, refusal(err))
+			cs.closeAfter = true
+			break
+		}
+		if req == nil {
+			if cs.p.TakeContinue() {
+				cs.out = wire.AppendContinue(cs.out)
+			}
+			if cs.headSince.Load() == 0 && cs.p.ReadingHead() {
+				cs.headSince.Store(cs.s.now.Load())
+			}
+			break
+		}
+		cs.headSince.Store(0)
+		keepAlive := req.KeepAlive
+		cs.route(req)
+		cs.c.Discard(n)
+		if !keepAlive {
+			cs.closeAfter = true
+		}
+	}
+	return cs.flush()
+}
+
+func (cs *conn) flush() gnet.Action {
+	if len(cs.out) > 0 {
+		if _, err := cs.c.Write(cs.out); err != nil {
+			return gnet.Close
+		}
+		if cap(cs.out) > 1<<20 {
+			cs.out = nil // do not pin a huge answer's buffer on an idle connection
+		} else {
+			cs.out = cs.out[:0]
+		}
+	}
+	if cs.c.OutboundBuffered() > cs.s.cfg.MaxOutbound {
+		return gnet.Close // the client does not read its answers
+	}
+	if cs.closeAfter && !cs.busy {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// goBusy marks the connection as waiting for an answer made off the loop.
+func (cs *conn) goBusy() {
+	cs.busy = true
+	cs.busyFlag.Store(true)
+}
+
+// answerAsync writes an answer made off the loop (any goroutine); the
+// connection resumes serving on its loop once it is written.
+func (cs *conn) answerAsync(resp []byte) {
+	if err := cs.c.AsyncWrite(resp, cs.resume); err != nil {
+		return // the connection is gone
+	}
+}
+
+// resumeAfterAsync runs on the loop after an async answer was written.
+func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
+	cs.busy = false
+	cs.busyFlag.Store(false)
+	cs.parked = nil
+	cs.lastActive.Store(cs.s.now.Load())
+	if err != nil || cs.isClosed {
+		return nil
+	}
+	if cs.serveBuffered() == gnet.Close {
+		return c.Close()
+	}
+	return nil
+}
+
+// closed runs on the loop when the connection closes: a parked pop is
+// removed at once and is never handed messages (D13).
+func (cs *conn) closed() {
+	cs.isClosed = true
+	if cs.parked != nil {
+		cs.s.e.Cancel(cs.parked.parked)
+	}
+}
+
+// answer appends a whole answer for req.
+func (cs *conn) answer(req *wire.Request, status int, body []byte) {
+	cs.out = wire.AppendResponse(cs.out, req.Head(status), body)
+}
+
+// refuse appends an error answer for req.
+func (cs *conn) refuse(req *wire.Request, err error) {
+	cs.out = wire.AppendError(cs.out, req.Head(0), refusal(err))
+}

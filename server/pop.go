@@ -1,0 +1,94 @@
+package server
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// popSink receives a pop's messages and writes them as the answer's JSON
+// while the engine holds the partition lock: payload bytes go from the
+// arena into the answer, once (P2).
+type popSink struct {
+	cs     *conn
+	e      *engine.Engine
+	head   wire.Head
+	body   []byte
+	id     []byte
+	n      int
+	parked engine.Parked
+}
+
+func newPopSink(cs *conn) *popSink { return &popSink{cs: cs, e: cs.s.e} }
+
+// start prepares the sink for a pop of queue; everything Complete needs is
+// set before the engine sees the sink, because a parked pop may complete on
+// another goroutine before Pop returns.
+func (k *popSink) start(head wire.Head, queue []byte) {
+	k.head = head
+	k.n = 0
+	k.body = wire.AppendPopStart(k.body[:0], bytesString(queue))
+}
+
+func (k *popSink) Deliver(m engine.Message) {
+	k.id = k.e.AppendID(k.id[:0], m.Partition, m.Seq)
+	k.body = wire.AppendPopMessage(k.body, k.n, k.id, m.Partition, m.Attempts, m.Payload)
+	k.n++
+}
+
+// Complete answers a pop that parked: called once, off the loop.
+func (k *popSink) Complete(int) {
+	k.body = wire.AppendPopEnd(k.body)
+	resp := wire.AppendResponse(make([]byte, 0, len(k.body)+160), k.head, k.body)
+	k.cs.answerAsync(resp)
+}
+
+// pop serves GET /api/v1/ephemeral/pop (spec, pop; D11).
+func (cs *conn) pop(req *wire.Request) {
+	pp, err := wire.ParsePop(req.Query(), int(cs.s.cfg.PopTimeout/time.Millisecond))
+	if err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	k := cs.sink
+	k.start(req.Head(200), pp.Queue)
+	r := engine.PopRequest{
+		Tenant:    cs.s.tenantOf(req),
+		Queue:     bytesString(pp.Queue),
+		Partition: bytesString(pp.Partition),
+		Group:     bytesString(pp.Group),
+		Batch:     pp.Batch,
+		AutoAck:   pp.AutoAck,
+		Wait:      pp.Wait,
+		Timeout:   time.Duration(pp.TimeoutMs) * time.Millisecond,
+	}
+	_, parked, err := cs.s.e.Pop(&r, k)
+	if err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	if parked.IsZero() {
+		k.body = wire.AppendPopEnd(k.body)
+		cs.out = wire.AppendResponse(cs.out, k.head, k.body)
+		if cap(k.body) > 1<<20 {
+			k.body = nil
+		}
+		return
+	}
+	// Parked: the engine owns k until Complete; the next pop gets a new sink.
+	k.parked = parked
+	cs.parked = k
+	cs.sink = newPopSink(cs)
+	cs.goBusy()
+}
+
+// bytesString views b as a string for a call that does not keep it (the
+// engine copies the names it keeps).
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}

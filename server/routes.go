@@ -1,0 +1,94 @@
+package server
+
+import (
+	"bytes"
+
+	"github.com/queenmq/ephemeral/wire"
+)
+
+const (
+	prefix     = "/api/v1/ephemeral/"
+	queuePath  = prefix + "queue/"  // DELETE /api/v1/ephemeral/queue/:queue
+	queuesPath = prefix + "queues"  // GET /api/v1/ephemeral/queues
+	depthTail  = "/depth"           // GET /api/v1/ephemeral/queues/:queue/depth
+	healthPath = "/health"
+)
+
+// route dispatches one request to its handler (ephemeral-routes.md, the
+// routes). Every handler appends its answer to cs.out, or makes the
+// connection busy and answers later.
+func (cs *conn) route(req *wire.Request) {
+	path := req.Path
+	switch {
+	case bytes.Equal(path, []byte(healthPath)):
+		if cs.method(req, wire.MethodGet) {
+			cs.health(req)
+		}
+	case !bytes.HasPrefix(path, []byte(prefix)):
+		cs.refuse(req, errNoRoute)
+	default:
+		cs.routeEphemeral(req, path[len(prefix):])
+	}
+}
+
+func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
+	switch string(rest) {
+	case "push":
+		if cs.method(req, wire.MethodPost) {
+			cs.pushVerb(req)
+		}
+		return
+	case "pop":
+		if cs.method(req, wire.MethodGet) {
+			cs.pop(req)
+		}
+		return
+	case "ack":
+		if cs.method(req, wire.MethodPost) {
+			cs.ackVerb(req)
+		}
+		return
+	case "configure":
+		if cs.method(req, wire.MethodPost) {
+			cs.configure(req)
+		}
+		return
+	case "reset":
+		if cs.method(req, wire.MethodPost) {
+			cs.reset(req)
+		}
+		return
+	case "queues":
+		if cs.method(req, wire.MethodGet) {
+			cs.listQueues(req)
+		}
+		return
+	}
+	switch {
+	case bytes.HasPrefix(rest, []byte("queue/")):
+		seg := rest[len("queue/"):]
+		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
+			cs.refuse(req, errNoRoute)
+		} else if cs.method(req, wire.MethodDelete) {
+			cs.deleteQueue(req, req.PathUnescape(seg))
+		}
+	case bytes.HasPrefix(rest, []byte("queues/")) && bytes.HasSuffix(rest, []byte(depthTail)):
+		seg := rest[len("queues/") : len(rest)-len(depthTail)]
+		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
+			cs.refuse(req, errNoRoute)
+		} else if cs.method(req, wire.MethodGet) {
+			cs.depthRead(req, req.PathUnescape(seg))
+		}
+	default:
+		cs.refuse(req, errNoRoute)
+	}
+}
+
+// method refuses req with 405 unless it has method m.
+func (cs *conn) method(req *wire.Request, m wire.Method) bool {
+	if req.Method == m {
+		return true
+	}
+	cs.refuse(req, errMethod)
+	return false
+}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/store"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// Server is the broker's HTTP/1.1 front: one gnet engine whose loops serve
+// every connection.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg   Config
+	e     *engine.Engine
+	st    store.Store
+	eng   gnet.Engine
+	conns *xsync.Map[*conn, struct{}]
+
+	booted   chan struct{}
+	stopped  chan error
+	loaded   atomic.Bool // declarations loaded from the store
+	stopping atomic.Bool
+	now      atomic.Int64 // unix nanos, refreshed by the tick
+}
+
+// New returns a server; Start runs it.
+func New(cfg Config) *Server {
+	cfg.fillDefaults()
+	s := &Server{
+		cfg:     cfg,
+		e:       cfg.Engine,
+		st:      cfg.Store,
+		conns:   xsync.NewMap[*conn, struct{}](),
+		booted:  make(chan struct{}),
+		stopped: make(chan error, 1),
+	}
+	s.now.Store(time.Now().UnixNano())
+	return s
+}
+
+// Start loads the declarations when the store is ready (waiting for it in
+// the background when it is not, D16), then serves on cfg.Addr. It returns
+// once the listener is up.
+func (s *Server) Start() error {
+	select {
+	case <-s.st.Ready():
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.loadDeclarations(ctx)
+		cancel()
+		if err != nil {
+			s.cfg.Logger.Warn("loading declarations failed; retrying in the background", "err", err)
+			go s.loadWhenReady()
+		}
+	default:
+		s.cfg.Logger.Warn("the store is not ready; serving implicit queues until it is")
+		go s.loadWhenReady()
+	}
+	go func() {
+		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(s.cfg.Loops),
+			gnet.WithTicker(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithReuseAddr(true),
+			gnet.WithLogLevel(logging.ErrorLevel),
+		)
+		s.stopped <- err
+	}()
+	select {
+	case <-s.booted:
+		return nil
+	case err := <-s.stopped:
+		if err == nil {
+			err = errors.New("the event loops stopped before serving")
+		}
+		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
+	}
+}
+
+// Shutdown answers every parked pop with an empty batch, lets those answers
+// leave, and stops the loops (SIGTERM).
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.stopping.Swap(true) {
+		return nil
+	}
+	s.e.ReleaseWaiters()
+	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
+	err := s.eng.Stop(ctx)
+	select {
+	case <-s.stopped:
+	case <-ctx.Done():
+	}
+	return err
+}
+
+// OnBoot records the gnet engine and reports the listener up.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	close(s.booted)
+	return gnet.None
+}
+
+// OnOpen gives the connection its state.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	cs := newConn(s, c)
+	c.SetContext(cs)
+	s.conns.Store(cs, struct{}{})
+	return nil, gnet.None
+}
+
+// OnClose cancels a parked pop at once (D13) and forgets the connection.
+func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
+	if cs, ok := c.Context().(*conn); ok {
+		cs.closed()
+		s.conns.Delete(cs)
+	}
+	return gnet.None
+}
+
+// OnTraffic serves what arrived.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	cs, ok := c.Context().(*conn)
+	if !ok {
+		return gnet.Close
+	}
+	return cs.onTraffic()
+}
+
+// OnTick enforces the connection timeouts gnet has no deadlines for.
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	now := time.Now().UnixNano()
+	s.now.Store(now)
+	headLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.IdleTimeout)
+	s.conns.Range(func(cs *conn, _ struct{}) bool {
+		if cs.busyFlag.Load() {
+			return true // a parked pop or a store call has its own bound
+		}
+		if since := cs.headSince.Load(); since != 0 && now-since > headLimit {
+			cs.c.Close()
+		} else if now-cs.lastActive.Load() > idleLimit {
+			cs.c.Close()
+		}
+		return true
+	})
+	return time.Second, gnet.None
+}
+
+// tenantOf is the identity of a request. Identity mode "none" (D14): every
+// request is tenant default with full access.
+func (s *Server) tenantOf(*wire.Request) string { return "default" }

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// pushVerb serves POST /api/v1/ephemeral/push: all or nothing, 201
+// {"pushed": n} (spec, push; D7, D10).
+func (cs *conn) pushVerb(req *wire.Request) {
+	if err := cs.push.Decode(req.Body); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	b := &cs.push
+	n, err := cs.s.e.Push(cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Partition), b.Payloads)
+	if err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	cs.scratch = wire.AppendPushed(cs.scratch[:0], n)
+	cs.answer(req, 201, cs.scratch)
+}
+
+// ackVerb serves POST /api/v1/ephemeral/ack: one outcome per id (D2).
+func (cs *conn) ackVerb(req *wire.Request) {
+	if err := cs.ack.Decode(req.Body); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	b := &cs.ack
+	cs.ackItems = cs.ackItems[:0]
+	for _, a := range b.Acks {
+		cs.ackItems = append(cs.ackItems, engine.AckItem{ID: a.ID, Status: engine.AckStatus(a.Status)})
+	}
+	out, err := cs.s.e.Ack(cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Group), cs.ackItems, cs.outcomes[:0])
+	cs.outcomes = out
+	if err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	body := wire.AppendAckStart(cs.scratch[:0])
+	for i, o := range out {
+		body = wire.AppendAckResult(body, i, b.Acks[i].ID, o.String())
+	}
+	cs.scratch = wire.AppendAckEnd(body)
+	cs.answer(req, 200, cs.scratch)
+}
+
+// reset serves POST /api/v1/ephemeral/reset: 200 {"queue","dropped"}, and
+// dropped 0 for a queue that is not there (spec, reset and delete).
+func (cs *conn) reset(req *wire.Request) {
+	var b wire.QueueBody
+	if err := b.Decode(req.Body); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	dropped, err := cs.s.e.Reset(cs.s.tenantOf(req), bytesString(b.Queue))
+	if err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	cs.scratch = wire.AppendReset(cs.scratch[:0], bytesString(b.Queue), dropped)
+	cs.answer(req, 200, cs.scratch)
+}

@@ -1,0 +1,139 @@
+package wire
+
+import "testing"
+
+// Micro-benchmarks of the hot paths (P6). Every one reports allocations;
+// the steady state is 0 allocs/op (alloc_test.go pins it).
+
+func BenchmarkParsePopGET(b *testing.B) {
+	p := NewParser(Limits{})
+	get := []byte(popGET)
+	b.SetBytes(int64(len(get)))
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _, err := p.Parse(get)
+		if err != nil || req == nil {
+			b.Fatal(err)
+		}
+		if _, err := ParsePop(req.Query(), 30000); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := req.Header("Authorization"); !ok {
+			b.Fatal("no Authorization")
+		}
+	}
+}
+
+func BenchmarkParsePushPOST(b *testing.B) {
+	p := NewParser(Limits{})
+	post := postRequest("/api/v1/ephemeral/push", pushBody100x64())
+	b.SetBytes(int64(len(post)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if req, _, err := p.Parse(post); err != nil || req == nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParsePushChunked(b *testing.B) {
+	p := NewParser(Limits{})
+	post := chunkedRequest("/api/v1/ephemeral/push", pushBody100x64(), 1024)
+	b.SetBytes(int64(len(post)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if req, _, err := p.Parse(post); err != nil || req == nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParsePushPOSTInReads delivers the request in 1 KiB reads, each
+// followed by a Parse call, as a connection would.
+func BenchmarkParsePushPOSTInReads(b *testing.B) {
+	p := NewParser(Limits{})
+	post := postRequest("/api/v1/ephemeral/push", pushBody100x64())
+	b.SetBytes(int64(len(post)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for n := 1024; ; n += 1024 {
+			req, _, err := p.Parse(post[:min(n, len(post))])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if req != nil {
+				break
+			}
+		}
+	}
+}
+
+func BenchmarkDecodePush100x64(b *testing.B) {
+	body := pushBody100x64()
+	var push PushBody
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := push.Decode(body); err != nil || len(push.Payloads) != 100 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeAck100(b *testing.B) {
+	body := ackBody100()
+	var ack AckBody
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ack.Decode(body); err != nil || len(ack.Acks) != 100 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeConfigure(b *testing.B) {
+	body := []byte(configureBody)
+	var cfg ConfigureBody
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := cfg.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWritePop100 writes a pop answer of 100 messages of 64 bytes:
+// the body into a reused buffer, the head into another (one vectored write).
+func BenchmarkWritePop100(b *testing.B) {
+	ids, payloads := popFixture(100)
+	var head, body []byte
+	head, body = writePop(head, body, ids, payloads)
+	b.SetBytes(int64(len(head) + len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		head, body = writePop(head, body, ids, payloads)
+	}
+}
+
+// BenchmarkWritePop100OneBuffer is the same answer as one contiguous
+// response (head, then the body copied after it).
+func BenchmarkWritePop100OneBuffer(b *testing.B) {
+	ids, payloads := popFixture(100)
+	var head, body, out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		head, body = writePop(head, body, ids, payloads)
+		out = AppendResponse(out[:0], Head{Status: 200}, body)
+	}
+	_ = out
+}
+
+func BenchmarkWriteError(b *testing.B) {
+	e := &Error{Status: 400, Code: CodeBadRequest, Msg: `unknown option "ttlSecond"; the options are maxBytes, maxLength, policy, ttlSeconds, leaseSeconds, retryLimit and windowBuffer`}
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		out = AppendError(out[:0], Head{}, e)
+	}
+}

@@ -1,0 +1,180 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestPushDecode(t *testing.T) {
+	body := `{
+		"queue": "presence",
+		"partition": "room-7",
+		"messages": [
+			{ "payload": { "user": "alice", "typing": true } },
+			{"payload":null},
+			{"payload": "str\"ing\u00e9"},
+			{"payload":-1.5e+3},
+			{"payload":[1,[2,{}],[]]},
+			{"payload":false}
+		]
+	}`
+	var b PushBody
+	if err := b.Decode([]byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if string(b.Queue) != "presence" || string(b.Partition) != "room-7" {
+		t.Errorf("%q %q", b.Queue, b.Partition)
+	}
+	want := []string{`{ "user": "alice", "typing": true }`, `null`, `"str\"ing\u00e9"`, `-1.5e+3`, `[1,[2,{}],[]]`, `false`}
+	if len(b.Payloads) != len(want) {
+		t.Fatalf("%d payloads", len(b.Payloads))
+	}
+	for i, w := range want {
+		if string(b.Payloads[i]) != w {
+			t.Errorf("payload %d = %s, want %s", i, b.Payloads[i], w)
+		}
+	}
+}
+
+func TestPushDecodeOptionalAndEscapes(t *testing.T) {
+	var b PushBody
+	for _, body := range []string{
+		`{"queue":"q","messages":[]}`,
+		`{"messages":[],"queue":"q","partition":""}`,
+		`{"queue":"q","partition":null,"messages":[]}`,
+	} {
+		if err := b.Decode([]byte(body)); err != nil || string(b.Queue) != "q" || len(b.Partition) != 0 || len(b.Payloads) != 0 {
+			t.Errorf("%s: %+v %v", body, b, err)
+		}
+	}
+	// Escaped names are decoded; keys with escapes match too.
+	if err := b.Decode([]byte(`{"\u0071ueue":"a\/b\"c\u00e9\ud83c\udf89","messages":[{"pay\u006coad":1}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if string(b.Queue) != "a/b\"cé🎉" || string(b.Payloads[0]) != "1" {
+		t.Errorf("%q %q", b.Queue, b.Payloads)
+	}
+}
+
+func TestPushDecodeSpacing(t *testing.T) {
+	// The compact fast path and the general path give the same payloads.
+	var b PushBody
+	for _, body := range []string{
+		`{"queue":"q","messages":[{"payload":{"a":1}}]}`,
+		`{"queue":"q","messages":[{"payload": {"a":1} }]}`,
+		`{"queue":"q","messages":[ { "payload" : {"a":1}	} ]}`,
+		"{\"queue\":\"q\",\"messages\":[{\"payload\":\n{\"a\":1}\r\n}]}",
+	} {
+		if err := b.Decode([]byte(body)); err != nil || len(b.Payloads) != 1 || string(b.Payloads[0]) != `{"a":1}` {
+			t.Errorf("%s: %q %v", body, b.Payloads, err)
+		}
+	}
+}
+
+func TestPushDecodeReuse(t *testing.T) {
+	var b PushBody
+	b.Decode([]byte(`{"queue":"a","partition":"p","messages":[{"payload":1},{"payload":2}]}`))
+	if err := b.Decode([]byte(`{"queue":"b","messages":[{"payload":3}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if string(b.Queue) != "b" || b.Partition != nil || len(b.Payloads) != 1 || string(b.Payloads[0]) != "3" {
+		t.Errorf("%+v", b)
+	}
+}
+
+func TestPushDecodeMaxBatch(t *testing.T) {
+	build := func(n int) []byte {
+		var s strings.Builder
+		s.WriteString(`{"queue":"q","messages":[`)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				s.WriteByte(',')
+			}
+			s.WriteString(`{"payload":1}`)
+		}
+		s.WriteString(`]}`)
+		return []byte(s.String())
+	}
+	var b PushBody
+	if err := b.Decode(build(MaxBatch)); err != nil || len(b.Payloads) != MaxBatch {
+		t.Fatalf("%v %d", err, len(b.Payloads))
+	}
+	wantErr(t, b.Decode(build(MaxBatch+1)), 400, "more than 10000 items")
+}
+
+func TestPushDecodeRefusals(t *testing.T) {
+	cases := map[string]string{
+		``:                                   "push body is empty",
+		`   `:                                "push body is empty",
+		`[]`:                                 "must be a JSON object",
+		`"q"`:                                "must be a JSON object",
+		`{"queue":"q","messages":[]} x`:      "data after the JSON object",
+		`{"queue":"q","messages":[]}{}`:      "data after the JSON object",
+		`{"messages":[]}`:                    "queue is required",
+		`{"queue":"q"}`:                      "messages is required",
+		`{"queue":"","messages":[]}`:         "queue is required",
+		`{"queue":null,"messages":[]}`:       "queue must be a string, not null",
+		`{"queue":5,"messages":[]}`:          "queue must be a string, not a number",
+		`{"queue":"a\u0000b","messages":[]}`: "queue carries a control character",
+		`{"queue":"a\u0085","messages":[]}`:  "queue carries a control character",
+		`{"queue":"\ud800","messages":[]}`:   "lone UTF-16 surrogate",
+		`{"queue":"q","partition":"\u0007","messages":[]}`:             "partition carries a control character",
+		`{"queue":"q","partition":7,"messages":[]}`:                    "partition must be a string, not a number",
+		`{"queue":"q","messages":{}}`:                                  "messages must be an array, not an object",
+		`{"queue":"q","messages":null}`:                                "messages must be an array, not null",
+		`{"queue":"q","messages":[1]}`:                                 `messages[0] must be an object {"payload": ...}, not a number`,
+		`{"queue":"q","messages":[{"payload":1},{}]}`:                  "messages[1] has no payload",
+		`{"queue":"q","messages":[{"payload":1,"x":2}]}`:               `messages[0] has the key "x"`,
+		`{"queue":"q","messages":[{"transactionId":"t","payload":1}]}`: `messages[0] has the key "transactionId"`,
+		`{"queue":"q","messages":[{"payload":1,"payload":2}]}`:         `messages[0] has the key "payload" twice`,
+		`{"queue":"q","messages":[{"payload":1 , "x":2}]}`:             `messages[0] has the key "x"`,
+		`{"queue":"q","messages":[{"payload":1 ]}`:                     "expected ',' or '}'",
+		`{"queue":"q","messages":[{ "x":1,"payload":1}]}`:              `messages[0] has the key "x"`,
+		`{"queue":"q","queue":"r","messages":[]}`:                      `has the key "queue" twice`,
+		`{"queue":"q","messages":[],"tenant":"t"}`:                     `unknown key "tenant" in the push body; the keys are queue, partition and messages`,
+		`{"queue":"q","messages":[{"payload":}]}`:                      "unexpected '}' at byte 36",
+		`{"queue":"q","messages":[{"payload":01}]}`:                    "expected ',' or '}'",
+		`{"queue":"q","messages":[{"payload":1.}]}`:                    "invalid number",
+		`{"queue":"q","messages":[{"payload":-}]}`:                     "invalid number",
+		`{"queue":"q","messages":[{"payload":nul}]}`:                   "invalid literal",
+		`{"queue":"q","messages":[{"payload":[1,]}]}`:                  "unexpected ']'",
+		`{"queue":"q","messages":[{"payload":{"a":1,}}]}`:              "expected a string key",
+		`{"queue":"q","messages":[{"payload":{"a" 1}}]}`:               "expected ':'",
+		`{"queue":"q","messages":[{"payload":[1 2]}]}`:                 "expected ',' or ']'",
+		`{"queue":"q","messages":[{"payload":"a` + "\x01" + `"}]}`:     "control character in a string",
+		`{"queue":"q","messages":[{"payload":"a` + "\xff" + `"}]}`:     "invalid UTF-8",
+		`{"queue":"q","messages":[{"payload":"\x"}]}`:                  "invalid escape",
+		`{"queue":"q","messages":[{"payload":"\u12"}]}`:                `invalid \u escape`,
+		`{"queue":"q","messages":[{"payload":"abc}]}`:                  "unterminated string",
+		`{"queue":"q","messages":[{"payload":{"a":1}`:                  "at the end of the body",
+		`{"queue":"q","messages":[{"payload":1}`:                       "at the end of the body",
+		`{"queue":"q","messages":[{"payload":'x'}]}`:                   "unexpected '\\''",
+		`{"queue":"q" "messages":[]}`:                                  "expected ',' or '}'",
+		`{queue:"q"}`:                                                  "expected a string key",
+		`{"queue":"q","messages":[]`:                                   "expected ',' or '}' at the end of the body",
+		`{"queue":"q","messages":[{"payload":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}]}`: "nests deeper than 1024 levels",
+	}
+	var b PushBody
+	for body, frag := range cases {
+		err := b.Decode([]byte(body))
+		if e := wantErr(t, err, 400, frag); e.Code != CodeBadRequest || e.Close {
+			t.Errorf("%s: code %s close %v", body, e.Code, e.Close)
+		}
+	}
+	// The depth limit is exactly maxDepth.
+	deep := `{"queue":"q","messages":[{"payload":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}]}`
+	if err := b.Decode([]byte(deep)); err != nil {
+		t.Errorf("depth %d: %v", maxDepth, err)
+	}
+}
+
+func TestPushDecodeNameLength(t *testing.T) {
+	var b PushBody
+	ok := fmt.Sprintf(`{"queue":"%s","partition":"%s","messages":[]}`, strings.Repeat("q", 512), strings.Repeat("p", 512))
+	if err := b.Decode([]byte(ok)); err != nil {
+		t.Error(err)
+	}
+	wantErr(t, b.Decode([]byte(fmt.Sprintf(`{"queue":"%s","messages":[]}`, strings.Repeat("q", 513)))), 400, "queue is 513 bytes")
+	wantErr(t, b.Decode([]byte(fmt.Sprintf(`{"queue":"q","partition":"%s","messages":[]}`, strings.Repeat("é", 257)))), 400, "partition is 514 bytes")
+}

@@ -1,0 +1,54 @@
+package wire
+
+// QueueBody is reset's body, {"queue": string} (spec, reset and delete).
+// The shape is closed like the others: any other key is a 400.
+type QueueBody struct {
+	Queue   []byte
+	scratch scratch
+}
+
+// Decode parses body into b; refusals are *Error (400,
+// ephemeral_bad_request).
+func (b *QueueBody) Decode(body []byte) error {
+	b.Queue = nil
+	b.scratch.reset()
+	if err := b.decode(body); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b *QueueBody) decode(body []byte) *Error {
+	s := scanner{b: body, what: "reset body", code: CodeBadRequest, s: &b.scratch}
+	if err := s.open(); err != nil {
+		return err
+	}
+	var seen uint16
+	for n := 0; ; n++ {
+		key, ok, err := s.member(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if string(key) != "queue" {
+			return s.fail("unknown key %s in the reset body; the only key is queue", quote(key))
+		}
+		if err = s.once(&seen, 1, key); err == nil {
+			if b.Queue, _, err = s.str("queue", false); err == nil {
+				err = CheckName("queue", b.Queue)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.close(); err != nil {
+		return err
+	}
+	if seen == 0 {
+		return s.fail("queue is required")
+	}
+	return nil
+}
