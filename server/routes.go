@@ -8,9 +8,9 @@ import (
 
 const (
 	prefix     = "/api/v1/ephemeral/"
-	queuePath  = prefix + "queue/"  // DELETE /api/v1/ephemeral/queue/:queue
-	queuesPath = prefix + "queues"  // GET /api/v1/ephemeral/queues
-	depthTail  = "/depth"           // GET /api/v1/ephemeral/queues/:queue/depth
+	queuePath  = prefix + "queue/" // DELETE /api/v1/ephemeral/queue/:queue
+	queuesPath = prefix + "queues" // GET /api/v1/ephemeral/queues
+	depthTail  = "/depth"          // GET /api/v1/ephemeral/queues/:queue/depth
 	healthPath = "/health"
 )
 
