@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/store"
+	"github.com/queenmq/ephemeral/store/embedded"
+	"github.com/queenmq/ephemeral/store/postgres"
+	"github.com/queenmq/ephemeral/store/storetest"
+)
+
+var pg *storetest.Postgres
+
+func TestMain(m *testing.M) { os.Exit(storetest.MainWithPostgres(m, &pg)) }
+
+func startWithStore(t *testing.T, st store.Store) *testServer {
+	t.Helper()
+	e := engine.New(engine.Config{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: 1})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		e.Close()
+	})
+	return &testServer{s: s, e: e, addr: addr}
+}
+
+// D16: boot loads every declaration before the broker serves: each
+// declared queue exists, configured as stored and empty.
+func TestBootLoadsDeclarationsBeforeServing(t *testing.T) {
+	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	must(t, st.PutDeclaration(ctx, store.Declaration{Tenant: "default", Queue: "presence", Options: []byte(`{"maxLength": 7, "policy": "dropOldest"}`)}))
+	must(t, st.PutDeclaration(ctx, store.Declaration{Tenant: "default", Queue: "plain", Options: []byte(`{}`)}))
+	ts := startWithStore(t, st)
+	code, body := ts.do(t, "GET", "/api/v1/ephemeral/queues", "")
+	if code != 200 || !strings.Contains(body, `"queue":"presence","tier":"declared","depth":0,"bytes":0`) ||
+		!strings.Contains(body, `"maxLength":7,"policy":"dropOldest"`) || !strings.Contains(body, `"queue":"plain","tier":"declared"`) {
+		t.Fatalf("listing after boot: %d %s", code, body)
+	}
+	if _, body := ts.do(t, "GET", "/health", ""); !strings.Contains(body, `"store":"ok"`) {
+		t.Fatalf("health: %s", body)
+	}
+}
+
+// D16 + issue 3: with PostgreSQL down at boot the broker still starts and
+// serves implicit queues, /health says the store is down, and when the
+// database comes back the declarations are loaded and /health says ok.
+func TestBootWithDatabaseDownLoadsWhenItComesBack(t *testing.T) {
+	storetest.NeedManaged(t, pg)
+	schema := pg.FreshSchema(t)
+	ctx := context.Background()
+	seed, err := postgres.Open(ctx, postgres.Config{URL: pg.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-seed.Ready()
+	must(t, seed.PutDeclaration(ctx, store.Declaration{Tenant: "default", Queue: "declared-q", Options: []byte(`{"leaseSeconds":9}`)}))
+	seed.Close()
+
+	must(t, pg.Stop())
+	restarted := false
+	defer func() {
+		if !restarted {
+			pg.Start()
+		}
+	}()
+	st, err := postgres.Open(ctx, postgres.Config{URL: pg.URL(), Schema: schema, RetryInterval: 100 * time.Millisecond, AcquireTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ts := startWithStore(t, st)
+	if _, body := ts.do(t, "GET", "/health", ""); !strings.Contains(body, `"status":"ok","store":"down"`) {
+		t.Fatalf("health with the database down: %s", body)
+	}
+	if code, body := ts.do(t, "POST", "/api/v1/ephemeral/push", `{"queue":"implicit-q","messages":[{"payload":1}]}`); code != 201 {
+		t.Fatalf("implicit push with the database down: %d %s", code, body)
+	}
+	must(t, pg.Start())
+	restarted = true
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := ts.do(t, "GET", "/health", "")
+		if strings.Contains(body, `"store":"ok"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health never became ok: %s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, body := ts.do(t, "GET", "/api/v1/ephemeral/queues", "")
+	if !strings.Contains(body, `"queue":"declared-q","tier":"declared"`) || !strings.Contains(body, `"leaseSeconds":9`) ||
+		!strings.Contains(body, `"queue":"implicit-q","tier":"implicit","depth":1`) {
+		t.Fatalf("listing after the database came back: %s", body)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
