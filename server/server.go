@@ -73,7 +73,8 @@ func (s *Server) Start() error {
 			gnet.WithTicker(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithReuseAddr(true),
-			gnet.WithLogLevel(logging.ErrorLevel),
+			gnet.WithLogger(gnetLogger{s.cfg.Logger}),
+			gnet.WithLogLevel(logging.DebugLevel),
 		)
 		s.stopped <- err
 	}()
