@@ -158,7 +158,8 @@ func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope) (recla
 		t.bytes.Add(-dropNewB)
 		e.bytes.Add(-dropNewB)
 		q.countDrops(CauseBounds, int64(dropNew))
-		// A cursor at the tail never saw these: they count as skipped.
+		// No group ever saw these: they count as skipped for every one.
+		p.ensureCursors()
 		for _, c := range p.cursors {
 			c.g.skipped.Add(int64(dropNew))
 		}
