@@ -11,15 +11,17 @@ LINT_DIRS = $(patsubst %/...,%,$(LINT_PKGS))
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 
-.PHONY: help run test bench fuzz lint profile
+.PHONY: help run test bench bench-peers bench-compare fuzz lint profile
 
 help:
-	@echo "run      start the broker (go run ./cmd/queen)"
-	@echo "test     go test -race on every package"
-	@echo "bench    micro-benchmarks of engine and arena"
-	@echo "fuzz     every Fuzz* target for FUZZTIME ($(FUZZTIME)) each"
-	@echo "lint     gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
-	@echo "profile  (comes with the bench tool)"
+	@echo "run            start the broker (go run ./cmd/queen)"
+	@echo "test           go test -race on every package"
+	@echo "bench          micro-benchmarks of engine and arena"
+	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, one table (D=10s)"
+	@echo "bench-compare  micro-benchmarks of engine, arena, wire: working tree vs REV, benchstat"
+	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
+	@echo "fuzz           every Fuzz* target for FUZZTIME ($(FUZZTIME)) each"
+	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
 
 run:
 	$(GO) run ./cmd/queen
@@ -48,5 +50,15 @@ lint:
 	$(GO) vet $(LINT_PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(LINT_PKGS)
 
+# End-to-end comparison with the peers (bench/README.md). Knobs: D,
+# SCENARIOS, OUT, BROKER_PORT, REDIS_PORT, NATS_PORT, QUEENBENCH_FLAGS.
+bench-peers:
+	bash bench/peers.sh
+
+# make bench-compare REV=HEAD~1 [COUNT=10] [BENCH=regexp] [PKGS="./engine ./arena ./wire"]
+bench-compare:
+	bash bench/compare.sh
+
+# make profile [SCENARIO=reqreply] [PROFILE_SECONDS=15]: saves under profiles/SCENARIO/.
 profile:
-	@echo "profile: capturing and reading pprof profiles comes with the bench tool (bench/, profiles/)."
+	bash bench/profile.sh

@@ -1,7 +1,5 @@
 package wire
 
-import "strconv"
-
 // Byte classes of RFC 9110 / RFC 9112, as lookup tables so the hot loops
 // test one byte with one load.
 var (
@@ -69,5 +67,3 @@ func equalFold(b []byte, lower string) bool {
 func hasPrefixFold(b []byte, lower string) bool {
 	return len(b) >= len(lower) && equalFold(b[:len(lower)], lower)
 }
-
-func strconvQuote(b []byte) string { return strconv.Quote(string(b)) }

@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Error codes used by this package. The code is the contract clients branch
 // on (spec, status codes); the message is prose for a log.
@@ -34,4 +37,14 @@ func framingError(format string, args ...any) *Error {
 // usable.
 func shapeError(code, format string, args ...any) *Error {
 	return &Error{Status: 400, Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// quote renders client bytes for a message, bounded so that a refusal
+// cannot echo a whole header or body back.
+func quote(b []byte) string {
+	const most = 64
+	if len(b) > most {
+		return strconv.Quote(string(b[:most])) + "..."
+	}
+	return strconv.Quote(string(b))
 }

@@ -397,3 +397,23 @@ func FuzzQuery(f *testing.F) {
 		}
 	})
 }
+
+func FuzzQueueBody(f *testing.F) {
+	f.Add([]byte(`{"queue":"presence"}`))
+	f.Add([]byte(`{"queue":"a\u00e9\"b"}`))
+	f.Add([]byte(`{"queue":"a","x":1}`))
+	var b QueueBody
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := b.Decode(data)
+		if err != nil {
+			checkRefusal(t, data, err)
+			return
+		}
+		var std struct {
+			Queue string `json:"queue"`
+		}
+		if err := json.Unmarshal(data, &std); err != nil || std.Queue != string(b.Queue) || CheckName("queue", b.Queue) != nil {
+			t.Fatalf("accepted %q as %q; encoding/json: %q %v", data, b.Queue, std.Queue, err)
+		}
+	})
+}

@@ -182,13 +182,9 @@ func (p *Parser) endOfHead(lim Limits) *Error {
 		return framingError("Transfer-Encoding in an HTTP/1.0 request")
 	}
 	p.bodyStart = p.pos
-	switch {
-	case p.chunked:
+	p.stage = stageBody // without a length the body is empty: complete at once
+	if p.chunked {
 		p.stage = stageChunkSize
-	case p.contentLength > 0:
-		p.stage = stageBody
-	default:
-		p.stage = stageBody // zero-length: complete at once
 	}
 	p.contDue = p.expect && (p.chunked || p.contentLength > 0)
 	return nil
@@ -197,14 +193,4 @@ func (p *Parser) endOfHead(lim Limits) *Error {
 // equalFoldBytes compares two byte strings ignoring ASCII case.
 func equalFoldBytes(a, b []byte) bool {
 	return len(a) == len(b) && equalFoldBoth(a, string(b))
-}
-
-// quote renders client bytes for an error message, bounded so that a
-// refusal cannot echo a whole header back.
-func quote(b []byte) string {
-	const most = 64
-	if len(b) > most {
-		return strconvQuote(b[:most]) + "..."
-	}
-	return strconvQuote(b)
 }

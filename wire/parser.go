@@ -35,10 +35,20 @@ const (
 //
 // A Parser is not safe for concurrent use; one per connection.
 type Parser struct {
-	// Limits applies from the next request on; zero fields take defaults.
+	// Limits bounds each request; zero fields take the defaults. Set it
+	// before the first Parse.
 	Limits Limits
 
-	err   *Error // sticky: a stream with a framing error is not read further
+	err *Error // sticky: a stream with a framing error is not read further
+	pending
+	fields []field // header offsets of the pending request, reused
+	body   []byte  // de-chunked body, reused
+	req    Request
+}
+
+// pending is the state of the request being read; it is zeroed between
+// requests.
+type pending struct {
 	stage stage
 	pos   int // offset of the next unexamined byte of the pending request
 	scan  int // where the search for the current line's LF resumes
@@ -47,7 +57,6 @@ type Parser struct {
 	mStart, mEnd       int
 	tStart, tEnd       int
 	minor              int
-	fields             []field
 	contentLength      int64
 	clSeen, teSeen     bool
 	hostSeen, chunked  bool
@@ -57,9 +66,6 @@ type Parser struct {
 	chunkLeft          int64
 	framing            int
 	trailerStart, nTrl int
-	body               []byte // de-chunked body, reused
-
-	req Request
 }
 
 // NewParser returns a Parser with the given limits.
@@ -72,6 +78,12 @@ func NewParser(l Limits) *Parser { return &Parser{Limits: l} }
 // and the connection should be answered and closed.
 func (p *Parser) Parse(buf []byte) (*Request, int, error) {
 	if p.err != nil {
+		return nil, 0, p.err
+	}
+	if max(p.pos, p.scan) > len(buf) {
+		// The caller broke the contract (buf lost bytes that were already
+		// examined); refuse rather than index past its end.
+		p.err = &Error{Status: 500, Code: CodeBadRequest, Msg: "wire: the buffer shrank between Parse calls", Close: true}
 		return nil, 0, p.err
 	}
 	done, err := p.advance(buf, p.Limits.withDefaults())
@@ -112,11 +124,12 @@ func (p *Parser) Reset() {
 
 // next clears the per-request state, keeping the reusable buffers.
 func (p *Parser) next() {
-	fields, body := p.fields[:0], p.body[:0]
-	if cap(body) > retainBody {
-		body = nil
+	p.pending = pending{}
+	p.fields = p.fields[:0]
+	if cap(p.body) > retainBody {
+		p.body = nil
 	}
-	*p = Parser{Limits: p.Limits, err: p.err, fields: fields, body: body, req: p.req}
+	p.body = p.body[:0]
 }
 
 // headWindow is the part of buf that a head (request line and headers, or a
@@ -251,7 +264,7 @@ func (p *Parser) requestLine(line []byte, off int) *Error {
 		p.minor = 0
 	default:
 		if bytes.HasPrefix(version, []byte("HTTP/")) && bytes.IndexByte(version, ' ') < 0 {
-			return framingError("HTTP version %q is not supported; send HTTP/1.1 or HTTP/1.0", version)
+			return framingError("HTTP version %s is not supported; send HTTP/1.1 or HTTP/1.0", quote(version))
 		}
 		return framingError("malformed request line")
 	}

@@ -544,3 +544,15 @@ func TestParseObsTextInTarget(t *testing.T) {
 		t.Errorf("%q", v)
 	}
 }
+
+func TestParseShrunkBufferIsRefused(t *testing.T) {
+	p := NewParser(Limits{})
+	raw := []byte("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
+	if req, _, err := p.Parse(raw); req != nil || err != nil {
+		t.Fatal(req, err)
+	}
+	_, _, err := p.Parse(raw[:5])
+	if e := wantErr(t, err, 500, "shrank"); !e.Close {
+		t.Error("must close")
+	}
+}

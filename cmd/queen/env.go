@@ -42,6 +42,7 @@ var settings = []setting{
 	{"QUEEN_IDLE_TIMEOUT_S", "120", "close a keep-alive connection idle this long"},
 	{"QUEEN_EVENT_LOOPS", "0", "event loops (0 = one per CPU)"},
 	{"QUEEN_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"QUEEN_PPROF_ADDR", "", "serve net/http/pprof at this separate address, e.g. 127.0.0.1:6060 (unset = off); also samples mutex and block profiles"},
 }
 
 func printHelp(w io.Writer) {

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -87,6 +90,12 @@ func run(getenv func(string) string) error {
 		return err
 	}
 
+	if a := ev.str("QUEEN_PPROF_ADDR"); a != "" {
+		if err := servePprof(a, log); err != nil {
+			return fmt.Errorf("QUEEN_PPROF_ADDR: %w", err)
+		}
+	}
+
 	stcfg, err := storeenv.FromEnv(getenv)
 	if err != nil {
 		return err
@@ -113,4 +122,30 @@ func run(getenv func(string) string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// servePprof serves net/http/pprof on its own listener, apart from the
+// broker's port (D15), and turns on sampling of mutex contention and of
+// blocking so that those two profiles have something in them.
+func servePprof(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	runtime.SetMutexProfileFraction(10)  // one contention event in 10
+	runtime.SetBlockProfileRate(100_000) // one sample per 100 µs spent blocked
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			log.Warn("pprof listener stopped", "err", err)
+		}
+	}()
+	log.Info("serving pprof", "addr", ln.Addr().String())
+	return nil
 }

@@ -1,0 +1,174 @@
+// Command queenbench is the end-to-end load generator: it runs the bench
+// scenarios against the broker, Redis or NATS on loopback, prints a
+// progress line a second and a summary, writes a JSON report with -out, and
+// prints a comparison table when several targets ran (or with -table).
+//
+//	go run ./bench/cmd/queenbench -scenario reqreply -d 10s
+//	go run ./bench/cmd/queenbench -scenario all -target broker,redis,nats -out run.json
+//	go run ./bench/cmd/queenbench -table a.json b.json
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/queenmq/ephemeral/bench"
+)
+
+func main() {
+	cfg := bench.Defaults()
+	var (
+		scenarios = flag.String("scenario", "reqreply", "scenarios, comma-separated: "+strings.Join(bench.Scenarios, ", ")+", or all")
+		targets   = flag.String("target", "broker", "targets, comma-separated: broker, redis, nats")
+		addr      = flag.String("addr", "", "address of the target (one target only; default per target)")
+		addrs     = map[string]*string{}
+		out       = flag.String("out", "", "write the JSON report here")
+		table     = flag.Bool("table", false, "print the comparison table of the JSON reports named as arguments, and run nothing")
+		quiet     = flag.Bool("q", false, "no progress line")
+	)
+	for _, t := range bench.Targets {
+		addrs[t] = flag.String(t+"-addr", bench.DefaultAddr[t], "address of "+t+" when several targets run")
+	}
+	flag.IntVar(&cfg.PID, "pid", 0, "process id of the target, for RSS and CPU (one target only; default: the process listening on the address)")
+	flag.DurationVar(&cfg.Duration, "d", cfg.Duration, "measured duration (inboxes: the longest creation phase)")
+	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the measured window")
+	flag.IntVar(&cfg.Size, "size", cfg.Size, "payload bytes")
+	flag.IntVar(&cfg.Requesters, "c", cfg.Requesters, "reqreply: requesters")
+	flag.IntVar(&cfg.Responders, "w", cfg.Responders, "reqreply: responders")
+	flag.IntVar(&cfg.RespBatch, "rbatch", cfg.RespBatch, "reqreply: requests a responder takes at once")
+	flag.IntVar(&cfg.Producers, "p", cfg.Producers, "throughput: producers")
+	flag.IntVar(&cfg.Consumers, "k", cfg.Consumers, "throughput: consumers")
+	flag.IntVar(&cfg.Batch, "batch", cfg.Batch, "throughput, fanout: messages per push and per pop")
+	flag.Float64Var(&cfg.Rate, "rate", 0, "throughput: messages/s pushed in all (0: as fast as possible)")
+	flag.IntVar(&cfg.Window, "window", cfg.Window, "throughput, fanout: messages pushed and not yet taken, at most")
+	flag.IntVar(&cfg.Groups, "groups", cfg.Groups, "fanout: groups")
+	flag.IntVar(&cfg.Inboxes, "inboxes", cfg.Inboxes, "inboxes: how many")
+	flag.DurationVar(&cfg.Collect, "collect", cfg.Collect, "inboxes: how long to wait for the idle inboxes to be collected")
+	flag.IntVar(&cfg.Parked, "parked", cfg.Parked, "parked: waiting pops to hold")
+	flag.IntVar(&cfg.Wakers, "wakers", cfg.Wakers, "inboxes, parked: connections that create or wake")
+	flag.Parse()
+
+	if *table {
+		os.Exit(printTables(flag.Args()))
+	}
+	scs := split(*scenarios)
+	if len(scs) == 1 && scs[0] == "all" {
+		scs = bench.Scenarios
+	}
+	tgs := split(*targets)
+	if len(tgs) > 1 && (*addr != "" || cfg.PID != 0) {
+		fatal("-addr and -pid name one target; with several use -broker-addr, -redis-addr, -nats-addr")
+	}
+	if !*quiet {
+		cfg.Progress = os.Stderr
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	report := &bench.Report{Machine: bench.ThisMachine(), Started: time.Now().UTC(), Command: strings.Join(os.Args, " ")}
+	failed := false
+	for _, sc := range scs {
+		for _, tg := range tgs {
+			c := cfg
+			c.Scenario, c.Target = sc, tg
+			c.Addr = *addrs[tg]
+			if *addr != "" {
+				c.Addr = *addr
+			}
+			res, err := bench.Run(ctx, c)
+			if res != nil {
+				report.Results = append(report.Results, res)
+				summary(res)
+			}
+			if err != nil {
+				failed = true
+				fmt.Fprintf(os.Stderr, "queenbench: %s against %s: %v\n", sc, tg, err)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if *out != "" {
+		if err := bench.WriteReport(*out, report); err != nil {
+			fatal(err.Error())
+		}
+	}
+	if len(tgs) > 1 {
+		fmt.Println()
+		bench.PrintTable(os.Stdout, report.Results)
+	}
+	if failed || ctx.Err() != nil {
+		os.Exit(1)
+	}
+}
+
+func summary(r *bench.Result) {
+	fmt.Printf("%s/%s: %d %s in %.2fs = %.0f/s", r.Scenario, r.Target, r.Ops, r.Unit, r.Seconds, r.Rate)
+	if r.InRate > 0 {
+		fmt.Printf(" (in %.0f/s)", r.InRate)
+	}
+	if r.Refused > 0 {
+		fmt.Printf(", %d pushes refused and retried", r.Refused)
+	}
+	fmt.Println()
+	if l := r.Latency; l != nil && l.Count > 0 {
+		fmt.Printf("  latency (%s), us: p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (n=%d)\n",
+			l.What, l.P50, l.P90, l.P99, l.P999, l.Max, l.Count)
+	}
+	if m := r.Memory; m != nil {
+		fmt.Printf("  rss (pid %d): before %s, during %s, after %s; %.0f bytes per unit over %d units",
+			m.PID, mib(m.Before), mib(m.During), mib(m.After), m.PerUnit, m.Units)
+		if r.Scenario == "inboxes" {
+			fmt.Printf("; collected: %v", m.Collected)
+		}
+		fmt.Println()
+	}
+	fmt.Printf("  cpu, cores: load tool %.2f, target %.2f\n", r.CPU.Client, r.CPU.Target)
+	for _, n := range r.Notes {
+		fmt.Println("  note:", n)
+	}
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func printTables(files []string) int {
+	if len(files) == 0 {
+		fatal("-table needs JSON reports as arguments")
+	}
+	var all []*bench.Result
+	for i, f := range files {
+		r, err := bench.ReadReport(f)
+		if err != nil {
+			fatal(err.Error())
+		}
+		if i == 0 {
+			m := r.Machine
+			fmt.Printf("machine: %d CPUs (%s), GOMAXPROCS %d, %s, Linux %s\n\n", m.CPUs, m.CPUModel, m.GOMAXPROCS, m.GoVersion, m.Kernel)
+		}
+		all = append(all, r.Results...)
+	}
+	bench.PrintTable(os.Stdout, all)
+	return 0
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func fatal(msg string) {
+	fmt.Fprintln(os.Stderr, "queenbench:", msg)
+	os.Exit(2)
+}

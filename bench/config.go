@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Scenarios lists the scenario names in the order "all" runs them.
+var Scenarios = []string{"reqreply", "throughput", "fanout", "inboxes", "parked"}
+
+// Targets lists the target names.
+var Targets = []string{"broker", "redis", "nats"}
+
+// DefaultAddr is each target's default address.
+var DefaultAddr = map[string]string{
+	"broker": "127.0.0.1:6632",
+	"redis":  "127.0.0.1:6379",
+	"nats":   "127.0.0.1:4222",
+}
+
+// Config is one scenario run against one target.
+type Config struct {
+	Scenario string
+	Target   string
+	Addr     string
+	PID      int // the target's process, for RSS and CPU; 0: found by the listening port
+
+	Duration time.Duration // the measured window
+	Warmup   time.Duration // load before the window, not measured
+	Size     int           // payload bytes (at least 24)
+
+	Requesters, Responders, RespBatch int     // reqreply
+	Producers, Consumers, Batch       int     // throughput (Batch also fanout)
+	Rate                              float64 // throughput: messages/s in, 0 = as fast as possible
+	Window                            int     // messages produced and not yet consumed, at most
+	Groups                            int     // fanout
+	Inboxes                           int     // inboxes
+	Collect                           time.Duration
+	Parked                            int // parked
+	Wakers                            int // parked, inboxes: connections that push
+
+	Progress io.Writer // a line a second; nil for none
+	NS       string    // prefix of every queue, key and subject of this run
+}
+
+// Defaults returns the defaults.
+func Defaults() Config {
+	return Config{
+		Duration:   10 * time.Second,
+		Warmup:     time.Second,
+		Size:       64,
+		Requesters: 32, Responders: 4, RespBatch: 16,
+		Producers: 4, Consumers: 4, Batch: 100,
+		Window:  5000,
+		Groups:  8,
+		Inboxes: 100000, Collect: 30 * time.Second,
+		Parked: 20000, Wakers: 4,
+	}
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.Size < 24:
+		return fmt.Errorf("-size %d: at least 24 bytes (a timestamp rides in the payload)", c.Size)
+	case c.Duration <= 0:
+		return fmt.Errorf("-d must be positive")
+	case c.Requesters < 1 || c.Responders < 1 || c.RespBatch < 1:
+		return fmt.Errorf("-c, -w and -rbatch must be at least 1")
+	case c.Producers < 1 || c.Consumers < 1 || c.Batch < 1 || c.Batch > 10000:
+		return fmt.Errorf("-p and -k at least 1, -batch 1..10000")
+	case c.Window < c.Batch:
+		return fmt.Errorf("-window %d is smaller than -batch %d", c.Window, c.Batch)
+	case c.Groups < 1 || c.Inboxes < 1 || c.Parked < 1 || c.Wakers < 1:
+		return fmt.Errorf("-groups, -inboxes, -parked and -wakers must be at least 1")
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# make bench-peers: every scenario against the broker, Redis and NATS in one
+# run, on private loopback ports, and one table with the ratios broker/peer.
+#
+# Installs redis-server and nats-server from Debian's packages when missing
+# (needs root). For each scenario it starts a fresh broker, redis-server
+# (--save '' --appendonly no) and nats-server (-js, a temporary store
+# directory; the stream itself uses memory storage), runs the scenario
+# against the three, and stops exactly the processes it started, so the
+# memory scenarios measure processes that nothing else has grown.
+#
+# Knobs (environment): D (measured duration, 10s), SCENARIOS, OUT (result
+# directory), BROKER_PORT, REDIS_PORT, NATS_PORT, INBOX_IDLE_S (the broker's
+# QUEEN_EPHEMERAL_IMPLICIT_IDLE_S, 5, so the inboxes scenario sees
+# collection), QUEENBENCH_FLAGS (passed on, e.g. "-c 64").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+D=${D:-10s}
+SCENARIOS=${SCENARIOS:-reqreply throughput fanout inboxes parked}
+BROKER_PORT=${BROKER_PORT:-16632}
+REDIS_PORT=${REDIS_PORT:-16379}
+NATS_PORT=${NATS_PORT:-14222}
+INBOX_IDLE_S=${INBOX_IDLE_S:-5}
+OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
+QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
+
+find_nats() { command -v nats-server || { [ -x /usr/sbin/nats-server ] && echo /usr/sbin/nats-server; } || true; }
+
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+[ -n "$(find_nats)" ] || missing+=(nats-server)
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "bench-peers: ${missing[*]} missing; install them (apt-get install ${missing[*]}) or run as root" >&2
+		exit 1
+	fi
+	echo "== installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+NATS_SERVER=$(find_nats)
+
+tmp=$(mktemp -d)
+pids=()
+stop_all() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	pids=()
+}
+cleanup() {
+	stop_all
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() {
+	local i
+	for i in $(seq 100); do
+		port_busy "$1" && return 0
+		sleep 0.1
+	done
+	echo "bench-peers: nothing answers on port $1; logs in $tmp:" >&2
+	tail -n 20 "$tmp"/*.log >&2 || true
+	return 1
+}
+
+start_all() {
+	local p
+	for p in "$BROKER_PORT" "$REDIS_PORT" "$NATS_PORT"; do
+		if port_busy "$p"; then
+			echo "bench-peers: port $p is taken; set BROKER_PORT, REDIS_PORT or NATS_PORT" >&2
+			exit 1
+		fi
+	done
+	rm -rf "$tmp/data" "$tmp/nats"
+	HOST=127.0.0.1 PORT=$BROKER_PORT QUEEN_DATA_DIR="$tmp/data" QUEEN_LOG_LEVEL=warn \
+		QUEEN_EPHEMERAL_IMPLICIT_IDLE_S=$INBOX_IDLE_S "$tmp/queen" >>"$tmp/queen.log" 2>&1 &
+	pids+=($!)
+	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+		--maxclients 30000 --dir "$tmp" --logfile "$tmp/redis.log" &
+	pids+=($!)
+	"$NATS_SERVER" -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$tmp/nats" -l "$tmp/nats.log" &
+	pids+=($!)
+	wait_port "$BROKER_PORT"
+	wait_port "$REDIS_PORT"
+	wait_port "$NATS_PORT"
+}
+
+echo "== building the broker and queenbench"
+go build -o "$tmp/queen" ./cmd/queen
+go build -o "$tmp/queenbench" ./bench/cmd/queenbench
+mkdir -p "$OUT"
+echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== redis $(redis-server --version | awk '{print $3}'), nats-server $("$NATS_SERVER" --version | awk '{print $2}')"
+
+status=0
+for s in $SCENARIOS; do
+	echo "== $s (fresh processes)"
+	start_all
+	# shellcheck disable=SC2086 # QUEENBENCH_FLAGS is a list of flags
+	"$tmp/queenbench" -scenario "$s" -target broker,redis,nats -d "$D" \
+		-broker-addr "127.0.0.1:$BROKER_PORT" -redis-addr "127.0.0.1:$REDIS_PORT" -nats-addr "127.0.0.1:$NATS_PORT" \
+		-out "$OUT/$s.json" $QUEENBENCH_FLAGS >"$OUT/$s.txt" || status=1
+	cat "$OUT/$s.txt"
+	stop_all
+done
+
+echo
+echo "== all scenarios (results in $OUT)"
+files=("$OUT"/*.json)
+"$tmp/queenbench" -table "${files[@]}" | tee "$OUT/table.txt"
+echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit $status

@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// target is an open connection to a broker, Redis or NATS; each scenario
+// asks it for the driver interface it needs (rrDriver, flowDriver, ...).
+type target interface {
+	close()
+}
+
+func openTarget(cfg *Config) (target, error) {
+	switch cfg.Target {
+	case "broker":
+		return newBroker(cfg)
+	case "redis":
+		return newRedis(cfg)
+	case "nats":
+		return newNATS(cfg)
+	}
+	return nil, fmt.Errorf("unknown target %q (broker, redis or nats)", cfg.Target)
+}
+
+type scenarioFunc func(ctx context.Context, cfg *Config, t target, m *meter, res *Result) error
+
+func scenarioByName(name string) (scenarioFunc, error) {
+	switch name {
+	case "reqreply":
+		return runReqReply, nil
+	case "throughput":
+		return runThroughput, nil
+	case "fanout":
+		return runFanout, nil
+	case "inboxes":
+		return runInboxes, nil
+	case "parked":
+		return runParked, nil
+	}
+	return nil, fmt.Errorf("unknown scenario %q (%s)", name, strings.Join(Scenarios, ", "))
+}
+
+// Run runs one scenario against one target and returns its result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	run, err := scenarioByName(cfg.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr[cfg.Target]
+	}
+	if cfg.NS == "" {
+		cfg.NS = NewNS()
+	}
+	t, err := openTarget(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", cfg.Target, cfg.Addr, err)
+	}
+	defer t.close()
+	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1}}
+	if cfg.PID == 0 {
+		if pid, err := pidByAddr(cfg.Addr); err == nil {
+			cfg.PID = pid
+		} else {
+			res.Notes = append(res.Notes, "target process not found ("+err.Error()+"): no RSS or target CPU")
+		}
+	}
+	m := &meter{}
+	m.setPhase("setup")
+	stop := progress(cfg.Progress, cfg.Scenario+"/"+cfg.Target, m)
+	err = run(ctx, &cfg, t, m, res)
+	stop()
+	if res.Seconds > 0 {
+		res.Rate = float64(res.Ops) / res.Seconds
+	}
+	return res, err
+}
+
+// NewNS returns a fresh prefix for the names a run uses, so runs never see
+// each other's messages.
+func NewNS() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "qb" + hex.EncodeToString(b[:])
+}
+
+// base is the zero of now(): one monotonic clock for every timestamp a run
+// puts in a payload and reads back.
+var base = time.Now()
+
+func now() int64 { return int64(time.Since(base)) }
+
+// sleepUntil sleeps until now() reaches t or ctx ends.
+func sleepUntil(ctx context.Context, t int64) {
+	if d := time.Duration(t - now()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// window is the measured part of a time-bound scenario: operations that
+// complete in [start, end) count.
+type window struct{ start, end int64 }
+
+func newWindow(cfg *Config) window {
+	start := now() + int64(cfg.Warmup)
+	return window{start, start + int64(cfg.Duration)}
+}
+
+func (w window) in(t int64) bool  { return t >= w.start && t < w.end }
+func (w window) seconds() float64 { return float64(w.end-w.start) / 1e9 }
+
+// cpuMark is a reading of the CPU time used so far by this process and the
+// target.
+type cpuMark struct {
+	pid          int
+	wall         int64
+	self, target float64
+}
+
+func markCPU(pid int) cpuMark {
+	m := cpuMark{pid: pid, wall: now(), self: selfCPUSeconds(), target: -1}
+	if pid > 0 {
+		if s, err := cpuSeconds(pid); err == nil {
+			m.target = s
+		}
+	}
+	return m
+}
+
+// since is the CPU used since the mark, in cores.
+func (m cpuMark) since() CPU {
+	end := markCPU(m.pid)
+	wall := float64(end.wall-m.wall) / 1e9
+	if wall <= 0 {
+		return CPU{Target: -1}
+	}
+	c := CPU{Client: (end.self - m.self) / wall, Target: -1}
+	if m.target >= 0 && end.target >= 0 {
+		c.Target = (end.target - m.target) / wall
+	}
+	return c
+}
+
+// cpuOver measures the CPU used over w in the background; the returned
+// function waits for the end of w and gives it.
+func cpuOver(ctx context.Context, pid int, w window) func() CPU {
+	ch := make(chan CPU, 1)
+	go func() {
+		sleepUntil(ctx, w.start)
+		m := markCPU(pid)
+		sleepUntil(ctx, w.end)
+		ch <- m.since()
+	}()
+	return func() CPU { return <-ch }
+}
+
+// meter counts completed operations for the progress line.
+type meter struct {
+	ops   atomic.Int64
+	phase atomic.Pointer[string]
+}
+
+func (m *meter) setPhase(s string) { m.phase.Store(&s) }
+
+// progress prints one line a second to w (nothing when w is nil) until the
+// returned function is called.
+func progress(w io.Writer, label string, m *meter) func() {
+	if w == nil {
+		return func() {}
+	}
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start, last := time.Now(), m.ops.Load()
+		for {
+			select {
+			case <-done:
+				if tty {
+					fmt.Fprintln(w)
+				}
+				return
+			case <-t.C:
+				ops := m.ops.Load()
+				line := fmt.Sprintf("%-18s %-10s %5.0fs %12s ops/s %14s ops", label, *m.phase.Load(),
+					time.Since(start).Seconds(), thousands(float64(ops-last)), thousands(float64(ops)))
+				last = ops
+				if tty {
+					fmt.Fprintf(w, "\r%s ", line)
+				} else {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// thousands formats v rounded, with thousands separators.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

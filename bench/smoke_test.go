@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSmoke starts the broker binary and runs every scenario against it for
+// about a second, so the load tool keeps working. It asserts that each run
+// completes with operations done, and nothing about speed (P6: numbers are
+// benchmarks, never timed tests).
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the broker")
+	}
+	addr, pid := startBroker(t)
+	for _, sc := range Scenarios {
+		t.Run(sc, func(t *testing.T) {
+			cfg := Defaults()
+			cfg.Scenario, cfg.Target, cfg.Addr, cfg.PID = sc, "broker", addr, pid
+			cfg.Duration, cfg.Warmup = time.Second, 200*time.Millisecond
+			cfg.Requesters, cfg.Responders = 4, 2
+			cfg.Inboxes, cfg.Collect = 2000, 15*time.Second
+			cfg.Parked = 200
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := Run(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Ops == 0 {
+				t.Fatalf("no %s in %.1fs", res.Unit, res.Seconds)
+			}
+			t.Logf("%d %s, %.0f/s; notes %q", res.Ops, res.Unit, res.Rate, res.Notes)
+		})
+	}
+}
+
+// startBroker builds cmd/queen and runs it on a free loopback port with an
+// embedded store in a temporary directory and a short idle collection.
+func startBroker(t *testing.T) (addr string, pid int) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "queen")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the broker with")
+	}
+	build := exec.Command(goTool, "build", "-o", bin, "../cmd/queen")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the broker: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	l.Close()
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"HOST=127.0.0.1", "PORT="+port,
+		"QUEEN_DATA_DIR="+filepath.Join(dir, "data"),
+		"QUEEN_EPHEMERAL_IMPLICIT_IDLE_S=1",
+		"QUEEN_LOG_LEVEL=warn",
+	)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return addr, cmd.Process.Pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker did not answer /health at %s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
