@@ -41,7 +41,7 @@ fuzz:
 		targets=$$(printf '%s\n' "$$list" | grep '^Fuzz' || true); \
 		for t in $$targets; do \
 			echo "== fuzz $$pkg $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg; \
 		done; \
 	done
 
