@@ -377,13 +377,39 @@ func (b *broker) httpClient() *http.Client {
 	return b.client
 }
 
+// Brokers listen on ports below the kernel's ephemeral range (32768 and
+// up on Linux), from a random start, each port handed out once per run:
+// so a broker never gets a port that another broker of this run, or a
+// connection or server the kernel numbered, holds or held a moment ago
+// (a port taken in between would let the /health probe reach another
+// process while ours fails to bind).
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portMu   sync.Mutex
+	nextPort = portLow + int(time.Now().UnixNano()%int64(portHigh-portLow))
+)
+
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range portHigh - portLow {
+		p := nextPort
+		nextPort++
+		if nextPort >= portHigh {
+			nextPort = portLow
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port")
 }
 
 // lockedBuffer collects a process's output.
@@ -1138,6 +1164,7 @@ func (r rawReply) want(t testing.TB, status int, out any) rawReply {
 	if r.status != status {
 		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
 	}
+	r.checkType(t)
 	if out != nil {
 		if err := json.Unmarshal(r.body, out); err != nil {
 			t.Fatalf("decoding %s: %v", r.body, err)
@@ -1151,7 +1178,20 @@ func (r rawReply) wantErr(t testing.TB, status int, code string) errBody {
 	if r.status != status {
 		t.Fatalf("status %d, want %d (%s); body %s", r.status, status, code, r.body)
 	}
+	r.checkType(t)
 	return checkErrBody(t, r.body, code)
+}
+
+// checkType requires every final answer to be JSON, with the status line
+// of HTTP/1.1 (the broker's own version, to HTTP/1.0 clients too).
+func (r rawReply) checkType(t testing.TB) {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json (%s)", ct, r)
+	}
+	if r.proto != "HTTP/1.1" {
+		t.Errorf("status line version %q, want HTTP/1.1", r.proto)
+	}
 }
 
 // otherIncarnation returns an incarnation that is not inc (same length).

@@ -40,6 +40,24 @@ func (e *Engine) Configure(tenant, queue string, sent OptionSet) error {
 	}
 }
 
+// CheckDeclare reports whether configure may declare the queue now: it
+// exists already, or the tenant's queue allowance has room for it. The
+// server asks before it writes the declaration, so a refused configure
+// stores nothing (D14). Configure checks again, atomically.
+func (e *Engine) CheckDeclare(tenant, queue string) error {
+	if err := CheckName("queue", queue); err != nil {
+		return err
+	}
+	if e.lookup(tenant, queue) != nil {
+		return nil
+	}
+	t := e.tenant(tenant)
+	if m := t.maxQueues.Load(); m > 0 && t.nqueues.Load() >= m {
+		return ErrTenantQueues
+	}
+	return nil
+}
+
 // Reset drops every message of a queue, voids every lease and moves every
 // group cursor to the (now empty) ring's start; the declaration and the
 // groups stay. It returns the number of messages dropped (0 when the queue

@@ -24,6 +24,10 @@ func (cs *conn) configure(req *wire.Request) {
 		return
 	}
 	tenant := cs.s.tenantOf(req)
+	if err := cs.s.e.CheckDeclare(tenant, bytesString(b.Queue)); err != nil {
+		cs.refuse(req, err) // refused before anything is written (D14)
+		return
+	}
 	queue := string(b.Queue)
 	raw := append([]byte(nil), b.RawOptions...)
 	head := req.Head(201)
@@ -50,7 +54,16 @@ func (s *Server) declare(head wire.Head, tenant, queue string, raw []byte, sent 
 		}
 		return errorAnswer(head, 500, codeConfigureFailed, "the declaration could not be written")
 	}
-	if err := s.e.Configure(tenant, queue, sent); err != nil {
+	if err := s.e.Configure(tenant, queue, sent); err == engine.ErrTenantQueues {
+		// A concurrent creation took the last slot after CheckDeclare: take
+		// the declaration back, so that what is stored is what is served.
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		if _, derr := s.st.DeleteDeclaration(ctx, tenant, queue); derr != nil {
+			s.cfg.Logger.Error("configure refused after the write; the declaration could not be taken back", "queue", queue, "err", derr)
+		}
+		cancel()
+		return wire.AppendError(nil, head, refusal(err))
+	} else if err != nil {
 		return wire.AppendError(nil, head, refusal(err))
 	}
 	return wire.AppendResponse(nil, head, wire.AppendConfigured(nil, queue, raw))

@@ -84,11 +84,20 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 	}
 }
 
-// method refuses req with 405 unless it has method m.
+// method refuses req with 405, naming the method the route takes in an
+// Allow header (RFC 9110 15.5.6), unless it has method m.
 func (cs *conn) method(req *wire.Request, m wire.Method) bool {
 	if req.Method == m {
 		return true
 	}
-	cs.refuse(req, errMethod)
+	head := req.Head(0)
+	head.Extra = allowLines[m]
+	cs.out = wire.AppendError(cs.out, head, errMethod)
 	return false
+}
+
+var allowLines = map[wire.Method][]byte{
+	wire.MethodGet:    []byte("Allow: GET\r\n"),
+	wire.MethodPost:   []byte("Allow: POST\r\n"),
+	wire.MethodDelete: []byte("Allow: DELETE\r\n"),
 }
