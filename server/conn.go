@@ -22,6 +22,7 @@ type conn struct {
 	isClosed   bool
 	parked     *popSink // the parked pop, while busy with one
 	sink       *popSink // reused by pops answered at once
+	spare      *popSink // a parked pop's sink whose answer has been written
 	resume     gnet.AsyncCallback
 
 	// Reused decoding and engine buffers (P3).
@@ -133,7 +134,14 @@ func (cs *conn) answerAsync(resp []byte) {
 func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 	cs.busy = false
 	cs.busyFlag.Store(false)
-	cs.parked = nil
+	if cs.parked != nil {
+		// Complete has run and its answer is written: the engine is done
+		// with the sink, so it can serve the next pop that parks.
+		cs.spare, cs.parked = cs.parked, nil
+		if cap(cs.spare.resp) > 1<<20 {
+			cs.spare.resp, cs.spare.body = nil, nil
+		}
+	}
 	cs.lastActive.Store(cs.s.now.Load())
 	if err != nil || cs.isClosed {
 		return nil

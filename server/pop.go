@@ -16,6 +16,7 @@ type popSink struct {
 	e      *engine.Engine
 	head   wire.Head
 	body   []byte
+	resp   []byte // a parked pop's whole answer, until AsyncWrite is done
 	id     []byte
 	n      int
 	parked engine.Parked
@@ -39,10 +40,14 @@ func (k *popSink) Deliver(m engine.Message) {
 }
 
 // Complete answers a pop that parked: called once, off the loop.
+//
+// The sink and its buffers are reused by the connection once the answer has
+// been written (resumeAfterAsync), so a steady request/reply loop does not
+// allocate them again.
 func (k *popSink) Complete(int) {
 	k.body = wire.AppendPopEnd(k.body)
-	resp := wire.AppendResponse(make([]byte, 0, len(k.body)+160), k.head, k.body)
-	k.cs.answerAsync(resp)
+	k.resp = wire.AppendResponse(k.resp[:0], k.head, k.body)
+	k.cs.answerAsync(k.resp)
 }
 
 // pop serves GET /api/v1/ephemeral/pop (spec, pop; D11).
@@ -77,10 +82,15 @@ func (cs *conn) pop(req *wire.Request) {
 		}
 		return
 	}
-	// Parked: the engine owns k until Complete; the next pop gets a new sink.
+	// Parked: the engine owns k until Complete; the next pop gets the spare
+	// sink (the one of the previous parked pop, whose answer has left).
 	k.parked = parked
 	cs.parked = k
-	cs.sink = newPopSink(cs)
+	if cs.spare != nil {
+		cs.sink, cs.spare = cs.spare, nil
+	} else {
+		cs.sink = newPopSink(cs)
+	}
 	cs.goBusy()
 }
 
