@@ -57,6 +57,12 @@ type AckItem struct {
 // per item appended to out (D2). Consecutive ids of one partition are
 // settled under one lock.
 func (e *Engine) Ack(tenant, queue, groupName string, items []AckItem, out []Outcome) ([]Outcome, error) {
+	return e.AckBy(nil, tenant, queue, groupName, items, out)
+}
+
+// AckBy is Ack carrying a token that the parked pops it completes (a lease
+// released) receive in Consumer.Complete.
+func (e *Engine) AckBy(by any, tenant, queue, groupName string, items []AckItem, out []Outcome) ([]Outcome, error) {
 	if e.closed.Load() {
 		return out, ErrClosed
 	}
@@ -76,7 +82,7 @@ func (e *Engine) Ack(tenant, queue, groupName string, items []AckItem, out []Out
 	}
 	now := e.nowNanos()
 	var locked *partition
-	var done doneList
+	done := doneList{by: by}
 	unlock := func() {
 		if locked != nil {
 			locked.updateReclaim()

@@ -17,7 +17,7 @@ type discard struct {
 }
 
 func (d *discard) Deliver(m Message) { d.n++; d.last = m }
-func (d *discard) Complete(n int)    {}
+func (d *discard) Complete(int, any) {}
 
 func benchEngine(b *testing.B) *Engine {
 	b.Helper()
@@ -113,7 +113,7 @@ func (c *idCollector) Deliver(m Message) {
 	c.buf = c.e.AppendID(c.buf, m.Partition, m.Seq)
 	c.items = append(c.items, AckItem{ID: c.buf[start:len(c.buf):len(c.buf)]})
 }
-func (c *idCollector) Complete(int) {}
+func (c *idCollector) Complete(int, any) {}
 
 func benchPopAck(b *testing.B, batch int) {
 	e := benchEngine(b)

@@ -59,7 +59,7 @@ func (c *collector) Deliver(m Message) {
 	c.mu.Unlock()
 }
 
-func (c *collector) Complete(n int) {
+func (c *collector) Complete(n int, _ any) {
 	c.mu.Lock()
 	c.completed, c.done = n, true
 	c.mu.Unlock()

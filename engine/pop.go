@@ -16,9 +16,15 @@ type Message struct {
 // held, once for a pop that parked: with the number of messages delivered
 // (0 on timeout, pause, delete or shutdown). It is never called for a pop
 // answered at once, nor for one that Cancel removed.
+//
+// by is the token the PushBy or AckBy call that completed the pop carried
+// (nil when the timing wheel, a delete or a release completed it): the
+// server passes the connection it is serving, so an answer for a
+// connection of the same event loop can be written without a cross-loop
+// hop.
 type Consumer interface {
 	Deliver(m Message)
-	Complete(n int)
+	Complete(n int, by any)
 }
 
 // PopRequest is one pop (spec: pop query parameters, D11).

@@ -7,6 +7,12 @@ package engine
 // the broker's total. Reclaimable messages make room before any of them
 // refuses (D3). Payload bytes are copied once, into the arena (P2).
 func (e *Engine) Push(tenant, queue, partition string, payloads [][]byte) (int, error) {
+	return e.PushBy(nil, tenant, queue, partition, payloads)
+}
+
+// PushBy is Push carrying a token that the parked pops it completes receive
+// in Consumer.Complete.
+func (e *Engine) PushBy(by any, tenant, queue, partition string, payloads [][]byte) (int, error) {
 	if e.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -42,7 +48,7 @@ func (e *Engine) Push(tenant, queue, partition string, payloads [][]byte) (int, 
 			p.mu.Unlock()
 			return 0, nil // an empty push passes no bound; it names the queue
 		}
-		scope, err := p.push(payloads, nb, tried)
+		scope, err := p.push(payloads, nb, tried, by)
 		if scope == reclaimNone { // p.push unlocked p.mu
 			if err != nil {
 				return 0, err
@@ -76,7 +82,7 @@ const (
 // push admits and appends under p.mu, and unlocks it. It returns a reclaim
 // scope (with p.mu already unlocked) when the caller should free reclaimable
 // messages there and call again; tried says which scopes were freed already.
-func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope) (reclaimScope, error) {
+func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope, by any) (reclaimScope, error) {
 	q, t, e := p.q, p.q.t, p.q.e
 	n := int64(len(payloads))
 	opts := q.options()
@@ -172,7 +178,7 @@ func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope) (recla
 	p.append(payloads[dropNew:], nb-dropNewB, now)
 	q.lastActive.Store(now)
 	p.armTTL()
-	var done doneList
+	done := doneList{by: by}
 	p.wakeLocked(&done)
 	excess := q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes
 	p.mu.Unlock()

@@ -239,11 +239,11 @@ func (w *waiter) Fire(now int64) {
 		if m, parked := w.park(now); !parked {
 			// park already undid the gauges; only the consumer is left.
 			w.wh.Stop(&w.timer)
-			w.c.Complete(m)
+			w.c.Complete(m, nil)
 		}
 		return
 	}
-	w.finish(n)
+	w.finish(n, nil)
 }
 
 // claimFromList claims w and takes it off its list.
@@ -265,10 +265,10 @@ func (w *waiter) claimFromList() bool {
 }
 
 // finish completes a claimed waiter: gauges, timer, then the consumer.
-func (w *waiter) finish(n int) {
+func (w *waiter) finish(n int, by any) {
 	w.wh.Stop(&w.timer)
 	w.unpark(w.q.e.nowNanos())
-	w.c.Complete(n)
+	w.c.Complete(n, by)
 }
 
 // Cancel removes a parked pop whose connection closed (D13). It reports
@@ -285,6 +285,7 @@ func (e *Engine) Cancel(p Parked) bool {
 
 // doneList collects waiters completed under a lock, to finish after it.
 type doneList struct {
+	by  any // the token of the PushBy or AckBy call, passed to Complete
 	ws  [8]*waiter
 	ns  [8]int
 	n   int
@@ -308,10 +309,10 @@ func (d *doneList) add(w *waiter, n int) {
 
 func (d *doneList) finish() {
 	for i := 0; i < d.n; i++ {
-		d.ws[i].finish(d.ns[i])
+		d.ws[i].finish(d.ns[i], d.by)
 	}
 	for _, x := range d.ext {
-		x.w.finish(x.n)
+		x.w.finish(x.n, d.by)
 	}
 }
 

@@ -12,9 +12,10 @@ import (
 // conn is one connection's state. Every field but the atomics is touched
 // only on the connection's event loop.
 type conn struct {
-	s *Server
-	c gnet.Conn
-	p wire.Parser
+	s    *Server
+	c    gnet.Conn
+	loop gnet.EventLoop
+	p    wire.Parser
 
 	out        []byte // answers of this round, written at its end
 	busy       bool   // an answer is being made off the loop; input waits
@@ -23,7 +24,8 @@ type conn struct {
 	parked     *popSink // the parked pop, while busy with one
 	sink       *popSink // reused by pops answered at once
 	spare      *popSink // a parked pop's sink whose answer has been written
-	resume     gnet.AsyncCallback
+	deferred   []*conn  // same-loop connections whose parked pop this round completed
+	onWritten  gnet.AsyncCallback
 
 	// Reused decoding and engine buffers (P3).
 	push     wire.PushBody
@@ -42,10 +44,10 @@ type conn struct {
 }
 
 func newConn(s *Server, c gnet.Conn) *conn {
-	cs := &conn{s: s, c: c}
+	cs := &conn{s: s, c: c, loop: c.EventLoop()}
 	cs.p.Limits.MaxBody = s.cfg.MaxBodyBytes
 	cs.sink = newPopSink(cs)
-	cs.resume = cs.resumeAfterAsync
+	cs.onWritten = cs.resumeAfterAsync
 	cs.lastActive.Store(s.now.Load())
 	return cs
 }
@@ -93,7 +95,22 @@ func (cs *conn) serveBuffered() gnet.Action {
 			cs.closeAfter = true
 		}
 	}
+	cs.resumeDeferred()
 	return cs.flush()
+}
+
+// resumeDeferred resumes the connections of this loop whose parked pops this
+// round's pushes and acks completed (popSink.Complete put their answers in
+// their output already).
+func (cs *conn) resumeDeferred() {
+	for len(cs.deferred) > 0 {
+		tc := cs.deferred[len(cs.deferred)-1]
+		cs.deferred[len(cs.deferred)-1] = nil
+		cs.deferred = cs.deferred[:len(cs.deferred)-1]
+		if !tc.isClosed && tc.resume() == gnet.Close {
+			tc.c.Close()
+		}
+	}
 }
 
 func (cs *conn) flush() gnet.Action {
@@ -125,13 +142,27 @@ func (cs *conn) goBusy() {
 // answerAsync writes an answer made off the loop (any goroutine); the
 // connection resumes serving on its loop once it is written.
 func (cs *conn) answerAsync(resp []byte) {
-	if err := cs.c.AsyncWrite(resp, cs.resume); err != nil {
+	if err := cs.c.AsyncWrite(resp, cs.onWritten); err != nil {
 		return // the connection is gone
 	}
 }
 
 // resumeAfterAsync runs on the loop after an async answer was written.
 func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
+	if err != nil || cs.isClosed {
+		cs.busy = false
+		cs.busyFlag.Store(false)
+		return nil
+	}
+	if cs.resume() == gnet.Close {
+		return c.Close()
+	}
+	return nil
+}
+
+// resume ends a busy spell on the loop: the answer has left (or sits in
+// cs.out), so the connection serves the requests that queued behind it.
+func (cs *conn) resume() gnet.Action {
 	cs.busy = false
 	cs.busyFlag.Store(false)
 	if cs.parked != nil {
@@ -143,13 +174,7 @@ func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 		}
 	}
 	cs.lastActive.Store(cs.s.now.Load())
-	if err != nil || cs.isClosed {
-		return nil
-	}
-	if cs.serveBuffered() == gnet.Close {
-		return c.Close()
-	}
-	return nil
+	return cs.serveBuffered()
 }
 
 // closed runs on the loop when the connection closes: a parked pop is

@@ -44,10 +44,21 @@ func (k *popSink) Deliver(m engine.Message) {
 // The sink and its buffers are reused by the connection once the answer has
 // been written (resumeAfterAsync), so a steady request/reply loop does not
 // allocate them again.
-func (k *popSink) Complete(int) {
+//
+// When the push or ack that completed the pop was served on this pop's own
+// event loop (by is that request's connection), we are on that loop's
+// goroutine: the answer joins the connection's output and the connection
+// resumes at the end of the pusher's round, with no cross-loop AsyncWrite.
+func (k *popSink) Complete(_ int, by any) {
 	k.body = wire.AppendPopEnd(k.body)
+	tc := k.cs
+	if pc, ok := by.(*conn); ok && pc.loop == tc.loop {
+		tc.out = wire.AppendResponse(tc.out, k.head, k.body)
+		pc.deferred = append(pc.deferred, tc)
+		return
+	}
 	k.resp = wire.AppendResponse(k.resp[:0], k.head, k.body)
-	k.cs.answerAsync(k.resp)
+	tc.answerAsync(k.resp)
 }
 
 // pop serves GET /api/v1/ephemeral/pop (spec, pop; D11).

@@ -13,7 +13,7 @@ func (cs *conn) pushVerb(req *wire.Request) {
 		return
 	}
 	b := &cs.push
-	n, err := cs.s.e.Push(cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Partition), b.Payloads)
+	n, err := cs.s.e.PushBy(cs, cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Partition), b.Payloads)
 	if err != nil {
 		cs.refuse(req, err)
 		return
@@ -33,7 +33,7 @@ func (cs *conn) ackVerb(req *wire.Request) {
 	for _, a := range b.Acks {
 		cs.ackItems = append(cs.ackItems, engine.AckItem{ID: a.ID, Status: engine.AckStatus(a.Status)})
 	}
-	out, err := cs.s.e.Ack(cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Group), cs.ackItems, cs.outcomes[:0])
+	out, err := cs.s.e.AckBy(cs, cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Group), cs.ackItems, cs.outcomes[:0])
 	cs.outcomes = out
 	if err != nil {
 		cs.refuse(req, err)
