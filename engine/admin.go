@@ -142,27 +142,13 @@ func (q *Queue) remove(onlyIfIdle bool) bool {
 		for _, c := range p.cursors {
 			c.dropLease()
 		}
-		for w := p.waiters.head; w != nil; {
-			next := w.next
-			if w.state.CompareAndSwap(waiting, claimed) {
-				p.waiters.remove(w)
-				done.add(w, 0)
-			}
-			w = next
-		}
+		p.waiters.claimAll(&done)
 		e.raiseSeqFloor(p.tail)
 	}
 	unlockAll()
 	q.mu.Unlock()
 	q.waitMu.Lock()
-	for w := q.waiters.head; w != nil; {
-		next := w.next
-		if w.state.CompareAndSwap(waiting, claimed) {
-			q.waiters.remove(w)
-			done.add(w, 0)
-		}
-		w = next
-	}
+	q.waiters.claimAll(&done)
 	q.waitMu.Unlock()
 	q.t.queues.Compute(q.name, func(old *Queue, loaded bool) (*Queue, xsyncOp) {
 		if loaded && old == q {

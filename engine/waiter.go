@@ -283,6 +283,19 @@ func (e *Engine) Cancel(p Parked) bool {
 	return true
 }
 
+// claimAll claims every parked pop still waiting on l, to be answered with
+// an empty batch once the lock guarding l is released.
+func (l *waitList) claimAll(done *doneList) {
+	for w := l.head; w != nil; {
+		next := w.next
+		if w.state.CompareAndSwap(waiting, claimed) {
+			l.remove(w)
+			done.add(w, 0)
+		}
+		w = next
+	}
+}
+
 // doneList collects waiters completed under a lock, to finish after it.
 type doneList struct {
 	by  any // the token of the PushBy or AckBy call, passed to Complete
@@ -336,25 +349,11 @@ func (q *Queue) releaseWaiters() {
 	var done doneList
 	for _, p := range q.partitions() {
 		p.mu.Lock()
-		for w := p.waiters.head; w != nil; {
-			next := w.next
-			if w.state.CompareAndSwap(waiting, claimed) {
-				p.waiters.remove(w)
-				done.add(w, 0)
-			}
-			w = next
-		}
+		p.waiters.claimAll(&done)
 		p.mu.Unlock()
 	}
 	q.waitMu.Lock()
-	for w := q.waiters.head; w != nil; {
-		next := w.next
-		if w.state.CompareAndSwap(waiting, claimed) {
-			q.waiters.remove(w)
-			done.add(w, 0)
-		}
-		w = next
-	}
+	q.waiters.claimAll(&done)
 	q.waitMu.Unlock()
 	done.finish()
 }

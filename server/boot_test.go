@@ -20,15 +20,20 @@ var pg *storetest.Postgres
 func TestMain(m *testing.M) { os.Exit(storetest.MainWithPostgres(m, &pg)) }
 
 func startWithStore(t *testing.T, st store.Store) *testServer {
+	return startWith(t, engine.Config{}, st, 1)
+}
+
+// startWith starts a server on a free loopback port over a new engine.
+func startWith(t *testing.T, ecfg engine.Config, st store.Store, loops int) *testServer {
 	t.Helper()
-	e := engine.New(engine.Config{})
+	e := engine.New(ecfg)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: 1})
+	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: loops})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

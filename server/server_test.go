@@ -32,25 +32,8 @@ func startServer(t *testing.T, ecfg engine.Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := engine.New(ecfg)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: 2})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		e.Close()
-		st.Close()
-	})
-	return &testServer{s: s, e: e, addr: addr}
+	t.Cleanup(func() { st.Close() })
+	return startWith(t, ecfg, st, 2)
 }
 
 func (ts *testServer) do(t *testing.T, method, path, body string) (int, string) {
