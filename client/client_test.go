@@ -1,0 +1,677 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newClient(t *testing.T, url string, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wantCode fails t unless err is an *Error with status and code.
+func wantCode(t *testing.T, what string, err error, status int, code string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%s: err = %v (%T), want *Error %d %s", what, err, err, status, code)
+	}
+	if e.Status != status || e.Code != code {
+		t.Fatalf("%s: got %d %q (%s), want %d %q", what, e.Status, e.Code, e.Message, status, code)
+	}
+	if !errors.Is(err, &Error{Code: code}) {
+		t.Fatalf("%s: errors.Is with code %q is false", what, code)
+	}
+}
+
+type presence struct {
+	User   string `json:"user"`
+	Typing bool   `json:"typing"`
+}
+
+// TestEveryMethod is the specification's example 35 plus the edges of each
+// verb: every method of the client against a real broker.
+func TestEveryMethod(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.url(), WithToken("ignored-in-mode-none"), WithHeader("X-Test", "1"))
+	ctx := testCtx(t)
+
+	cfg, err := c.Configure(ctx, "presence", QueueOptions{MaxLength: 1000, MaxBytes: 1 << 20, Policy: PolicyDropOldest, TTLSeconds: 30, LeaseSeconds: 15, RetryLimit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Queue != "presence" || string(cfg.Options) != `{"maxBytes":1048576,"maxLength":1000,"policy":"dropOldest","ttlSeconds":30,"leaseSeconds":15,"retryLimit":3}` {
+		t.Fatalf("configure answered %s %s", cfg.Queue, cfg.Options)
+	}
+
+	pushed, err := c.Push(ctx, "presence", []any{presence{"alice", true}, json.RawMessage(`{"user":"bob","typing":true}`)}, PushOptions{Partition: "room-7"})
+	if err != nil || pushed.Pushed != 2 {
+		t.Fatalf("push: %+v %v", pushed, err)
+	}
+	if p, err := c.Push(ctx, "presence", nil, PushOptions{Partition: "room-7"}); err != nil || p.Pushed != 0 {
+		t.Fatalf("empty push: %+v %v", p, err)
+	}
+
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qs.Count != 1 || len(qs.Queues) != 1 {
+		t.Fatalf("listing: %+v", qs)
+	}
+	q := qs.Queues[0]
+	if q.Queue != "presence" || q.Tier != "declared" || q.Depth != 2 || q.Partitions != 1 || q.Options.MaxLength != 1000 || q.Options.Policy != PolicyDropOldest || q.Options.WindowBuffer != nil {
+		t.Fatalf("listing entry: %+v", q)
+	}
+
+	d, err := c.Depth(ctx, "presence", DepthOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Queue != "presence" || d.Group != nil || d.Tier != "declared" || d.Pending != 2 || d.PartitionsPending != 1 || len(d.Partitions) != 1 || d.Partitions[0].Partition != "room-7" {
+		t.Fatalf("depth: %+v", d)
+	}
+
+	popped, err := c.Pop(ctx, "presence", PopOptions{Partition: "room-7", Group: "widget", Batch: 10, Wait: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, m := range popped.Messages {
+		var p presence
+		if err := m.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if m.Queue != "presence" || m.Partition != "room-7" || m.Attempts != 0 || m.ID == "" {
+			t.Fatalf("message: %+v", m)
+		}
+		users = append(users, p.User)
+	}
+	if strings.Join(users, ", ") != "alice, bob" {
+		t.Fatalf("popped %v", users)
+	}
+
+	dg, err := c.Depth(ctx, "presence", DepthOptions{Group: "widget"})
+	if err != nil || dg.Group == nil || *dg.Group != "widget" {
+		t.Fatalf("depth with group: %+v %v", dg, err)
+	}
+
+	acked, err := c.Ack(ctx, "presence", popped.Messages, AckOptions{Group: "widget"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acked.Results) != 2 || acked.Results[0].Outcome != OutcomeAcked || acked.Results[1].Outcome != OutcomeAcked || acked.Results[0].ID != popped.Messages[0].ID {
+		t.Fatalf("ack: %+v", acked)
+	}
+	again, err := c.Ack(ctx, "presence", popped.Messages[:1], AckOptions{Group: "widget"})
+	if err != nil || again.Results[0].Outcome != OutcomeUnknown {
+		t.Fatalf("second ack: %+v %v", again, err)
+	}
+
+	audit, err := c.Pop(ctx, "presence", PopOptions{Partition: "room-7", Group: "audit", Batch: 10})
+	if err != nil || len(audit.Messages) != 2 {
+		t.Fatalf("audit pop: %+v %v", audit, err)
+	}
+	// failed: redelivered at once with attempts+1.
+	res, err := c.Ack(ctx, "presence", audit.Messages[:1], AckOptions{Group: "audit", Status: StatusFailed})
+	if err != nil || res.Results[0].Outcome != OutcomeRedelivered {
+		t.Fatalf("failed ack: %+v %v", res, err)
+	}
+	if _, err := c.Ack(ctx, "presence", audit.Messages[1:], AckOptions{Group: "audit", Status: StatusCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	re, err := c.Pop(ctx, "presence", PopOptions{Partition: "room-7", Group: "audit", Batch: 10})
+	if err != nil || len(re.Messages) != 1 || re.Messages[0].Attempts != 1 || re.Messages[0].ID != audit.Messages[0].ID {
+		t.Fatalf("redelivery: %+v %v", re, err)
+	}
+
+	// An empty pop is an empty, non-nil slice; a waiting one waits.
+	start := time.Now()
+	empty, err := c.Pop(ctx, "presence", PopOptions{Group: "widget", Wait: true, Timeout: 200 * time.Millisecond})
+	if err != nil || empty.Messages == nil || len(empty.Messages) != 0 || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("empty waiting pop: %+v %v after %v", empty, err, time.Since(start))
+	}
+
+	// autoAck in queue mode.
+	auto, err := c.Pop(ctx, "presence", PopOptions{Batch: 10, AutoAck: true})
+	if err != nil || len(auto.Messages) != 2 {
+		t.Fatalf("autoAck pop: %+v %v", auto, err)
+	}
+
+	reset, err := c.Reset(ctx, "presence")
+	if err != nil || reset.Queue != "presence" || reset.Dropped != 2 {
+		t.Fatalf("reset: %+v %v", reset, err)
+	}
+	del, err := c.Delete(ctx, "presence")
+	if err != nil || !del.Deleted || !del.Declared || del.Queue != "presence" {
+		t.Fatalf("delete: %+v %v", del, err)
+	}
+	del, err = c.Delete(ctx, "presence")
+	if err != nil || del.Deleted || del.Declared {
+		t.Fatalf("second delete: %+v %v", del, err)
+	}
+	reset, err = c.Reset(ctx, "never-there")
+	if err != nil || reset.Dropped != 0 {
+		t.Fatalf("reset of nothing: %+v %v", reset, err)
+	}
+	// A name that needs escaping in the path.
+	if _, err := c.Push(ctx, "a/b c?", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Depth(ctx, "a/b c?", DepthOptions{}); err != nil || d.Queue != "a/b c?" || d.Pending != 1 {
+		t.Fatalf("depth of an escaped name: %+v %v", d, err)
+	}
+	if del, err := c.Delete(ctx, "a/b c?"); err != nil || !del.Deleted {
+		t.Fatalf("delete of an escaped name: %+v %v", del, err)
+	}
+}
+
+// TestErrorCodes provokes every refusal a broker in mode none can give.
+func TestErrorCodes(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.url())
+	ctx := testCtx(t)
+
+	_, err := c.Push(ctx, "", []any{1}, PushOptions{})
+	wantCode(t, "push without queue", err, 400, CodeBadRequest)
+	_, err = c.Pop(ctx, "bad\x01name", PopOptions{})
+	wantCode(t, "pop with a control character", err, 400, CodeBadRequest)
+	_, err = c.Configure(ctx, "q", QueueOptions{Policy: "sometimes"})
+	wantCode(t, "configure with a bad policy", err, 400, CodeBadRequest)
+	_, err = c.Push(ctx, strings.Repeat("x", 513), []any{1}, PushOptions{})
+	wantCode(t, "a name over 512 bytes", err, 400, CodeBadRequest)
+	many := make([]any, 10001)
+	for i := range many {
+		many[i] = i
+	}
+	_, err = c.Push(ctx, "q", many, PushOptions{})
+	wantCode(t, "10,001 messages", err, 400, CodeBadRequest)
+	_, err = c.Ack(ctx, "q", make([]Message, 10001), AckOptions{})
+	wantCode(t, "10,001 acks", err, 400, CodeBadRequest)
+
+	_, err = c.Depth(ctx, "nope", DepthOptions{})
+	wantCode(t, "depth of a missing queue", err, 404, CodeQueueNotFound)
+	if !errors.Is(err, ErrQueueNotFound) {
+		t.Fatal("errors.Is(err, ErrQueueNotFound) is false")
+	}
+
+	if _, err := c.Configure(ctx, "tiny", QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "tiny", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Push(ctx, "tiny", []any{2}, PushOptions{})
+	wantCode(t, "push to a full reject queue", err, 429, CodeQueueFull)
+	if !errors.Is(err, ErrQueueFull) || CodeOf(err) != CodeQueueFull || !err.(*Error).Temporary() {
+		t.Fatalf("queue_full helpers: %v", err)
+	}
+
+	// A proxy that predates the routes: every route 404s, the depth read
+	// with another code than its own.
+	old := newClient(t, b.url()+"/old-proxy")
+	checks := map[string]func() error{
+		"configure": func() error { _, err := old.Configure(ctx, "q", QueueOptions{}); return err },
+		"push":      func() error { _, err := old.Push(ctx, "q", []any{1}, PushOptions{}); return err },
+		"pop":       func() error { _, err := old.Pop(ctx, "q", PopOptions{}); return err },
+		"ack":       func() error { _, err := old.Ack(ctx, "q", []Message{{ID: "x"}}, AckOptions{}); return err },
+		"reset":     func() error { _, err := old.Reset(ctx, "q"); return err },
+		"delete":    func() error { _, err := old.Delete(ctx, "q"); return err },
+		"queues":    func() error { _, err := old.Queues(ctx); return err },
+		"depth":     func() error { _, err := old.Depth(ctx, "q", DepthOptions{}); return err },
+	}
+	for name, f := range checks {
+		wantCode(t, name+" through an old proxy", f(), 404, CodeUnsupported)
+	}
+
+	// A broker that cannot be reached is a transport error, not an *Error.
+	port, _ := freePort()
+	dead := newClient(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	if _, err := dead.Queues(ctx); err == nil || CodeOf(err) != "" {
+		t.Fatalf("unreachable broker: %v", err)
+	}
+	if _, err := New("localhost:6632"); err == nil {
+		t.Fatal("New accepted a URL without scheme")
+	}
+}
+
+// TestBudgetRefusals: 503 at the broker's byte total, 403 at the tenant's
+// queue allowance.
+func TestBudgetRefusals(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{
+		"QUEEN_EPHEMERAL_MAX_BYTES": "1024",
+		// The queue bound must sit above the broker total, or it refuses first.
+		"QUEEN_EPHEMERAL_CEILING_MAX_BYTES": "1048576",
+		"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES":   "1048576",
+		"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES": "2",
+	})
+	c := newClient(t, b.url())
+	ctx := testCtx(t)
+	big := strings.Repeat("x", 2000)
+	_, err := c.Push(ctx, "one", []any{big}, PushOptions{})
+	wantCode(t, "push past QUEEN_EPHEMERAL_MAX_BYTES", err, 503, CodeUnavailable)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatal("errors.Is(err, ErrUnavailable) is false")
+	}
+	if _, err := c.Push(ctx, "two", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Push(ctx, "three", []any{1}, PushOptions{})
+	wantCode(t, "a queue past the tenant's allowance", err, 403, CodeQuotaExceeded)
+}
+
+// TestBufferedBackpressure: a queue of maxLength 5 with reject, a buffer of
+// batches of 8 bounded at 16 messages, a slow consumer: every message
+// arrives once, in order, and the producer was held back.
+func TestBufferedBackpressure(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.url(), WithBuffer(BufferOptions{MessageCount: 8, Time: 5 * time.Millisecond, MaxPending: 16, MaxBackoff: 20 * time.Millisecond}))
+	ctx := testCtx(t)
+	if _, err := c.Configure(ctx, "bp", QueueOptions{MaxLength: 5, Policy: PolicyReject}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	got := make(chan []int, 1)
+	go func() {
+		var seen []int
+		for len(seen) < n && ctx.Err() == nil {
+			res, err := c.Pop(ctx, "bp", PopOptions{Group: "g", Batch: 3, Wait: true, Timeout: time.Second})
+			if err != nil {
+				break
+			}
+			for _, m := range res.Messages {
+				var v int
+				_ = m.Decode(&v)
+				seen = append(seen, v)
+			}
+			time.Sleep(time.Millisecond) // slow consumer
+			if _, err := c.Ack(ctx, "bp", res.Messages, AckOptions{Group: "g"}); err != nil {
+				break
+			}
+		}
+		got <- seen
+	}()
+	var maxHeld int
+	for i := range n {
+		if _, err := c.Push(ctx, "bp", []any{i}, PushOptions{Buffered: true}); err != nil {
+			t.Fatalf("buffered push %d: %v", i, err)
+		}
+		maxHeld = max(maxHeld, len(c.slots))
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	seen := <-got
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i
+	}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("consumer saw %d messages, want 0..%d in order once each: %v", len(seen), n-1, seen)
+	}
+	if c.flushRetries.Load() == 0 {
+		t.Fatal("no flush met queue_full: the test did not exercise backpressure")
+	}
+	if maxHeld > 16 {
+		t.Fatalf("the buffer held %d messages, bound 16", maxHeld)
+	}
+	qs, err := c.Queues(ctx)
+	if err != nil || qs.Queues[0].Drops != (Drops{}) {
+		t.Fatalf("drops: %+v %v", qs, err)
+	}
+	t.Logf("%d flush retries against queue_full", c.flushRetries.Load())
+}
+
+// TestBufferedFlushFailureReported: a flush that gives up is reported to the
+// next buffered push, to Flush and to the handler, never silently dropped.
+func TestBufferedFlushFailureReported(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	var handled atomic.Int32
+	c := newClient(t, b.url(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 150 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
+		WithFlushErrorHandler(func(*FlushError) { handled.Add(1) }))
+	ctx := testCtx(t)
+	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "full", []any{0}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "full", []any{1, 2, 3}, PushOptions{Buffered: true}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Flush(ctx)
+	var fe *FlushError
+	if !errors.As(err, &fe) || fe.Queue != "full" || fe.Messages != 3 {
+		t.Fatalf("flush: %v, want a FlushError for 3 messages", err)
+	}
+	wantCode(t, "the flush's cause", err, 429, CodeQueueFull)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("a second flush reported again: %v", err)
+	}
+
+	// A permanent refusal fails at once, and the next buffered push to that
+	// queue reports it.
+	if _, err := c.Push(ctx, "bad\x01", []any{1}, PushOptions{Buffered: true}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.Push(ctx, "bad\x01", []any{2}, PushOptions{Buffered: true})
+		if err != nil {
+			wantCode(t, "the next buffered push", err, 400, CodeBadRequest)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failed flush was never reported")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for handled.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if handled.Load() < 2 {
+		t.Fatalf("the handler saw %d failures, want at least 2", handled.Load())
+	}
+}
+
+// TestRetryAfterHonoured: a fake broker refuses with 429 rate_limited and
+// Retry-After: 1 (a refusal the real broker in mode none never gives).
+func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	var first, second atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/ephemeral/push" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if calls.Add(1) == 1 {
+			first.Store(time.Now().UnixNano())
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(429)
+			fmt.Fprint(w, `{"error":"slow down","code":"rate_limited"}`)
+			return
+		}
+		second.Store(time.Now().UnixNano())
+		w.WriteHeader(201)
+		fmt.Fprint(w, `{"pushed":1}`)
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL, WithBuffer(BufferOptions{Time: time.Millisecond}))
+	ctx := testCtx(t)
+	_, err := c.Push(ctx, "q", []any{1}, PushOptions{})
+	wantCode(t, "unbuffered push", err, 429, CodeRateLimited)
+	if err.(*Error).RetryAfter != time.Second {
+		t.Fatalf("RetryAfter = %v", err.(*Error).RetryAfter)
+	}
+	calls.Store(0)
+	if _, err := c.Push(ctx, "q", []any{1}, PushOptions{Buffered: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("%d push calls, want 2", calls.Load())
+	}
+	if gap := time.Duration(second.Load() - first.Load()); gap < 950*time.Millisecond {
+		t.Fatalf("retried after %v, Retry-After said 1s", gap)
+	}
+}
+
+// TestRequestReply100: one responder loop, 100 concurrent requesters, each
+// gets its own answer; a request nobody answers times out.
+func TestRequestReply100(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.url())
+	ctx := testCtx(t)
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Consume(cctx, "rpc", ConsumeOptions{Group: "workers", Concurrency: 16, Wait: time.Second}, func(ctx context.Context, m Message) error {
+			env, err := ParseRequest(m)
+			if err != nil {
+				return err
+			}
+			var n int
+			if err := json.Unmarshal(env.Payload, &n); err != nil {
+				return err
+			}
+			return c.Reply(ctx, m, map[string]int{"n": n, "double": 2 * n})
+		})
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := c.Request(ctx, "rpc", i, RequestOptions{Timeout: 10 * time.Second})
+			if err != nil {
+				errs <- fmt.Errorf("request %d: %w", i, err)
+				return
+			}
+			var r struct{ N, Double int }
+			if err := m.Decode(&r); err != nil || r.N != i || r.Double != 2*i {
+				errs <- fmt.Errorf("request %d answered %s (%v)", i, m.Payload, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+
+	start := time.Now()
+	_, err := c.Request(ctx, "nobody-listens", "hello", RequestOptions{Timeout: 300 * time.Millisecond})
+	if !errors.Is(err, ErrRequestTimeout) || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("unanswered request: %v after %v", err, time.Since(start))
+	}
+	if err := c.Reply(ctx, Message{Payload: json.RawMessage(`{"x":1}`)}, 1); err == nil {
+		t.Fatal("Reply to a message without replyTo succeeded")
+	}
+}
+
+// TestConsume: failures are acked failed and redelivered, successes
+// completed; cancel stops the loop after the handlers in flight; Close
+// stops a running loop too.
+func TestConsume(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.url())
+	ctx := testCtx(t)
+	const n = 20
+	for i := range n {
+		if _, err := c.Push(ctx, "jobs", []any{i}, PushOptions{Partition: fmt.Sprint("p", i%3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	completed := map[int]int{}
+	var failedOnce, running, peak atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Consume(cctx, "jobs", ConsumeOptions{Group: "g", Concurrency: 4, Batch: 8, Wait: 200 * time.Millisecond}, func(ctx context.Context, m Message) error {
+			r := running.Add(1)
+			defer running.Add(-1)
+			for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
+			}
+			var v int
+			_ = m.Decode(&v)
+			time.Sleep(2 * time.Millisecond)
+			if v%5 == 0 && m.Attempts == 0 {
+				failedOnce.Add(1)
+				return errors.New("first attempt fails")
+			}
+			if v == 7 && m.Attempts == 0 {
+				panic("handler panics")
+			}
+			mu.Lock()
+			completed[v]++
+			full := len(completed) == n
+			mu.Unlock()
+			if full {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Consume did not finish")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if completed[i] != 1 {
+			t.Fatalf("message %d completed %d times: %v", i, completed[i], completed)
+		}
+	}
+	if failedOnce.Load() != 4 || peak.Load() > 4 {
+		t.Fatalf("failed once %d (want 4), peak concurrency %d (at most 4)", failedOnce.Load(), peak.Load())
+	}
+	d, err := c.Depth(ctx, "jobs", DepthOptions{Group: "g"})
+	if err != nil || d.Pending != 0 {
+		t.Fatalf("depth after the loop: %+v %v", d, err)
+	}
+
+	// Close stops a loop that is parked on an empty queue.
+	c2, _ := New(b.url())
+	done2 := make(chan error, 1)
+	go func() {
+		done2 <- c2.Consume(ctx, "idle", ConsumeOptions{Wait: 5 * time.Second}, func(context.Context, Message) error { return nil })
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := c2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done2:
+		if err != nil {
+			t.Fatalf("Consume after Close: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not stop Consume")
+	}
+	_, err = c2.Push(ctx, "idle", []any{1}, PushOptions{})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("push after close: %v", err)
+	}
+}
+
+// TestCloseFlushes: buffered messages waiting on a long timer are delivered
+// by Close.
+func TestCloseFlushes(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c, err := New(b.url(), WithBuffer(BufferOptions{MessageCount: 1000, Time: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for i := range 250 {
+		if _, err := c.Push(ctx, "later", []any{i}, PushOptions{Buffered: true, Partition: fmt.Sprint("p", i%2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "later", []any{1}, PushOptions{Buffered: true}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("buffered push after close: %v", err)
+	}
+	c2 := newClient(t, b.url())
+	d, err := c2.Depth(ctx, "later", DepthOptions{})
+	if err != nil || d.Pending != 250 {
+		t.Fatalf("depth after Close: %+v %v", d, err)
+	}
+}
+
+// TestAcksAfterRestartAreStale: messages popped from one incarnation and
+// acked after a restart answer stale, through the same client, which fails
+// over to the restarted broker's new address.
+func TestAcksAfterRestartAreStale(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	port2, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, b.url(), WithURLs(fmt.Sprintf("http://127.0.0.1:%d", port2)))
+	ctx := testCtx(t)
+	if _, err := c.Configure(ctx, "kept", QueueOptions{MaxLength: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "kept", []any{1, 2, 3}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	popped, err := c.Pop(ctx, "kept", PopOptions{Group: "g", Batch: 3})
+	if err != nil || len(popped.Messages) != 3 {
+		t.Fatalf("pop: %+v %v", popped, err)
+	}
+	b.stop(t)
+	b.startOn(t, port2)
+	res, err := c.Ack(ctx, "kept", popped.Messages, AckOptions{Group: "g"})
+	if err != nil {
+		t.Fatalf("ack after restart: %v", err)
+	}
+	if len(res.Results) != 3 {
+		t.Fatalf("results: %+v", res)
+	}
+	for i, r := range res.Results {
+		if r.Outcome != OutcomeStale || r.ID != popped.Messages[i].ID {
+			t.Fatalf("result %d: %+v, want stale", i, r)
+		}
+	}
+	if !strings.HasSuffix(c.URL(), fmt.Sprint(":", port2)) {
+		t.Fatalf("client still on %s", c.URL())
+	}
+	// The declaration came back, empty.
+	d, err := c.Depth(ctx, "kept", DepthOptions{})
+	if err != nil || d.Tier != "declared" || d.Pending != 0 {
+		t.Fatalf("depth after restart: %+v %v", d, err)
+	}
+}

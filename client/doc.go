@@ -1,0 +1,29 @@
+// Package client is the Go SDK of the ephemeral storage class of Queen MQ:
+// the eight routes under /api/v1/ephemeral, spoken over HTTP/1.1 with
+// keep-alive connections.
+//
+// A [Client] is built with [New] from one broker URL or several (the others
+// are tried in turn when a broker cannot be reached). Its methods mirror the
+// verbs of the wire: [Client.Configure], [Client.Push], [Client.Pop],
+// [Client.Ack], [Client.Reset], [Client.Delete], [Client.Queues] and
+// [Client.Depth]. On top of them it offers:
+//
+//   - buffered pushes ([PushOptions.Buffered]): messages are batched
+//     client-side by count and time, bounded in memory; a producer blocks
+//     when the buffer is full; a flush drains against 429 and 503 with
+//     backoff, honouring Retry-After; a flush that finally fails is reported
+//     by the next buffered push, by [Client.Flush] and by [Client.Close];
+//   - request/reply ([Client.Request], [Client.Reply]) over an inbox queue
+//     that nobody declares;
+//   - a consume loop ([Client.Consume]) with bounded concurrency.
+//
+// Every refusal of the broker is an [*Error] carrying the HTTP status and
+// the specification's code; branch on the code (or use errors.Is with the
+// Err* values), never on the message. A 404 from any route but the depth
+// read means the broker (or a proxy in front of it) predates the ephemeral
+// routes and is reported with the code [CodeUnsupported].
+//
+// The class keeps nothing across a broker restart: an ack that carries an id
+// minted by an incarnation that is gone answers [OutcomeStale], which is
+// information and not an error.
+package client

@@ -1,0 +1,222 @@
+// Type declarations of queen-mq (ESM, Node 20.3 or later).
+
+export type Payload = unknown
+
+export declare const Codes: Readonly<{
+  BAD_REQUEST: 'ephemeral_bad_request'
+  QUOTA_EXCEEDED: 'ephemeral_quota_exceeded'
+  FEATURE_GATED: 'feature_gated'
+  QUEUE_NOT_FOUND: 'ephemeral_queue_not_found'
+  QUEUE_FULL: 'queue_full'
+  RATE_LIMITED: 'rate_limited'
+  CONFIGURE_FAILED: 'ephemeral_configure_failed'
+  DELETE_FAILED: 'ephemeral_delete_failed'
+  UNAVAILABLE: 'ephemeral_unavailable'
+  OWNER_MOVED: 'owner_moved'
+  FORWARD_FAILED: 'ephemeral_forward_failed'
+  DISABLED: 'ephemeral_disabled'
+  UNSUPPORTED: 'ephemeral_unsupported'
+}>
+
+export type ErrorCode = (typeof Codes)[keyof typeof Codes] | (string & {})
+
+/** A refusal answered by the broker. A 404 from any route but depth has code `ephemeral_unsupported`. */
+export declare class QueenError extends Error {
+  readonly name: 'QueenError'
+  readonly status: number
+  readonly code: ErrorCode
+  /** The broker's prose, for a human reading a log. */
+  readonly detail: string
+  /** Retry-After in milliseconds, 0 when absent. */
+  readonly retryAfter: number
+  readonly method: string
+  readonly path: string
+  /** A 429 or a 503. */
+  readonly temporary: boolean
+}
+
+/** Buffered messages that could not be delivered; `cause` is the last error. */
+export declare class FlushError extends Error {
+  readonly name: 'FlushError'
+  readonly queue: string
+  readonly partition: string | undefined
+  /** How many buffered messages were not delivered. */
+  readonly messages: number
+  readonly status: number | undefined
+  readonly code: ErrorCode | undefined
+  readonly cause: unknown
+}
+
+export declare class RequestTimeoutError extends Error {
+  readonly name: 'RequestTimeoutError'
+  readonly code: 'request_timeout'
+}
+
+export declare class ClosedError extends Error {
+  readonly name: 'ClosedError'
+  readonly code: 'client_closed'
+}
+
+export interface BufferOptions {
+  /** Batch size (default 100, at most 10,000). */
+  messageCount?: number
+  /** How long the oldest buffered message may wait, ms (default 100). */
+  timeMillis?: number
+  /** Most messages the client buffers; a buffered push waits past it (default 10,000). */
+  maxPending?: number
+  /** How long a batch is retried against 429/503/network errors, ms (default 30,000; 0 or less: forever). */
+  retryTimeout?: number
+  /** Cap of the backoff between retries, ms (default 1,000). */
+  maxBackoff?: number
+}
+
+export interface QueenOptions {
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string
+  headers?: Record<string, string>
+  /** Per-request timeout in ms (default 30,000); a waiting pop adds its own timeout. */
+  timeout?: number
+  buffer?: BufferOptions
+  /** Called for each flush that finally failed (also reported by the next buffered push, flush() and close()). */
+  onFlushError?: (err: FlushError) => void
+}
+
+export interface CallOptions {
+  signal?: AbortSignal
+}
+
+export interface WindowBuffer {
+  ms: number
+  count: number
+}
+
+export interface QueueOptions {
+  maxBytes?: number
+  maxLength?: number
+  policy?: 'reject' | 'dropOldest'
+  ttlSeconds?: number
+  leaseSeconds?: number
+  retryLimit?: number
+  windowBuffer?: WindowBuffer
+}
+
+export interface PushOptions extends CallOptions {
+  /** Defaults to the broker's `Default`. FIFO per (queue, partition). */
+  partition?: string
+  /** Batch client-side; see BufferOptions. */
+  buffered?: boolean
+}
+
+export interface PopOptions extends CallOptions {
+  partition?: string
+  /** None is queue mode (one shared cursor). */
+  group?: string
+  batch?: number
+  wait?: boolean
+  /** ms */
+  timeout?: number
+  autoAck?: boolean
+}
+
+export interface Message<T = Payload> {
+  /** Opaque: pass it back to ack, never parse or store it. */
+  id: string
+  partition: string
+  attempts: number
+  payload: T
+}
+
+export type AckStatus = 'completed' | 'failed' | 'retry'
+export type AckOutcomeName = 'acked' | 'redelivered' | 'stale' | 'unknown'
+
+export interface AckOptions extends CallOptions {
+  /** The group the pop used. */
+  group?: string
+  status?: AckStatus
+}
+
+export interface AckOutcome {
+  id: string
+  outcome: AckOutcomeName
+}
+
+export interface Drops {
+  bounds: number
+  ttl: number
+  retry: number
+}
+
+export interface QueueInfo {
+  queue: string
+  tier: 'declared' | 'implicit'
+  depth: number
+  bytes: number
+  partitions: number
+  groups: number
+  drops: Drops
+  options: Required<Omit<QueueOptions, 'windowBuffer'>> & { windowBuffer: WindowBuffer | null }
+}
+
+export interface Depth {
+  queue: string
+  group: string | null
+  tier: 'declared' | 'implicit'
+  pending: number
+  partitionsPending: number
+  bytes: number
+  partitions: { partition: string, pending: number, bytes: number }[]
+  groups: { group: string, pending: number, skipped: number }[]
+}
+
+export interface RequestOptions extends CallOptions {
+  /** ms (default 30,000) */
+  timeout?: number
+  partition?: string
+}
+
+export interface ConsumeOptions {
+  group?: string
+  partition?: string
+  /** Handlers at once (default 1). */
+  concurrency?: number
+  /** Most messages one pop takes (default concurrency). */
+  batch?: number
+  /** Each long poll's timeout, ms (default 10,000). */
+  wait?: number
+  /** Stops the loop; so does close(). */
+  signal?: AbortSignal
+  /** Errors the loop survives: failed acks, pops refused with 429/503. */
+  onError?: (err: unknown) => void
+}
+
+export declare class Ephemeral {
+  configure (queue: string, options?: QueueOptions, opts?: CallOptions): Promise<{ queue: string, options: QueueOptions }>
+  push (queue: string, payloads: Payload[], options?: PushOptions): Promise<{ pushed: number }>
+  pop<T = Payload> (queue: string, options?: PopOptions): Promise<{ queue: string, messages: Message<T>[] }>
+  ack (queue: string, messages: (Message | { id: string } | string)[], options?: AckOptions): Promise<{ results: AckOutcome[] }>
+  reset (queue: string, opts?: CallOptions): Promise<{ queue: string, dropped: number }>
+  delete (queue: string, opts?: CallOptions): Promise<{ queue: string, deleted: boolean, declared: boolean }>
+  queues (opts?: CallOptions): Promise<{ queues: QueueInfo[], count: number, cellBytes: number }>
+  depth (queue: string, options?: { group?: string } & CallOptions): Promise<Depth>
+  /** Send every buffered message now; rejects with the flushes that failed. */
+  flush (): Promise<void>
+  request<T = Payload> (queue: string, payload: Payload, options?: RequestOptions): Promise<Message<T>>
+  reply (request: Message, payload: Payload, opts?: CallOptions): Promise<void>
+  consume<T = Payload> (queue: string, handler: (message: Message<T>, ctx: { signal: AbortSignal }) => unknown | Promise<unknown>, options?: ConsumeOptions): Promise<void>
+  /** Messages held by buffered pushes right now. */
+  readonly pending: number
+}
+
+export declare class Queen {
+  constructor (urls: string | string[], options?: QueenOptions)
+  readonly ephemeral: Ephemeral
+  /** The broker URL in use. */
+  readonly url: string
+  /** Flush buffered pushes and stop consume loops; rejects with the flushes that failed. */
+  close (): Promise<void>
+}
+
+export declare function newInbox (): string
+export declare function parseRequest<T = Payload> (message: Message): { replyTo: string, payload: T }
+
+export default Queen

@@ -1,0 +1,506 @@
+// queen-mq: the JavaScript client of Queen MQ's ephemeral queues.
+// ESM, zero runtime dependencies: Node's built-in fetch (Node 20.3 or later).
+
+import { randomBytes } from 'node:crypto'
+
+const API = '/api/v1/ephemeral'
+
+/** The codes of the specification's refusal taxonomy, plus `ephemeral_unsupported`. */
+export const Codes = Object.freeze({
+  BAD_REQUEST: 'ephemeral_bad_request',
+  QUOTA_EXCEEDED: 'ephemeral_quota_exceeded',
+  FEATURE_GATED: 'feature_gated',
+  QUEUE_NOT_FOUND: 'ephemeral_queue_not_found',
+  QUEUE_FULL: 'queue_full',
+  RATE_LIMITED: 'rate_limited',
+  CONFIGURE_FAILED: 'ephemeral_configure_failed',
+  DELETE_FAILED: 'ephemeral_delete_failed',
+  UNAVAILABLE: 'ephemeral_unavailable',
+  OWNER_MOVED: 'owner_moved',
+  FORWARD_FAILED: 'ephemeral_forward_failed',
+  DISABLED: 'ephemeral_disabled',
+  UNSUPPORTED: 'ephemeral_unsupported'
+})
+
+/** A refusal answered by the broker: `status` and the spec's `code`. */
+export class QueenError extends Error {
+  constructor ({ status, code, message, retryAfter = 0, method, path }) {
+    super(`queen: ${method} ${path}: ${status} ${code}: ${message}`)
+    this.name = 'QueenError'
+    this.status = status
+    this.code = code
+    this.detail = message
+    this.retryAfter = retryAfter
+    this.method = method
+    this.path = path
+  }
+
+  /** A 429 or a 503: come back later. */
+  get temporary () { return this.status === 429 || this.status === 503 }
+}
+
+/** Buffered messages that could not be delivered; `cause` is the last error. */
+export class FlushError extends Error {
+  constructor ({ queue, partition, messages, cause }) {
+    super(`queen: buffered push to ${JSON.stringify(queue)} (partition ${JSON.stringify(partition ?? '')}): ${messages} messages not delivered: ${cause?.message}`, { cause })
+    this.name = 'FlushError'
+    this.queue = queue
+    this.partition = partition
+    this.messages = messages
+    this.code = cause?.code
+    this.status = cause?.status
+  }
+}
+
+/** No reply arrived within the request's timeout. */
+export class RequestTimeoutError extends Error {
+  constructor (queue, timeout) {
+    super(`queen: request to ${JSON.stringify(queue)} got no reply within ${timeout} ms`)
+    this.name = 'RequestTimeoutError'
+    this.code = 'request_timeout'
+  }
+}
+
+/** A call made after close() began. */
+export class ClosedError extends Error {
+  constructor () {
+    super('queen: client closed')
+    this.name = 'ClosedError'
+    this.code = 'client_closed'
+  }
+}
+
+const sleep = (ms, signal) => new Promise((resolve) => {
+  if (signal?.aborted) return resolve()
+  const t = setTimeout(done, ms)
+  function done () { clearTimeout(t); signal?.removeEventListener('abort', done); resolve() }
+  signal?.addEventListener('abort', done, { once: true })
+})
+
+function isDialError (err) {
+  const code = err?.cause?.code ?? err?.code
+  return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENOTFOUND' || code === 'UND_ERR_CONNECT_TIMEOUT'
+}
+
+function retryable (err) {
+  if (err instanceof QueenError) return err.temporary
+  if (err?.name === 'AbortError' || err?.name === 'TimeoutError' || err instanceof ClosedError) return false
+  return err instanceof TypeError // fetch's network failure
+}
+
+function parseRetryAfter (v) {
+  if (!v) return 0
+  const s = Number(v)
+  if (Number.isFinite(s) && s >= 0) return s * 1000
+  const t = Date.parse(v)
+  return Number.isNaN(t) ? 0 : Math.max(0, t - Date.now())
+}
+
+/** Mint a queue name nobody declared, for one reply. */
+export function newInbox () { return 'inbox-' + randomBytes(16).toString('hex') }
+
+/** Decode a message pushed by `request()`: `{ replyTo, payload }`. */
+export function parseRequest (message) {
+  const p = message?.payload
+  if (!p || typeof p !== 'object' || typeof p.replyTo !== 'string' || p.replyTo === '') {
+    throw new TypeError('queen: the message carries no replyTo')
+  }
+  return { replyTo: p.replyTo, payload: p.payload }
+}
+
+const DEFAULT_BUFFER = { messageCount: 100, timeMillis: 100, maxPending: 10000, retryTimeout: 30000, maxBackoff: 1000 }
+
+/**
+ * The client. `new Queen(url)` or `new Queen([url1, url2])`: the other URLs are
+ * tried in turn when the one in use cannot be reached. The ephemeral verbs are
+ * on `queen.ephemeral`.
+ */
+export class Queen {
+  constructor (urls, options = {}) {
+    const list = Array.isArray(urls) ? urls : [urls]
+    if (list.length === 0) throw new TypeError('queen: at least one broker URL')
+    this.urls = list.map((u) => {
+      const url = new URL(u)
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`queen: broker URL ${u}: want http(s)://host[:port]`)
+      return url.href.replace(/\/+$/, '')
+    })
+    this.current = 0
+    this.token = options.token
+    this.headers = { ...(options.headers ?? {}) }
+    this.timeout = options.timeout ?? 30000
+    this.closed = false
+    this.closeController = new AbortController()
+    this.ephemeral = new Ephemeral(this, { ...DEFAULT_BUFFER, ...(options.buffer ?? {}) }, options.onFlushError)
+  }
+
+  /** The broker URL in use. */
+  get url () { return this.urls[this.current] }
+
+  /** One request; `depth` marks the one route whose 404 has a code of its own. */
+  async _call (method, route, { query, body, timeout = this.timeout, signal, depth = false } = {}) {
+    let path = API + route
+    if (query) {
+      const q = new URLSearchParams()
+      for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v))
+      const s = q.toString()
+      if (s) path += '?' + s
+    }
+    const headers = { accept: 'application/json', ...this.headers }
+    if (this.token) headers.authorization = `Bearer ${this.token}`
+    let payload
+    if (body !== undefined) {
+      headers['content-type'] = 'application/json'
+      payload = JSON.stringify(body)
+    }
+    const signals = []
+    if (timeout > 0) signals.push(AbortSignal.timeout(timeout))
+    if (signal) signals.push(signal)
+    const sig = signals.length ? AbortSignal.any(signals) : undefined
+    const start = this.current
+    let lastErr
+    for (let i = 0; i < this.urls.length; i++) {
+      const idx = (start + i) % this.urls.length
+      let resp
+      try {
+        resp = await fetch(this.urls[idx] + path, { method, headers, body: payload, signal: sig })
+      } catch (err) {
+        lastErr = err
+        if (!sig?.aborted && this.urls.length > 1 && isDialError(err)) continue
+        throw err
+      }
+      if (idx !== start && this.current === start) this.current = idx
+      const text = await resp.text()
+      if (resp.status < 200 || resp.status > 299) {
+        let code = ''
+        let message = text.slice(0, 512)
+        try {
+          const j = JSON.parse(text)
+          code = j.code ?? ''
+          message = j.error ?? message
+        } catch {}
+        if (resp.status === 404 && (!depth || code !== Codes.QUEUE_NOT_FOUND)) code = Codes.UNSUPPORTED
+        throw new QueenError({ status: resp.status, code, message, retryAfter: parseRetryAfter(resp.headers.get('retry-after')), method, path: API + route })
+      }
+      return text ? JSON.parse(text) : {}
+    }
+    throw lastErr
+  }
+
+  /** Flush buffered pushes, stop consume loops. Rejects with every flush that failed. */
+  async close () {
+    if (this.closed) return
+    this.closed = true
+    let err
+    try {
+      await this.ephemeral.flush()
+    } catch (e) {
+      err = e
+    }
+    this.closeController.abort()
+    if (err) throw err
+  }
+}
+
+class PushBuffer {
+  constructor (eph, queue, partition) {
+    this.eph = eph
+    this.queue = queue
+    this.partition = partition
+    this.msgs = []
+    this.oldest = 0
+    this.running = null
+    this.flushReq = 0
+    this.errors = []
+    this.wake = null
+  }
+
+  add (payload) {
+    if (this.msgs.length === 0) this.oldest = Date.now()
+    this.msgs.push(payload)
+    if (!this.running) {
+      this.running = this.run()
+    } else if (this.msgs.length >= this.eph.buffer.messageCount) {
+      this.wake?.()
+    }
+  }
+
+  // The one runner of this buffer; it never rejects (a failed batch is
+  // recorded as a FlushError).
+  async run () {
+    const cfg = this.eph.buffer
+    const batchMax = Math.min(cfg.messageCount, 10000)
+    for (;;) {
+      if (this.msgs.length === 0) {
+        // An add() from here on, before run() has resumed, must start a
+        // new runner: clear it in the same tick as the last look.
+        this.running = null
+        return
+      }
+      const age = Date.now() - this.oldest
+      if (this.msgs.length < batchMax && this.flushReq === 0 && age < cfg.timeMillis) {
+        await new Promise((resolve) => {
+          const t = setTimeout(done, cfg.timeMillis - age)
+          const self = this
+          function done () { clearTimeout(t); self.wake = null; resolve() }
+          this.wake = done
+        })
+        continue
+      }
+      const batch = this.msgs.splice(0, batchMax)
+      if (this.msgs.length) this.oldest = Date.now()
+      try {
+        await this.send(batch)
+      } catch (cause) {
+        const fe = new FlushError({ queue: this.queue, partition: this.partition, messages: cause.undelivered ?? batch.length, cause: cause.error ?? cause })
+        this.errors.push(fe)
+        if (this.eph.onFlushError) queueMicrotask(() => this.eph.onFlushError(fe))
+      } finally {
+        this.eph._release(batch.length)
+      }
+    }
+  }
+
+  async send (batch) {
+    const cfg = this.eph.buffer
+    const deadline = cfg.retryTimeout > 0 ? Date.now() + cfg.retryTimeout : Infinity
+    let backoff = 10
+    let size = batch.length
+    let rest = batch
+    while (rest.length > 0) {
+      const k = Math.min(size, rest.length)
+      try {
+        await this.eph._pushNow(this.queue, this.partition, rest.slice(0, k))
+        rest = rest.slice(k)
+        backoff = 10
+        continue
+      } catch (error) {
+        if (!retryable(error)) throw { undelivered: rest.length, error } // eslint-disable-line no-throw-literal
+        let wait = backoff / 2 + Math.random() * backoff / 2
+        if (error instanceof QueenError) {
+          if (error.retryAfter > 0) wait = error.retryAfter
+          if (error.code === Codes.QUEUE_FULL && size > 1) size = Math.max(1, Math.floor(size / 2))
+        }
+        if (Date.now() + wait > deadline) throw { undelivered: rest.length, error } // eslint-disable-line no-throw-literal
+        this.eph.flushRetries++
+        await sleep(wait)
+        backoff = Math.min(backoff * 2, cfg.maxBackoff)
+      }
+    }
+  }
+
+  takeErrors () {
+    const errs = this.errors
+    this.errors = []
+    return errs
+  }
+}
+
+function joinErrors (errs) {
+  if (errs.length === 0) return null
+  if (errs.length === 1) return errs[0]
+  return new AggregateError(errs, `queen: ${errs.length} buffered flushes failed`)
+}
+
+/** The verbs of /api/v1/ephemeral. Reach it as `queen.ephemeral`. */
+export class Ephemeral {
+  constructor (queen, buffer, onFlushError) {
+    this.queen = queen
+    this.buffer = buffer
+    this.onFlushError = onFlushError
+    this.buffers = new Map()
+    this.pending = 0
+    this.slotWaiters = []
+    this.flushRetries = 0
+  }
+
+  async configure (queue, options = {}, { signal } = {}) {
+    return this.queen._call('POST', '/configure', { body: { queue, options }, signal })
+  }
+
+  /**
+   * Push payloads (plain values, each wrapped as `{payload}`). With `buffered`,
+   * they are queued client-side and sent in batches; the call waits while the
+   * client already holds `buffer.maxPending` messages, and first rejects with
+   * any failed flush of the same queue and partition.
+   */
+  async push (queue, payloads, { partition, buffered = false, signal } = {}) {
+    if (this.queen.closed) throw new ClosedError()
+    if (!Array.isArray(payloads)) throw new TypeError('queen: payloads must be an array')
+    if (!buffered) return this._pushNow(queue, partition, payloads, signal)
+    const key = JSON.stringify([queue, partition ?? ''])
+    let b = this.buffers.get(key)
+    if (!b) {
+      b = new PushBuffer(this, queue, partition)
+      this.buffers.set(key, b)
+    }
+    const failed = joinErrors(b.takeErrors())
+    if (failed) throw failed
+    for (let i = 0; i < payloads.length; i++) {
+      JSON.stringify(payloads[i]) // throws now rather than in a flush
+      await this._acquire()
+      b.add(payloads[i])
+    }
+    return { pushed: payloads.length }
+  }
+
+  _pushNow (queue, partition, payloads, signal) {
+    const body = { queue, messages: payloads.map((payload) => ({ payload })) }
+    if (partition) body.partition = partition
+    return this.queen._call('POST', '/push', { body, signal })
+  }
+
+  async _acquire () {
+    if (this.pending < this.buffer.maxPending) {
+      this.pending++
+      return
+    }
+    await new Promise((resolve) => this.slotWaiters.push(resolve))
+  }
+
+  _release (n) {
+    for (let i = 0; i < n; i++) {
+      const next = this.slotWaiters.shift()
+      if (next) next() // the slot passes to a waiting producer
+      else this.pending--
+    }
+  }
+
+  /** Send every buffered message now; rejects with the flushes that failed. */
+  async flush () {
+    const bufs = [...this.buffers.values()]
+    for (const b of bufs) { b.flushReq++; b.wake?.() }
+    try {
+      for (;;) {
+        const running = bufs.map((b) => b.running).filter(Boolean)
+        if (running.length === 0) break
+        await Promise.all(running)
+      }
+    } finally {
+      for (const b of bufs) b.flushReq--
+    }
+    const failed = joinErrors(bufs.flatMap((b) => b.takeErrors()))
+    if (failed) throw failed
+  }
+
+  async pop (queue, { partition, group, batch, wait = false, timeout, autoAck = false, signal } = {}) {
+    let t = this.queen.timeout
+    if (wait) t = timeout > 0 ? t + timeout : 0
+    const res = await this.queen._call('GET', '/pop', {
+      query: { queue, partition, group, batch, wait: wait ? 'true' : undefined, timeout, autoAck: autoAck ? 'true' : undefined },
+      timeout: t,
+      signal
+    })
+    res.messages ??= []
+    return res
+  }
+
+  /** Ack messages (objects with an `id`, or ids) with one status; one outcome per id. */
+  async ack (queue, messages, { group, status, signal } = {}) {
+    const acks = messages.map((m) => {
+      const a = { id: typeof m === 'string' ? m : m.id }
+      if (status) a.status = status
+      return a
+    })
+    const body = { queue, acks }
+    if (group) body.group = group
+    return this.queen._call('POST', '/ack', { body, signal })
+  }
+
+  async reset (queue, { signal } = {}) {
+    return this.queen._call('POST', '/reset', { body: { queue }, signal })
+  }
+
+  async delete (queue, { signal } = {}) {
+    return this.queen._call('DELETE', '/queue/' + encodeURIComponent(queue), { signal })
+  }
+
+  async queues ({ signal } = {}) {
+    return this.queen._call('GET', '/queues', { signal })
+  }
+
+  async depth (queue, { group, signal } = {}) {
+    return this.queen._call('GET', '/queues/' + encodeURIComponent(queue) + '/depth', { query: { group }, signal, depth: true })
+  }
+
+  /**
+   * Push `{replyTo, payload}` to queue with a fresh inbox and park on the inbox
+   * until the reply arrives; resolves with the reply message, rejects with
+   * RequestTimeoutError after `timeout` ms (default 30000).
+   */
+  async request (queue, payload, { timeout = 30000, partition, signal } = {}) {
+    const inbox = newInbox()
+    const deadline = Date.now() + timeout
+    await this.push(queue, [{ replyTo: inbox, payload }], { partition, signal })
+    for (;;) {
+      const left = deadline - Date.now()
+      if (left < 1) throw new RequestTimeoutError(queue, timeout)
+      const res = await this.pop(inbox, { batch: 1, wait: true, timeout: left, autoAck: true, signal })
+      if (res.messages.length > 0) return res.messages[0]
+    }
+  }
+
+  /** Push payload to the inbox named by a message `request()` pushed. */
+  async reply (message, payload, { signal } = {}) {
+    const { replyTo } = parseRequest(message)
+    await this.push(replyTo, [payload], { signal })
+  }
+
+  /**
+   * Pop queue with long polls and run `handler(message, {signal})` on each,
+   * at most `concurrency` at once; acks `completed` when it resolves and
+   * `failed` when it throws. Resolves when `signal` aborts or the client
+   * closes, after the handlers in flight have settled and been acked.
+   */
+  async consume (queue, handler, { group, partition, concurrency = 1, batch, wait = 10000, signal, onError } = {}) {
+    const stop = AbortSignal.any([this.queen.closeController.signal, ...(signal ? [signal] : [])])
+    const inflight = new Set()
+    const stopped = new Promise((resolve) => {
+      if (stop.aborted) resolve()
+      else stop.addEventListener('abort', resolve, { once: true })
+    })
+    const maxBatch = batch ?? concurrency
+    let backoff = 10
+    try {
+      while (!stop.aborted) {
+        while (inflight.size >= concurrency && !stop.aborted) {
+          await Promise.race([...inflight, stopped])
+        }
+        if (stop.aborted) break
+        const free = Math.min(concurrency - inflight.size, maxBatch)
+        let res
+        try {
+          res = await this.pop(queue, { group, partition, batch: free, wait: true, timeout: wait, signal: stop })
+        } catch (err) {
+          if (stop.aborted) break
+          if (!retryable(err)) throw err
+          onError?.(err)
+          await sleep(backoff, stop)
+          backoff = Math.min(backoff * 2, 1000)
+          continue
+        }
+        backoff = 10
+        for (const m of res.messages) {
+          const p = (async () => {
+            let status = 'completed'
+            try {
+              await handler(m, { signal: stop })
+            } catch {
+              status = 'failed'
+            }
+            try {
+              await this.ack(queue, [m], { group, status })
+            } catch (err) {
+              onError?.(err)
+            }
+          })()
+          inflight.add(p)
+          p.then(() => inflight.delete(p))
+        }
+      }
+    } finally {
+      await Promise.allSettled([...inflight])
+    }
+  }
+}
+
+export default Queen
