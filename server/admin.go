@@ -23,7 +23,7 @@ func (cs *conn) configure(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
-	tenant := cs.s.tenantOf(req)
+	tenant := cs.tenant
 	if err := cs.s.e.CheckDeclare(tenant, bytesString(b.Queue)); err != nil {
 		cs.refuse(req, err) // refused before anything is written (D14)
 		return
@@ -77,7 +77,7 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 		cs.refuse(req, err)
 		return
 	}
-	tenant, queue, head := cs.s.tenantOf(req), string(name), req.Head(200)
+	tenant, queue, head := cs.tenant, string(name), req.Head(200)
 	cs.goBusy()
 	go func() {
 		s := cs.s

@@ -34,7 +34,10 @@ func (s *Server) loadDeclarations(ctx context.Context) error {
 		return fmt.Errorf("load grants: %w", err)
 	}
 	for _, g := range grants {
-		s.e.SetTenantLimits(g.Tenant, g.MaxBytes, g.MaxQueues)
+		s.setGrant(g.Tenant, &g)
+	}
+	if err := s.loadKillSwitch(ctx); err != nil {
+		return fmt.Errorf("load the kill switch: %w", err)
 	}
 	s.loaded.Store(true)
 	s.cfg.Logger.Info("declarations loaded", "queues", len(decls), "grants", len(grants))

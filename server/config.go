@@ -39,6 +39,15 @@ type Config struct {
 	StoreTimeout time.Duration
 	// Loops is the number of event loops (0: one per CPU).
 	Loops int
+
+	// Auth identifies requests (D14); nil is mode none.
+	Auth *Auth
+	// RequireGrant refuses a tenant without a grant row with 403
+	// feature_gated (QUEEN_EPHEMERAL_REQUIRE_GRANT).
+	RequireGrant bool
+	// TenantMsgsPerSecond is the rate of a tenant without a grant
+	// (QUEEN_EPHEMERAL_TENANT_MSGS_PER_S, 0 = unlimited).
+	TenantMsgsPerSecond int64
 }
 
 func (c *Config) fillDefaults() {

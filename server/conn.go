@@ -27,6 +27,10 @@ type conn struct {
 	deferred   []*conn  // same-loop connections whose parked pop this round completed
 	onWritten  gnet.AsyncCallback
 
+	// The identity of the request being served (set by admit).
+	tenant string
+	ts     *tenantState
+
 	// Reused decoding and engine buffers (P3).
 	push     wire.PushBody
 	ack      wire.AckBody

@@ -71,7 +71,7 @@ func (cs *conn) pop(req *wire.Request) {
 	k := cs.sink
 	k.start(req.Head(200), pp.Queue)
 	r := engine.PopRequest{
-		Tenant:    cs.s.tenantOf(req),
+		Tenant:    cs.tenant,
 		Queue:     bytesString(pp.Queue),
 		Partition: bytesString(pp.Partition),
 		Group:     bytesString(pp.Group),
@@ -103,6 +103,11 @@ func (cs *conn) pop(req *wire.Request) {
 		cs.sink = newPopSink(cs)
 	}
 	cs.goBusy()
+	if cs.s.paused.Load() {
+		// The kill switch closed between admit and the park: its
+		// ReleaseWaiters may have run before this pop parked (D15).
+		cs.s.e.ReleaseWaiters()
+	}
 }
 
 // bytesString views b as a string for a call that does not keep it (the

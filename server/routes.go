@@ -24,6 +24,8 @@ func (cs *conn) route(req *wire.Request) {
 		if cs.method(req, wire.MethodGet) {
 			cs.health(req)
 		}
+	case bytes.HasPrefix(path, []byte(systemPath)):
+		cs.routeSystem(req, path)
 	case !bytes.HasPrefix(path, []byte(prefix)):
 		cs.refuse(req, errNoRoute)
 	default:
@@ -34,32 +36,32 @@ func (cs *conn) route(req *wire.Request) {
 func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 	switch string(rest) {
 	case "push":
-		if cs.method(req, wire.MethodPost) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accWrite, true) {
 			cs.pushVerb(req)
 		}
 		return
 	case "pop":
-		if cs.method(req, wire.MethodGet) {
+		if cs.method(req, wire.MethodGet) && cs.admit(req, accReadWrite, true) {
 			cs.pop(req)
 		}
 		return
 	case "ack":
-		if cs.method(req, wire.MethodPost) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
 			cs.ackVerb(req)
 		}
 		return
 	case "configure":
-		if cs.method(req, wire.MethodPost) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
 			cs.configure(req)
 		}
 		return
 	case "reset":
-		if cs.method(req, wire.MethodPost) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
 			cs.reset(req)
 		}
 		return
 	case "queues":
-		if cs.method(req, wire.MethodGet) {
+		if cs.method(req, wire.MethodGet) && cs.admit(req, accRead, true) {
 			cs.listQueues(req)
 		}
 		return
@@ -69,14 +71,14 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 		seg := rest[len("queue/"):]
 		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
-		} else if cs.method(req, wire.MethodDelete) {
+		} else if cs.method(req, wire.MethodDelete) && cs.admit(req, accReadWrite, true) {
 			cs.deleteQueue(req, req.PathUnescape(seg))
 		}
 	case bytes.HasPrefix(rest, []byte("queues/")) && bytes.HasSuffix(rest, []byte(depthTail)):
 		seg := rest[len("queues/") : len(rest)-len(depthTail)]
 		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
-		} else if cs.method(req, wire.MethodGet) {
+		} else if cs.method(req, wire.MethodGet) && cs.admit(req, accRead, true) {
 			cs.depthRead(req, req.PathUnescape(seg))
 		}
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/store"
-	"github.com/queenmq/ephemeral/wire"
 )
 
 // Server is the broker's HTTP/1.1 front: one gnet engine whose loops serve
@@ -27,11 +27,26 @@ type Server struct {
 	eng   gnet.Engine
 	conns *xsync.Map[*conn, struct{}]
 
-	booted   chan struct{}
-	stopped  chan error
-	loaded   atomic.Bool // declarations loaded from the store
-	stopping atomic.Bool
-	now      atomic.Int64 // unix nanos, refreshed by the tick
+	booted  chan struct{}
+	stopped chan error
+	loaded  atomic.Bool // declarations loaded from the store
+	auth    *Auth
+
+	tenants *xsync.Map[string, *tenantState]
+	grantMu sync.Mutex // serializes grant changes (store, then memory)
+
+	// The kill switch (D15): ks is the state in force, ksGen counts the
+	// operator's changes, ksDirty wakes the persister; paused and
+	// retryAfter are read by every family request.
+	ksMu       sync.Mutex
+	ks         store.KillSwitch
+	ksGen      uint64
+	ksDirty    chan struct{}
+	quit       chan struct{} // closed by Shutdown
+	paused     atomic.Bool
+	retryAfter atomic.Int64
+	stopping   atomic.Bool
+	now        atomic.Int64 // unix nanos, refreshed by the tick
 }
 
 // New returns a server; Start runs it.
@@ -42,10 +57,16 @@ func New(cfg Config) *Server {
 		e:       cfg.Engine,
 		st:      cfg.Store,
 		conns:   xsync.NewMap[*conn, struct{}](),
+		auth:    cfg.Auth,
+		tenants: xsync.NewMap[string, *tenantState](),
+		ks:      store.KillSwitch{Enabled: true},
+		ksDirty: make(chan struct{}, 1),
+		quit:    make(chan struct{}),
 		booted:  make(chan struct{}),
 		stopped: make(chan error, 1),
 	}
 	s.now.Store(time.Now().UnixNano())
+	s.retryAfter.Store(1)
 	return s
 }
 
@@ -53,6 +74,7 @@ func New(cfg Config) *Server {
 // the background when it is not, D16), then serves on cfg.Addr. It returns
 // once the listener is up.
 func (s *Server) Start() error {
+	go s.persistKillSwitch()
 	select {
 	case <-s.st.Ready():
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -95,6 +117,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.stopping.Swap(true) {
 		return nil
 	}
+	close(s.quit)
 	s.e.ReleaseWaiters()
 	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
 	err := s.eng.Stop(ctx)
@@ -156,7 +179,3 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	})
 	return time.Second, gnet.None
 }
-
-// tenantOf is the identity of a request. Identity mode "none" (D14): every
-// request is tenant default with full access.
-func (s *Server) tenantOf(*wire.Request) string { return "default" }

@@ -9,7 +9,7 @@ import (
 // tenant with its gauges and options in force, and the cell's bytes (spec,
 // the two status reads). Read from memory; no store call.
 func (cs *conn) listQueues(req *wire.Request) {
-	cs.queues = cs.s.e.Queues(cs.s.tenantOf(req), cs.queues[:0])
+	cs.queues = cs.s.e.Queues(cs.tenant, cs.queues[:0])
 	b := append(cs.scratch[:0], `{"queues":[`...)
 	for i, q := range cs.queues {
 		if i > 0 {
@@ -101,7 +101,7 @@ func (cs *conn) depthRead(req *wire.Request, name []byte) {
 		}
 	}
 	d := &cs.depth
-	if err := cs.s.e.Depth(cs.s.tenantOf(req), bytesString(name), bytesString(group), d); err != nil {
+	if err := cs.s.e.Depth(cs.tenant, bytesString(name), bytesString(group), d); err != nil {
 		cs.refuse(req, err)
 		return
 	}

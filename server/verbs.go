@@ -13,8 +13,12 @@ func (cs *conn) pushVerb(req *wire.Request) {
 		return
 	}
 	b := &cs.push
-	n, err := cs.s.e.PushBy(cs, cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Partition), b.Payloads)
+	if cs.rateLimited(req, len(b.Payloads)) {
+		return
+	}
+	n, err := cs.s.e.PushBy(cs, cs.tenant, bytesString(b.Queue), bytesString(b.Partition), b.Payloads)
 	if err != nil {
+		cs.ts.refund(len(b.Payloads)) // a refused push spends nothing
 		cs.refuse(req, err)
 		return
 	}
@@ -33,7 +37,7 @@ func (cs *conn) ackVerb(req *wire.Request) {
 	for _, a := range b.Acks {
 		cs.ackItems = append(cs.ackItems, engine.AckItem{ID: a.ID, Status: engine.AckStatus(a.Status)})
 	}
-	out, err := cs.s.e.AckBy(cs, cs.s.tenantOf(req), bytesString(b.Queue), bytesString(b.Group), cs.ackItems, cs.outcomes[:0])
+	out, err := cs.s.e.AckBy(cs, cs.tenant, bytesString(b.Queue), bytesString(b.Group), cs.ackItems, cs.outcomes[:0])
 	cs.outcomes = out
 	if err != nil {
 		cs.refuse(req, err)
@@ -55,7 +59,7 @@ func (cs *conn) reset(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
-	dropped, err := cs.s.e.Reset(cs.s.tenantOf(req), bytesString(b.Queue))
+	dropped, err := cs.s.e.Reset(cs.tenant, bytesString(b.Queue))
 	if err != nil {
 		cs.refuse(req, err)
 		return

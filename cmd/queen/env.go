@@ -40,6 +40,15 @@ var settings = []setting{
 	{"QUEEN_EPHEMERAL_POP_TIMEOUT_MS", "30000", "a waiting pop's timeout when the request names none"},
 	{"QUEEN_EPHEMERAL_TENANT_MAX_BYTES", "0", "a tenant's byte allowance without a grant (0 = unlimited)"},
 	{"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES", "0", "a tenant's queue allowance without a grant (0 = unlimited)"},
+	{"QUEEN_EPHEMERAL_TENANT_MSGS_PER_S", "0", "a tenant's messages per second without a grant (0 = unlimited): 429 rate_limited past it"},
+	{"QUEEN_EPHEMERAL_REQUIRE_GRANT", "", "true|false: a tenant without a grant row gets 403 feature_gated (default: true in gateway mode, false otherwise)"},
+	{"QUEEN_AUTH_MODE", "none", "identity: none (tenant default, full access), jwt or gateway"},
+	{"QUEEN_JWT_SECRET", "", "jwt: HS256 secret"},
+	{"QUEEN_JWT_PUBLIC_KEY", "", "jwt: path of a PEM public key (RSA for RS256, Ed25519 for EdDSA)"},
+	{"QUEEN_JWT_ISSUER", "", "jwt: required iss (unset = not checked)"},
+	{"QUEEN_JWT_AUDIENCE", "", "jwt: required aud (unset = not checked)"},
+	{"QUEEN_JWT_TENANT_CLAIM", "tenant", "jwt: the claim naming the tenant (absent = tenant default)"},
+	{"QUEEN_GATEWAY_SECRET", "", "gateway: the shared secret the gateway sends in X-Queen-Gateway-Secret"},
 	{"QUEEN_MAX_BODY_BYTES", "67108864", "largest request body (64 MiB): a larger one is a 400 and the connection closes"},
 	{"QUEEN_HEADER_TIMEOUT_MS", "10000", "close a connection whose request head takes longer than this"},
 	{"QUEEN_IDLE_TIMEOUT_S", "120", "close a keep-alive connection idle this long"},
@@ -94,6 +103,21 @@ func (e *env) int64(name string) int64 {
 		return 0
 	}
 	return n
+}
+
+// bool reads true|false; "" means def.
+func (e *env) bool(name string, def bool) bool {
+	switch v := strings.TrimSpace(e.str(name)); v {
+	case "":
+		return def
+	case "true":
+		return true
+	case "false":
+		return false
+	default:
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not true or false", name, v))
+		return def
+	}
 }
 
 func (e *env) err() error {

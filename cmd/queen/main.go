@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,6 +84,28 @@ func run(getenv func(string) string) error {
 		IdleTimeout:   time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
 		Loops:         int(ev.int64("QUEEN_EVENT_LOOPS")),
 	}
+	scfg.TenantMsgsPerSecond = ev.int64("QUEEN_EPHEMERAL_TENANT_MSGS_PER_S")
+	acfg := server.AuthConfig{
+		Mode:          strings.TrimSpace(ev.str("QUEEN_AUTH_MODE")),
+		JWTSecret:     []byte(ev.str("QUEEN_JWT_SECRET")),
+		Issuer:        ev.str("QUEEN_JWT_ISSUER"),
+		Audience:      ev.str("QUEEN_JWT_AUDIENCE"),
+		TenantClaim:   ev.str("QUEEN_JWT_TENANT_CLAIM"),
+		GatewaySecret: ev.str("QUEEN_GATEWAY_SECRET"),
+	}
+	if p := ev.str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
+		pem, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("QUEEN_JWT_PUBLIC_KEY: %w", err)
+		}
+		acfg.JWTPublicKey = pem
+	}
+	auth, err := server.NewAuth(acfg)
+	if err != nil {
+		return err
+	}
+	scfg.Auth = auth
+	scfg.RequireGrant = ev.bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == server.ModeGateway)
 	if popTimeout == 0 {
 		scfg.PopTimeout = -1 // an explicit 0: waiting pops without a timeout answer at once
 	}

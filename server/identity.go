@@ -1,0 +1,247 @@
+package server
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// Access is a credential's level as bits (D14): levels nest, so a route's
+// need is met when every bit of it is held.
+type Access uint8
+
+const (
+	accRead  Access = 1 << iota // the two status reads
+	accWrite                    // push
+	accAdminBit
+
+	accReadOnly  = accRead
+	accWriteOnly = accWrite
+	accReadWrite = accRead | accWrite // pop, ack, configure, reset, delete
+	accAdmin     = accRead | accWrite | accAdminBit
+)
+
+// parseAccess maps a role name to its level; ok is false for an unknown one.
+func parseAccess(b []byte) (Access, bool) {
+	switch string(b) {
+	case "read-only":
+		return accReadOnly, true
+	case "write-only":
+		return accWriteOnly, true
+	case "read-write":
+		return accReadWrite, true
+	case "admin":
+		return accAdmin, true
+	}
+	return 0, false
+}
+
+// rank orders the levels for a roles array, whose highest wins (D14).
+func rank(a Access) int {
+	switch a {
+	case accAdmin:
+		return 4
+	case accReadWrite:
+		return 3
+	case accWriteOnly:
+		return 2
+	case accReadOnly:
+		return 1
+	}
+	return 0
+}
+
+// Identity modes (QUEEN_AUTH_MODE).
+const (
+	ModeNone    = "none"
+	ModeJWT     = "jwt"
+	ModeGateway = "gateway"
+)
+
+// AuthConfig is the identity configuration (D14).
+type AuthConfig struct {
+	Mode string // none (default), jwt or gateway
+	// JWT: an HS256 secret and/or a PEM public key (RSA for RS256,
+	// Ed25519 for EdDSA). At least one is required in jwt mode.
+	JWTSecret    []byte
+	JWTPublicKey []byte // PEM bytes
+	Issuer       string // checked when set
+	Audience     string // checked when set
+	TenantClaim  string // default "tenant"
+	// Gateway: the shared secret the gateway sends in X-Queen-Gateway-Secret.
+	GatewaySecret string
+}
+
+// Auth identifies requests. The zero value (and nil) is mode none.
+type Auth struct {
+	mode        string
+	parser      *jwt.Parser
+	hmacKey     []byte
+	pubKey      any
+	tenantClaim string
+	gwSecret    []byte
+}
+
+// NewAuth checks cfg and builds the identifier.
+func NewAuth(cfg AuthConfig) (*Auth, error) {
+	a := &Auth{mode: cfg.Mode}
+	switch cfg.Mode {
+	case "", ModeNone:
+		a.mode = ModeNone
+		return a, nil
+	case ModeJWT:
+		var methods []string
+		if len(cfg.JWTSecret) > 0 {
+			a.hmacKey = cfg.JWTSecret
+			methods = append(methods, "HS256")
+		}
+		if len(cfg.JWTPublicKey) > 0 {
+			if k, err := jwt.ParseRSAPublicKeyFromPEM(cfg.JWTPublicKey); err == nil {
+				a.pubKey = k
+				methods = append(methods, "RS256")
+			} else if k, err := jwt.ParseEdPublicKeyFromPEM(cfg.JWTPublicKey); err == nil {
+				a.pubKey = k
+				methods = append(methods, "EdDSA")
+			} else {
+				return nil, errors.New("QUEEN_JWT_PUBLIC_KEY: not an RSA or Ed25519 public key in PEM")
+			}
+		}
+		if len(methods) == 0 {
+			return nil, errors.New("QUEEN_AUTH_MODE=jwt needs QUEEN_JWT_SECRET or QUEEN_JWT_PUBLIC_KEY")
+		}
+		opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithLeeway(0)}
+		if cfg.Issuer != "" {
+			opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+		}
+		if cfg.Audience != "" {
+			opts = append(opts, jwt.WithAudience(cfg.Audience))
+		}
+		a.parser = jwt.NewParser(opts...)
+		a.tenantClaim = cfg.TenantClaim
+		if a.tenantClaim == "" {
+			a.tenantClaim = "tenant"
+		}
+		return a, nil
+	case ModeGateway:
+		if cfg.GatewaySecret == "" {
+			return nil, errors.New("QUEEN_AUTH_MODE=gateway needs QUEEN_GATEWAY_SECRET")
+		}
+		a.gwSecret = []byte(cfg.GatewaySecret)
+		return a, nil
+	}
+	return nil, fmt.Errorf("QUEEN_AUTH_MODE=%q: want none, jwt or gateway", cfg.Mode)
+}
+
+// Mode is the identity mode.
+func (a *Auth) Mode() string {
+	if a == nil {
+		return ModeNone
+	}
+	return a.mode
+}
+
+const defaultTenant = "default"
+
+// Refusals of identity, allocated once.
+var (
+	errNoCredential = &wire.Error{Status: 401, Code: "unauthorized", Msg: "no credential"}
+	errBadToken     = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the token is not valid"}
+	errBadGateway   = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the gateway secret is missing or wrong"}
+	errNoTenant     = &wire.Error{Status: 401, Code: "unauthorized", Msg: "no tenant in the request's identity"}
+	errBadTenant    = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the tenant is not a valid name"}
+	errNoRole       = &wire.Error{Status: 403, Code: "forbidden", Msg: "the credential carries no known access level"}
+	errLevel        = &wire.Error{Status: 403, Code: "forbidden", Msg: "the credential's access level does not allow this route"}
+)
+
+// identify returns the request's tenant and access level (D14). Mode none
+// allocates nothing.
+func (a *Auth) identify(req *wire.Request) (string, Access, *wire.Error) {
+	if a == nil || a.mode == ModeNone {
+		return defaultTenant, accAdmin, nil
+	}
+	if a.mode == ModeGateway {
+		return a.gateway(req)
+	}
+	return a.jwt(req)
+}
+
+func (a *Auth) gateway(req *wire.Request) (string, Access, *wire.Error) {
+	sec, _ := req.Header("X-Queen-Gateway-Secret")
+	if subtle.ConstantTimeCompare(sec, a.gwSecret) != 1 {
+		return "", 0, errBadGateway // the tenancy headers are ignored
+	}
+	ten, _ := req.Header("X-Queen-Tenant")
+	if len(ten) == 0 {
+		return "", 0, errNoTenant
+	}
+	if wire.CheckName("tenant", ten) != nil {
+		return "", 0, errBadTenant
+	}
+	acc, _ := req.Header("X-Queen-Access")
+	level, ok := parseAccess(acc)
+	if !ok {
+		return "", 0, errNoRole
+	}
+	return string(ten), level, nil
+}
+
+func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
+	h, _ := req.Header("Authorization")
+	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
+		h = bytes.TrimLeft(h[7:], " ")
+	}
+	if len(h) == 0 {
+		return "", 0, errNoCredential
+	}
+	claims := jwt.MapClaims{}
+	if _, err := a.parser.ParseWithClaims(string(h), claims, a.key); err != nil {
+		return "", 0, errBadToken
+	}
+	tenant := defaultTenant
+	if v, ok := claims[a.tenantClaim]; ok {
+		s, isStr := v.(string)
+		if !isStr || wire.CheckName("tenant", []byte(s)) != nil {
+			return "", 0, errBadTenant
+		}
+		tenant = s
+	}
+	level := Access(0)
+	if v, ok := claims["role"].(string); ok {
+		level, _ = parseAccess([]byte(v))
+	}
+	if arr, ok := claims["roles"].([]any); ok {
+		for _, r := range arr {
+			if s, ok := r.(string); ok {
+				if l, ok := parseAccess([]byte(s)); ok && rank(l) > rank(level) {
+					level = l
+				}
+			}
+		}
+	}
+	if level == 0 {
+		return "", 0, errNoRole
+	}
+	return tenant, level, nil
+}
+
+// key picks the verification key by the token's algorithm (the parser has
+// already refused any algorithm that is not configured, "none" included).
+func (a *Auth) key(t *jwt.Token) (any, error) {
+	switch t.Method.(type) {
+	case *jwt.SigningMethodHMAC:
+		if a.hmacKey != nil {
+			return a.hmacKey, nil
+		}
+	case *jwt.SigningMethodRSA, *jwt.SigningMethodEd25519:
+		if a.pubKey != nil {
+			return a.pubKey, nil
+		}
+	}
+	return nil, errors.New("no key for this algorithm")
+}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/queenmq/ephemeral/store"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+const (
+	systemPath = "/api/v1/system/ephemeral"
+	grantsPath = systemPath + "/grants/"
+
+	codeSystemBadRequest = wire.CodeSystemBadRequest
+	codeGrantNotFound    = "grant_not_found"
+)
+
+// routeSystem serves the system routes (D15); every one needs admin.
+func (cs *conn) routeSystem(req *wire.Request, path []byte) {
+	if bytes.Equal(path, []byte(systemPath)) {
+		if req.Method != wire.MethodGet && req.Method != wire.MethodPost {
+			head := req.Head(0)
+			head.Extra = []byte("Allow: GET, POST\r\n")
+			cs.out = wire.AppendError(cs.out, head, errMethod)
+			return
+		}
+		if !cs.admit(req, accAdmin, false) {
+			return
+		}
+		if req.Method == wire.MethodPost {
+			cs.setKillSwitchVerb(req)
+		} else {
+			cs.answerKillSwitch(req, cs.s.killSwitch())
+		}
+		return
+	}
+	if !bytes.HasPrefix(path, []byte(grantsPath)) {
+		cs.refuse(req, errNoRoute)
+		return
+	}
+	seg := path[len(grantsPath):]
+	if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
+		cs.refuse(req, errNoRoute)
+		return
+	}
+	if req.Method != wire.MethodGet && req.Method != wire.MethodPut && req.Method != wire.MethodDelete {
+		head := req.Head(0)
+		head.Extra = []byte("Allow: GET, PUT, DELETE\r\n")
+		cs.out = wire.AppendError(cs.out, head, errMethod)
+		return
+	}
+	if !cs.admit(req, accAdmin, false) {
+		return
+	}
+	name := req.PathUnescape(seg)
+	if err := wire.CheckName("tenant", name); err != nil {
+		cs.out = wire.AppendError(cs.out, req.Head(0), &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: err.Msg})
+		return
+	}
+	cs.grantVerb(req, string(name))
+}
+
+func (cs *conn) setKillSwitchVerb(req *wire.Request) {
+	var b wire.KillSwitchBody
+	if err := b.Decode(req.Body); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	k := store.KillSwitch{Enabled: b.Enabled, RetryAfterSeconds: b.RetryAfterSeconds}
+	cs.s.setKillSwitch(k)
+	cs.answerKillSwitch(req, k)
+}
+
+func (cs *conn) answerKillSwitch(req *wire.Request, k store.KillSwitch) {
+	b := append(cs.scratch[:0], `{"enabled":`...)
+	if k.Enabled {
+		b = append(b, "true"...)
+	} else {
+		b = append(b, "false"...)
+	}
+	b = append(b, `,"retryAfterSeconds":`...)
+	b = wire.AppendInt(b, k.RetryAfterSeconds)
+	cs.scratch = append(b, '}')
+	cs.answer(req, 200, cs.scratch)
+}
+
+// grantVerb serves GET, PUT and DELETE of /api/v1/system/ephemeral/grants/:tenant:
+// the store is called off the loop (P1), and memory follows a successful
+// write.
+func (cs *conn) grantVerb(req *wire.Request, tenant string) {
+	var body wire.GrantBody
+	if req.Method == wire.MethodPut {
+		if err := body.Decode(req.Body); err != nil {
+			cs.refuse(req, err)
+			return
+		}
+	}
+	method, head := req.Method, req.Head(200)
+	cs.goBusy()
+	go func() {
+		s := cs.s
+		s.grantMu.Lock() // one grant change at a time: store and memory agree
+		defer s.grantMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+		defer cancel()
+		switch method {
+		case wire.MethodGet:
+			g, found, err := s.st.GetGrant(ctx, tenant)
+			if err != nil {
+				cs.answerAsync(storeFailure(head, err))
+			} else if !found {
+				cs.answerAsync(errorAnswer(head, 404, codeGrantNotFound, "the tenant has no grant"))
+			} else {
+				cs.answerAsync(wire.AppendResponse(nil, head, appendGrant(nil, g)))
+			}
+		case wire.MethodPut:
+			g := store.Grant{Tenant: tenant, MaxBytes: body.MaxBytes, MaxQueues: body.MaxQueues, MessagesPerSecond: body.MessagesPerSecond}
+			if err := s.st.PutGrant(ctx, g); err != nil {
+				cs.answerAsync(storeFailure(head, err))
+				return
+			}
+			s.setGrant(tenant, &g)
+			cs.answerAsync(wire.AppendResponse(nil, head, appendGrant(nil, g)))
+		default:
+			existed, err := s.st.DeleteGrant(ctx, tenant)
+			if err != nil {
+				cs.answerAsync(storeFailure(head, err))
+				return
+			}
+			s.setGrant(tenant, nil)
+			b := append([]byte(`{"tenant":`), nil...)
+			b = wire.AppendString(b, tenant)
+			b = append(b, `,"deleted":`...)
+			if existed {
+				b = append(b, "true}"...)
+			} else {
+				b = append(b, "false}"...)
+			}
+			cs.answerAsync(wire.AppendResponse(nil, head, b))
+		}
+	}()
+}
+
+func appendGrant(b []byte, g store.Grant) []byte {
+	b = append(b, `{"tenant":`...)
+	b = wire.AppendString(b, g.Tenant)
+	b = append(b, `,"maxBytes":`...)
+	b = wire.AppendInt(b, g.MaxBytes)
+	b = append(b, `,"maxQueues":`...)
+	b = wire.AppendInt(b, g.MaxQueues)
+	b = append(b, `,"messagesPerSecond":`...)
+	b = wire.AppendInt(b, g.MessagesPerSecond)
+	return append(b, '}')
+}
+
+func storeFailure(head wire.Head, err error) []byte {
+	if errors.Is(err, store.ErrUnavailable) {
+		return errorAnswer(head, 503, codeUnavailable, "no database connection was available")
+	}
+	return errorAnswer(head, 500, "internal_error", "the store call failed")
+}

@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/queenmq/ephemeral/store"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// tenantState is what the server keeps per tenant: whether it has a grant
+// row, and its message rate bucket (D14).
+type tenantState struct {
+	granted atomic.Bool
+	limited atomic.Bool // rate > 0: pushes take from the bucket
+	mu      sync.Mutex
+	rate    int64   // messages per second, 0 = unlimited
+	tokens  float64 // may be negative: debt
+	last    int64   // monotonic nanos of the last refill
+}
+
+// tenantState returns the state of tenant, creating it on the default rate.
+func (s *Server) tenantState(tenant string) *tenantState {
+	if ts, ok := s.tenants.Load(tenant); ok {
+		return ts
+	}
+	ts, _ := s.tenants.LoadOrCompute(tenant, func() (*tenantState, bool) {
+		ts := &tenantState{rate: s.cfg.TenantMsgsPerSecond, tokens: float64(s.cfg.TenantMsgsPerSecond)}
+		ts.limited.Store(ts.rate > 0)
+		return ts, false
+	})
+	return ts
+}
+
+// setGrant applies a grant row (or its absence) to memory: the engine's
+// allowances and the rate. A rate that changes refills the bucket.
+func (s *Server) setGrant(tenant string, g *store.Grant) {
+	ts := s.tenantState(tenant)
+	ts.granted.Store(g != nil)
+	ts.mu.Lock()
+	rate := s.cfg.TenantMsgsPerSecond
+	if g != nil {
+		rate = g.MessagesPerSecond
+	}
+	if rate != ts.rate {
+		ts.rate, ts.tokens, ts.last = rate, float64(rate), 0
+	}
+	ts.limited.Store(ts.rate > 0)
+	ts.mu.Unlock()
+	if g != nil {
+		s.e.SetTenantLimits(tenant, g.MaxBytes, g.MaxQueues)
+	} else {
+		s.e.ClearTenantLimits(tenant)
+	}
+}
+
+// monoStart anchors monotonic time for the rate buckets.
+var monoStart = time.Now()
+
+// take admits n messages of tenant under its rate (D14): a push is admitted
+// while the bucket is not empty and may take it below zero; a refused push
+// spends nothing. It returns 0 when admitted, else the seconds to wait.
+func (ts *tenantState) take(n int) int {
+	if !ts.limited.Load() {
+		return 0 // no rate: no lock on the push path
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.rate <= 0 {
+		return 0
+	}
+	now := int64(time.Since(monoStart))
+	rate := float64(ts.rate)
+	if ts.last != 0 {
+		ts.tokens = math.Min(rate, ts.tokens+rate*float64(now-ts.last)/1e9)
+	}
+	ts.last = now
+	if ts.tokens <= 0 {
+		return max(1, int(math.Ceil(-ts.tokens/rate)))
+	}
+	ts.tokens -= float64(n)
+	return 0
+}
+
+// refund gives back what a push admitted by the rate but refused later
+// (queue bounds, allowance) took: a refused push spends nothing.
+func (ts *tenantState) refund(n int) {
+	if !ts.limited.Load() {
+		return
+	}
+	ts.mu.Lock()
+	if ts.rate > 0 {
+		ts.tokens = math.Min(float64(ts.rate), ts.tokens+float64(n))
+	}
+	ts.mu.Unlock()
+}
+
+// ---------------------------------------------------------------------------
+// The kill switch (D15)
+
+// killSwitch returns the state in force.
+func (s *Server) killSwitch() store.KillSwitch {
+	s.ksMu.Lock()
+	defer s.ksMu.Unlock()
+	return s.ks
+}
+
+// setKillSwitch applies k in memory at once, answers parked pops empty when
+// it pauses, and has the persister write it.
+func (s *Server) setKillSwitch(k store.KillSwitch) {
+	s.ksMu.Lock()
+	s.ks = k
+	s.ksGen++
+	s.ksMu.Unlock()
+	s.paused.Store(!k.Enabled)
+	s.retryAfter.Store(max(1, k.RetryAfterSeconds))
+	if !k.Enabled {
+		s.e.ReleaseWaiters()
+	}
+	select {
+	case s.ksDirty <- struct{}{}:
+	default:
+	}
+}
+
+// loadKillSwitch applies the stored kill switch, unless an operator set one
+// since this process started (memory is newer then).
+func (s *Server) loadKillSwitch(ctx context.Context) error {
+	k, found, err := store.LoadKillSwitch(ctx, s.st)
+	if err != nil || !found {
+		return err
+	}
+	s.ksMu.Lock()
+	fresh := s.ksGen == 0
+	if fresh {
+		s.ks = k
+	}
+	s.ksMu.Unlock()
+	if fresh {
+		s.paused.Store(!k.Enabled)
+		s.retryAfter.Store(max(1, k.RetryAfterSeconds))
+	}
+	return nil
+}
+
+// persistKillSwitch writes the kill switch whenever it changes, retrying
+// until it is written (D15: applied in memory even when the store is down,
+// kept in the store once it answers).
+func (s *Server) persistKillSwitch() {
+	var written uint64
+	for {
+		select {
+		case <-s.ksDirty:
+		case <-s.quit:
+			return
+		}
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			s.ksMu.Lock()
+			k, gen := s.ks, s.ksGen
+			s.ksMu.Unlock()
+			if gen == written {
+				break
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
+			err := store.SaveKillSwitch(ctx, s.st, k)
+			cancel()
+			if err == nil {
+				written = gen
+				continue
+			}
+			s.cfg.Logger.Warn("the kill switch could not be written; retrying", "err", err, "in", delay)
+			select {
+			case <-time.After(delay):
+			case <-s.quit:
+				return
+			}
+		}
+	}
+}
+
+var errDisabledMsg = "an operator paused the ephemeral surface"
+
+// ---------------------------------------------------------------------------
+// Gates, outermost first (D7)
+
+// Refusals of the gates, allocated once.
+var (
+	errFeatureGated = &wire.Error{Status: 403, Code: "feature_gated", Msg: "the tenant is not granted the ephemeral class"}
+	errRateLimited  = &wire.Error{Status: 429, Code: "rate_limited", Msg: "the tenant is over its messages-per-second allowance"}
+	errDisabled     = &wire.Error{Status: 503, Code: "ephemeral_disabled", Msg: errDisabledMsg}
+)
+
+// admit runs identity, then for the family's routes the kill switch and the
+// grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
+func (cs *conn) admit(req *wire.Request, need Access, family bool) bool {
+	s := cs.s
+	tenant, level, werr := s.auth.identify(req)
+	if werr != nil {
+		cs.out = wire.AppendError(cs.out, req.Head(0), werr)
+		return false
+	}
+	if level&need != need {
+		cs.out = wire.AppendError(cs.out, req.Head(0), errLevel)
+		return false
+	}
+	cs.tenant = tenant
+	if !family {
+		return true
+	}
+	if s.paused.Load() {
+		head := req.Head(0)
+		head.RetryAfter = int(s.retryAfter.Load())
+		cs.out = wire.AppendError(cs.out, head, errDisabled)
+		return false
+	}
+	cs.ts = s.tenantState(tenant)
+	if s.cfg.RequireGrant {
+		if !cs.ts.granted.Load() {
+			cs.out = wire.AppendError(cs.out, req.Head(0), errFeatureGated)
+			return false
+		}
+	}
+	return true
+}
+
+// rateLimited refuses a push of n messages over the tenant's rate (after
+// shape, before the queue's bounds, D7).
+func (cs *conn) rateLimited(req *wire.Request, n int) bool {
+	wait := cs.ts.take(n)
+	if wait == 0 {
+		return false
+	}
+	head := req.Head(0)
+	head.RetryAfter = wait
+	cs.out = wire.AppendError(cs.out, head, errRateLimited)
+	return true
+}
