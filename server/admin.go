@@ -50,9 +50,9 @@ func (s *Server) declare(head wire.Head, tenant, queue string, raw []byte, sent 
 	if err != nil {
 		s.cfg.Logger.Warn("configure: the declaration could not be written", "queue", queue, "err", err)
 		if errors.Is(err, store.ErrUnavailable) {
-			return errorAnswer(head, 503, codeUnavailable, "no database connection was available for the declaration write")
+			return s.errorAnswer(head, 503, codeUnavailable, "no database connection was available for the declaration write")
 		}
-		return errorAnswer(head, 500, codeConfigureFailed, "the declaration could not be written")
+		return s.errorAnswer(head, 500, codeConfigureFailed, "the declaration could not be written")
 	}
 	if err := s.e.Configure(tenant, queue, sent); err == engine.ErrTenantQueues {
 		// A concurrent creation took the last slot after CheckDeclare: take
@@ -62,9 +62,9 @@ func (s *Server) declare(head wire.Head, tenant, queue string, raw []byte, sent 
 			s.cfg.Logger.Error("configure refused after the write; the declaration could not be taken back", "queue", queue, "err", derr)
 		}
 		cancel()
-		return wire.AppendError(nil, head, refusal(err))
+		return s.appendError(nil, head, refusal(err))
 	} else if err != nil {
-		return wire.AppendError(nil, head, refusal(err))
+		return s.appendError(nil, head, refusal(err))
 	}
 	return wire.AppendResponse(nil, head, wire.AppendConfigured(nil, queue, raw))
 }
@@ -86,7 +86,7 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 		cancel()
 		if err != nil {
 			s.cfg.Logger.Warn("delete: the declaration could not be removed", "queue", queue, "err", err)
-			cs.answerAsync(errorAnswer(head, 500, codeDeleteFailed, "the declaration could not be removed"))
+			cs.answerAsync(s.errorAnswer(head, 500, codeDeleteFailed, "the declaration could not be removed"))
 			return
 		}
 		existed, _ := s.e.Delete(tenant, queue)
@@ -95,8 +95,8 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 	}()
 }
 
-func errorAnswer(head wire.Head, status int, code, msg string) []byte {
-	return wire.AppendError(nil, head, &wire.Error{Status: status, Code: code, Msg: msg})
+func (s *Server) errorAnswer(head wire.Head, status int, code, msg string) []byte {
+	return s.appendError(nil, head, &wire.Error{Status: status, Code: code, Msg: msg})
 }
 
 // optionSet maps the wire's options onto the engine's (the same presence

@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -30,6 +31,11 @@ type conn struct {
 	// The identity of the request being served (set by admit).
 	tenant string
 	ts     *tenantState
+
+	// The request being served, for its latency: a busy spell's request is
+	// observed when answered (answerAsync, popSink.Complete).
+	reqStart time.Time
+	reqRoute routeID
 
 	// Reused decoding and engine buffers (P3).
 	push     wire.PushBody
@@ -78,7 +84,7 @@ func (cs *conn) serveBuffered() gnet.Action {
 		}
 		req, n, err := cs.p.Parse(buf)
 		if err != nil {
-			cs.out = wire.AppendError(cs.out, wire.Head{Close: true}, refusal(err))
+			cs.out = cs.s.appendError(cs.out, wire.Head{Close: true}, refusal(err))
 			cs.closeAfter = true
 			break
 		}
@@ -146,6 +152,7 @@ func (cs *conn) goBusy() {
 // answerAsync writes an answer made off the loop (any goroutine); the
 // connection resumes serving on its loop once it is written.
 func (cs *conn) answerAsync(resp []byte) {
+	cs.s.m.observe(cs.reqRoute, cs.reqStart)
 	if err := cs.c.AsyncWrite(resp, cs.onWritten); err != nil {
 		return // the connection is gone
 	}
@@ -197,5 +204,5 @@ func (cs *conn) answer(req *wire.Request, status int, body []byte) {
 
 // refuse appends an error answer for req.
 func (cs *conn) refuse(req *wire.Request, err error) {
-	cs.out = wire.AppendError(cs.out, req.Head(0), refusal(err))
+	cs.out = cs.s.appendError(cs.out, req.Head(0), refusal(err))
 }

@@ -14,6 +14,7 @@ import (
 type popSink struct {
 	cs     *conn
 	e      *engine.Engine
+	ts     *tenantState // whose deliveries the answer meters
 	head   wire.Head
 	body   []byte
 	resp   []byte // a parked pop's whole answer, until AsyncWrite is done
@@ -51,8 +52,10 @@ func (k *popSink) Deliver(m engine.Message) {
 // resumes at the end of the pusher's round, with no cross-loop AsyncWrite.
 func (k *popSink) Complete(_ int, by any) {
 	k.body = wire.AppendPopEnd(k.body)
+	k.ts.delivered.Add(k.n) // metering: a pop meters as deliveries
 	tc := k.cs
 	if pc, ok := by.(*conn); ok && pc.loop == tc.loop {
+		tc.s.m.observe(tc.reqRoute, tc.reqStart)
 		tc.out = wire.AppendResponse(tc.out, k.head, k.body)
 		pc.deferred = append(pc.deferred, tc)
 		return
@@ -69,6 +72,7 @@ func (cs *conn) pop(req *wire.Request) {
 		return
 	}
 	k := cs.sink
+	k.ts = cs.ts
 	k.start(req.Head(200), pp.Queue)
 	r := engine.PopRequest{
 		Tenant:    cs.tenant,
@@ -86,6 +90,7 @@ func (cs *conn) pop(req *wire.Request) {
 		return
 	}
 	if parked.IsZero() {
+		k.ts.delivered.Add(k.n)
 		k.body = wire.AppendPopEnd(k.body)
 		cs.out = wire.AppendResponse(cs.out, k.head, k.body)
 		if cap(k.body) > 1<<20 {

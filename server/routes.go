@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -14,15 +15,32 @@ const (
 	healthPath = "/health"
 )
 
-// route dispatches one request to its handler (ephemeral-routes.md, the
-// routes). Every handler appends its answer to cs.out, or makes the
-// connection busy and answers later.
+// route serves one request and observes its latency: here when it is
+// answered on the loop, else when the busy spell answers it.
 func (cs *conn) route(req *wire.Request) {
+	cs.reqStart, cs.reqRoute = time.Now(), routeOther
+	cs.dispatch(req)
+	if !cs.busy {
+		cs.s.m.observe(cs.reqRoute, cs.reqStart)
+	}
+}
+
+// dispatch hands one request to its handler (ephemeral-routes.md, the
+// routes). Every handler appends its answer to cs.out, or makes the
+// connection busy and answers later. A recognised route sets cs.reqRoute
+// before its handler runs (a parked pop may be answered before Pop returns).
+func (cs *conn) dispatch(req *wire.Request) {
 	path := req.Path
 	switch {
 	case bytes.Equal(path, []byte(healthPath)):
+		cs.reqRoute = routeHealth
 		if cs.method(req, wire.MethodGet) {
 			cs.health(req)
+		}
+	case bytes.Equal(path, []byte(metricsPath)):
+		cs.reqRoute = routeMetrics
+		if cs.method(req, wire.MethodGet) {
+			cs.serveMetrics(req)
 		}
 	case bytes.HasPrefix(path, []byte(systemPath)):
 		cs.routeSystem(req, path)
@@ -36,31 +54,37 @@ func (cs *conn) route(req *wire.Request) {
 func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 	switch string(rest) {
 	case "push":
+		cs.reqRoute = routePush
 		if cs.method(req, wire.MethodPost) && cs.admit(req, accWrite, true) {
 			cs.pushVerb(req)
 		}
 		return
 	case "pop":
+		cs.reqRoute = routePop
 		if cs.method(req, wire.MethodGet) && cs.admit(req, accReadWrite, true) {
 			cs.pop(req)
 		}
 		return
 	case "ack":
+		cs.reqRoute = routeAck
 		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
 			cs.ackVerb(req)
 		}
 		return
 	case "configure":
+		cs.reqRoute = routeConfigure
 		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
 			cs.configure(req)
 		}
 		return
 	case "reset":
+		cs.reqRoute = routeReset
 		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
 			cs.reset(req)
 		}
 		return
 	case "queues":
+		cs.reqRoute = routeQueues
 		if cs.method(req, wire.MethodGet) && cs.admit(req, accRead, true) {
 			cs.listQueues(req)
 		}
@@ -68,6 +92,7 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 	}
 	switch {
 	case bytes.HasPrefix(rest, []byte("queue/")):
+		cs.reqRoute = routeDeleteQueue
 		seg := rest[len("queue/"):]
 		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
@@ -75,6 +100,7 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 			cs.deleteQueue(req, req.PathUnescape(seg))
 		}
 	case bytes.HasPrefix(rest, []byte("queues/")) && bytes.HasSuffix(rest, []byte(depthTail)):
+		cs.reqRoute = routeDepth
 		seg := rest[len("queues/") : len(rest)-len(depthTail)]
 		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
@@ -94,7 +120,7 @@ func (cs *conn) method(req *wire.Request, m wire.Method) bool {
 	}
 	head := req.Head(0)
 	head.Extra = allowLines[m]
-	cs.out = wire.AppendError(cs.out, head, errMethod)
+	cs.out = cs.s.appendError(cs.out, head, errMethod)
 	return false
 }
 

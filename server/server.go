@@ -31,6 +31,7 @@ type Server struct {
 	stopped chan error
 	loaded  atomic.Bool // declarations loaded from the store
 	auth    *Auth
+	m       *serverMetrics
 
 	tenants *xsync.Map[string, *tenantState]
 	grantMu sync.Mutex // serializes grant changes (store, then memory)
@@ -58,6 +59,7 @@ func New(cfg Config) *Server {
 		st:      cfg.Store,
 		conns:   xsync.NewMap[*conn, struct{}](),
 		auth:    cfg.Auth,
+		m:       newServerMetrics(),
 		tenants: xsync.NewMap[string, *tenantState](),
 		ks:      store.KillSwitch{Enabled: true},
 		ksDirty: make(chan struct{}, 1),

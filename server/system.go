@@ -20,10 +20,11 @@ const (
 // routeSystem serves the system routes (D15); every one needs admin.
 func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 	if bytes.Equal(path, []byte(systemPath)) {
+		cs.reqRoute = routeSystem
 		if req.Method != wire.MethodGet && req.Method != wire.MethodPost {
 			head := req.Head(0)
 			head.Extra = []byte("Allow: GET, POST\r\n")
-			cs.out = wire.AppendError(cs.out, head, errMethod)
+			cs.out = cs.s.appendError(cs.out, head, errMethod)
 			return
 		}
 		if !cs.admit(req, accAdmin, false) {
@@ -40,6 +41,7 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 		cs.refuse(req, errNoRoute)
 		return
 	}
+	cs.reqRoute = routeGrants
 	seg := path[len(grantsPath):]
 	if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
 		cs.refuse(req, errNoRoute)
@@ -48,7 +50,7 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 	if req.Method != wire.MethodGet && req.Method != wire.MethodPut && req.Method != wire.MethodDelete {
 		head := req.Head(0)
 		head.Extra = []byte("Allow: GET, PUT, DELETE\r\n")
-		cs.out = wire.AppendError(cs.out, head, errMethod)
+		cs.out = cs.s.appendError(cs.out, head, errMethod)
 		return
 	}
 	if !cs.admit(req, accAdmin, false) {
@@ -56,7 +58,7 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 	}
 	name := req.PathUnescape(seg)
 	if err := wire.CheckName("tenant", name); err != nil {
-		cs.out = wire.AppendError(cs.out, req.Head(0), &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: err.Msg})
+		cs.out = cs.s.appendError(cs.out, req.Head(0), &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: err.Msg})
 		return
 	}
 	cs.grantVerb(req, string(name))
@@ -109,16 +111,16 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		case wire.MethodGet:
 			g, found, err := s.st.GetGrant(ctx, tenant)
 			if err != nil {
-				cs.answerAsync(storeFailure(head, err))
+				cs.answerAsync(s.storeFailure(head, err))
 			} else if !found {
-				cs.answerAsync(errorAnswer(head, 404, codeGrantNotFound, "the tenant has no grant"))
+				cs.answerAsync(s.errorAnswer(head, 404, codeGrantNotFound, "the tenant has no grant"))
 			} else {
 				cs.answerAsync(wire.AppendResponse(nil, head, appendGrant(nil, g)))
 			}
 		case wire.MethodPut:
 			g := store.Grant{Tenant: tenant, MaxBytes: body.MaxBytes, MaxQueues: body.MaxQueues, MessagesPerSecond: body.MessagesPerSecond}
 			if err := s.st.PutGrant(ctx, g); err != nil {
-				cs.answerAsync(storeFailure(head, err))
+				cs.answerAsync(s.storeFailure(head, err))
 				return
 			}
 			s.setGrant(tenant, &g)
@@ -126,7 +128,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		default:
 			existed, err := s.st.DeleteGrant(ctx, tenant)
 			if err != nil {
-				cs.answerAsync(storeFailure(head, err))
+				cs.answerAsync(s.storeFailure(head, err))
 				return
 			}
 			s.setGrant(tenant, nil)
@@ -155,9 +157,9 @@ func appendGrant(b []byte, g store.Grant) []byte {
 	return append(b, '}')
 }
 
-func storeFailure(head wire.Head, err error) []byte {
+func (s *Server) storeFailure(head wire.Head, err error) []byte {
 	if errors.Is(err, store.ErrUnavailable) {
-		return errorAnswer(head, 503, codeUnavailable, "no database connection was available")
+		return s.errorAnswer(head, 503, codeUnavailable, "no database connection was available")
 	}
-	return errorAnswer(head, 500, "internal_error", "the store call failed")
+	return s.errorAnswer(head, 500, "internal_error", "the store call failed")
 }

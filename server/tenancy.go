@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -20,6 +22,10 @@ type tenantState struct {
 	rate    int64   // messages per second, 0 = unlimited
 	tokens  float64 // may be negative: debt
 	last    int64   // monotonic nanos of the last refill
+
+	// Metering (made once per tenant: no lookup per message).
+	pushed    *metrics.Counter
+	delivered *metrics.Counter
 }
 
 // tenantState returns the state of tenant, creating it on the default rate.
@@ -30,6 +36,7 @@ func (s *Server) tenantState(tenant string) *tenantState {
 	ts, _ := s.tenants.LoadOrCompute(tenant, func() (*tenantState, bool) {
 		ts := &tenantState{rate: s.cfg.TenantMsgsPerSecond, tokens: float64(s.cfg.TenantMsgsPerSecond)}
 		ts.limited.Store(ts.rate > 0)
+		ts.pushed, ts.delivered = s.m.tenantCounters(tenant)
 		return ts, false
 	})
 	return ts
@@ -199,11 +206,11 @@ func (cs *conn) admit(req *wire.Request, need Access, family bool) bool {
 	s := cs.s
 	tenant, level, werr := s.auth.identify(req)
 	if werr != nil {
-		cs.out = wire.AppendError(cs.out, req.Head(0), werr)
+		cs.out = s.appendError(cs.out, req.Head(0), werr)
 		return false
 	}
 	if level&need != need {
-		cs.out = wire.AppendError(cs.out, req.Head(0), errLevel)
+		cs.out = s.appendError(cs.out, req.Head(0), errLevel)
 		return false
 	}
 	cs.tenant = tenant
@@ -213,13 +220,13 @@ func (cs *conn) admit(req *wire.Request, need Access, family bool) bool {
 	if s.paused.Load() {
 		head := req.Head(0)
 		head.RetryAfter = int(s.retryAfter.Load())
-		cs.out = wire.AppendError(cs.out, head, errDisabled)
+		cs.out = s.appendError(cs.out, head, errDisabled)
 		return false
 	}
 	cs.ts = s.tenantState(tenant)
 	if s.cfg.RequireGrant {
 		if !cs.ts.granted.Load() {
-			cs.out = wire.AppendError(cs.out, req.Head(0), errFeatureGated)
+			cs.out = s.appendError(cs.out, req.Head(0), errFeatureGated)
 			return false
 		}
 	}
@@ -235,6 +242,6 @@ func (cs *conn) rateLimited(req *wire.Request, n int) bool {
 	}
 	head := req.Head(0)
 	head.RetryAfter = wait
-	cs.out = wire.AppendError(cs.out, head, errRateLimited)
+	cs.out = cs.s.appendError(cs.out, head, errRateLimited)
 	return true
 }

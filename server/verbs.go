@@ -22,6 +22,7 @@ func (cs *conn) pushVerb(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
+	cs.ts.pushed.Add(n) // metering: a push meters as messages
 	cs.scratch = wire.AppendPushed(cs.scratch[:0], n)
 	cs.answer(req, 201, cs.scratch)
 }

@@ -1,0 +1,195 @@
+package server
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// GET /metrics: Prometheus text exposition (issue 7, metering and metrics).
+//
+// Counters that move per request are VictoriaMetrics/metrics counters made
+// once and kept where the request already is: per tenant on tenantState,
+// per route in an array indexed by routeID, per refusal code in a map that
+// refusals (not messages) look up. Gauges are read from the engine when
+// scraped.
+
+const metricsPath = "/metrics"
+
+// routeID names a route for the latency histograms.
+type routeID uint8
+
+const (
+	routeOther routeID = iota // no route, or a 404 under a known prefix
+	routePush
+	routePop
+	routeAck
+	routeConfigure
+	routeReset
+	routeQueues
+	routeDepth
+	routeDeleteQueue
+	routeHealth
+	routeMetrics
+	routeSystem
+	routeGrants
+	numRoutes
+)
+
+var routeNames = [numRoutes]string{
+	routeOther:       "other",
+	routePush:        "push",
+	routePop:         "pop",
+	routeAck:         "ack",
+	routeConfigure:   "configure",
+	routeReset:       "reset",
+	routeQueues:      "queues",
+	routeDepth:       "depth",
+	routeDeleteQueue: "delete_queue",
+	routeHealth:      "health",
+	routeMetrics:     "metrics",
+	routeSystem:      "system",
+	routeGrants:      "grants",
+}
+
+// latencyBuckets cover a request served on the loop (tens of microseconds)
+// up to a parked pop's longest wait.
+var latencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+	0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+}
+
+type serverMetrics struct {
+	set      *metrics.Set
+	latency  [numRoutes]*metrics.PrometheusHistogram
+	refusals *xsync.Map[string, *metrics.Counter]
+}
+
+func newServerMetrics() *serverMetrics {
+	metrics.ExposeMetadata(true) // # TYPE lines, so histograms read as histograms
+	m := &serverMetrics{set: metrics.NewSet(), refusals: xsync.NewMap[string, *metrics.Counter]()}
+	for r := range numRoutes {
+		m.latency[r] = m.set.NewPrometheusHistogramExt(
+			`queen_ephemeral_request_duration_seconds{route="`+routeNames[r]+`"}`, latencyBuckets)
+	}
+	return m
+}
+
+// tenantCounters makes the metering counters of a new tenant, once.
+func (m *serverMetrics) tenantCounters(tenant string) (pushed, delivered *metrics.Counter) {
+	l := `{tenant="` + labelValue(tenant) + `"}`
+	return m.set.GetOrCreateCounter("queen_ephemeral_pushed_messages_total" + l),
+		m.set.GetOrCreateCounter("queen_ephemeral_delivered_messages_total" + l)
+}
+
+// refused counts one refusal of code.
+func (m *serverMetrics) refused(code string) {
+	c, ok := m.refusals.Load(code)
+	if !ok {
+		c, _ = m.refusals.LoadOrCompute(strings.Clone(code), func() (*metrics.Counter, bool) {
+			return m.set.GetOrCreateCounter(`queen_ephemeral_refusals_total{code="` + labelValue(code) + `"}`), false
+		})
+	}
+	c.Inc()
+}
+
+// observe records a request of route that started at start and is answered
+// now.
+func (m *serverMetrics) observe(r routeID, start time.Time) {
+	m.latency[r].Update(time.Since(start).Seconds())
+}
+
+// labelValue escapes v for a label value of the text format.
+func labelValue(v string) string {
+	if !strings.ContainsAny(v, "\\\"\n") {
+		return v
+	}
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
+}
+
+// appendError appends an error answer and counts the refusal by its code.
+// Every error answer of the server goes through here.
+func (s *Server) appendError(dst []byte, head wire.Head, we *wire.Error) []byte {
+	s.m.refused(we.Code)
+	return wire.AppendError(dst, head, we)
+}
+
+// serveMetrics answers GET /metrics off the loop: the engine's gauges walk
+// every tenant's queues, which a loop should not wait for.
+func (cs *conn) serveMetrics(req *wire.Request) {
+	head := req.Head(200)
+	head.ContentType = "text/plain; version=0.0.4; charset=utf-8"
+	cs.goBusy()
+	go func() {
+		body := cs.s.appendMetrics(nil)
+		cs.answerAsync(wire.AppendResponse(nil, head, body))
+	}()
+}
+
+// appendMetrics appends every series in the text exposition format.
+func (s *Server) appendMetrics(b []byte) []byte {
+	var buf bytes.Buffer
+	s.m.set.WritePrometheus(&buf)
+	b = append(b, buf.Bytes()...)
+
+	e := s.e
+	b = family(b, "queen_ephemeral_dropped_total", "counter", "Messages dropped, by cause.")
+	for _, c := range []engine.Cause{engine.CauseBounds, engine.CauseTTL, engine.CauseRetry} {
+		b = sample(b, "queen_ephemeral_dropped_total", "cause", c.String(), e.Drops(c))
+	}
+
+	var parked, cell int64
+	var declared, implicit int
+	var tenants []byte
+	e.TenantGauges(func(tenant string, bytes int64, d, i int, p int64) {
+		declared += d
+		implicit += i
+		parked += p
+		tenants = sample(tenants, "queen_ephemeral_tenant_bytes", "tenant", labelValue(tenant), bytes)
+	})
+	cell = e.CellBytes()
+
+	b = family(b, "queen_ephemeral_parked_pops", "gauge", "Pops parked waiting for messages.")
+	b = append(b, "queen_ephemeral_parked_pops "...)
+	b = strconv.AppendInt(b, parked, 10)
+	b = append(b, '\n')
+	b = family(b, "queen_ephemeral_bytes", "gauge", "Payload bytes held.")
+	b = sample(b, "queen_ephemeral_bytes", "scope", "cell", cell)
+	b = family(b, "queen_ephemeral_tenant_bytes", "gauge", "Payload bytes held, by tenant.")
+	b = append(b, tenants...)
+	b = family(b, "queen_ephemeral_queues", "gauge", "Live queues, by tier.")
+	b = sample(b, "queen_ephemeral_queues", "tier", "declared", int64(declared))
+	b = sample(b, "queen_ephemeral_queues", "tier", "implicit", int64(implicit))
+	return b
+}
+
+func family(b []byte, name, typ, help string) []byte {
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	return append(b, '\n')
+}
+
+// sample appends name{label="value"} v; value is escaped already.
+func sample(b []byte, name, label, value string, v int64) []byte {
+	b = append(b, name...)
+	b = append(b, '{')
+	b = append(b, label...)
+	b = append(b, `="`...)
+	b = append(b, value...)
+	b = append(b, `"} `...)
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, '\n')
+}
