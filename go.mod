@@ -4,6 +4,8 @@ go 1.26
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/MicahParks/keyfunc/v3 v3.9.2
+	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/goccy/go-json v0.12.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgx/v5 v5.13.0
@@ -13,10 +15,11 @@ require (
 	github.com/redis/go-redis/v9 v9.17.3
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.15.0
 )
 
 require (
-	github.com/VictoriaMetrics/metrics v1.45.0 // indirect
+	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -2,12 +2,18 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
 
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -71,9 +77,16 @@ type AuthConfig struct {
 	// Ed25519 for EdDSA). At least one is required in jwt mode.
 	JWTSecret    []byte
 	JWTPublicKey []byte // PEM bytes
-	Issuer       string // checked when set
-	Audience     string // checked when set
-	TenantClaim  string // default "tenant"
+	// JWKSURL names a JWK Set (RS256 and EdDSA keys chosen by the token's
+	// kid). It is fetched in the background at start and every
+	// JWKSRefresh (5 min); a token is never verified by fetching on the
+	// event loop (P1), so a kid not in the last fetched set is refused until
+	// the next refresh.
+	JWKSURL     string
+	JWKSRefresh time.Duration
+	Issuer      string // checked when set
+	Audience    string // checked when set
+	TenantClaim string // default "tenant"
 	// Gateway: the shared secret the gateway sends in X-Queen-Gateway-Secret.
 	GatewaySecret string
 }
@@ -84,6 +97,7 @@ type Auth struct {
 	parser      *jwt.Parser
 	hmacKey     []byte
 	pubKey      any
+	jwks        keyfunc.Keyfunc // nil without QUEEN_JWT_JWKS_URL
 	tenantClaim string
 	gwSecret    []byte
 }
@@ -112,8 +126,20 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 				return nil, errors.New("QUEEN_JWT_PUBLIC_KEY: not an RSA or Ed25519 public key in PEM")
 			}
 		}
+		if cfg.JWKSURL != "" {
+			kf, err := newJWKS(cfg.JWKSURL, cfg.JWKSRefresh)
+			if err != nil {
+				return nil, fmt.Errorf("QUEEN_JWT_JWKS_URL: %w", err)
+			}
+			a.jwks = kf
+			for _, m := range []string{"RS256", "EdDSA"} {
+				if !slices.Contains(methods, m) {
+					methods = append(methods, m)
+				}
+			}
+		}
 		if len(methods) == 0 {
-			return nil, errors.New("QUEEN_AUTH_MODE=jwt needs QUEEN_JWT_SECRET or QUEEN_JWT_PUBLIC_KEY")
+			return nil, errors.New("QUEEN_AUTH_MODE=jwt needs QUEEN_JWT_SECRET, QUEEN_JWT_PUBLIC_KEY or QUEEN_JWT_JWKS_URL")
 		}
 		opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithLeeway(0)}
 		if cfg.Issuer != "" {
@@ -239,9 +265,33 @@ func (a *Auth) key(t *jwt.Token) (any, error) {
 			return a.hmacKey, nil
 		}
 	case *jwt.SigningMethodRSA, *jwt.SigningMethodEd25519:
+		if _, hasKid := t.Header["kid"]; a.jwks != nil && (hasKid || a.pubKey == nil) {
+			return a.jwks.Keyfunc(t)
+		}
 		if a.pubKey != nil {
 			return a.pubKey, nil
 		}
 	}
 	return nil, errors.New("no key for this algorithm")
+}
+
+// newJWKS starts the background fetcher of a JWK Set. An unknown kid never
+// triggers a fetch (the limiter allows none), so verification stays on
+// memory; the set is refreshed every refresh interval instead.
+func newJWKS(url string, refresh time.Duration) (keyfunc.Keyfunc, error) {
+	if refresh <= 0 {
+		refresh = 5 * time.Minute
+	}
+	noErr := true
+	return keyfunc.NewDefaultOverrideCtx(context.Background(), []string{url}, keyfunc.Override{
+		HTTPTimeout:               5 * time.Second,
+		RefreshInterval:           refresh,
+		RefreshUnknownKID:         rate.NewLimiter(0, 0),
+		NoErrorReturnFirstHTTPReq: &noErr,
+		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
+			return func(ctx context.Context, err error) {
+				slog.Default().Warn("jwks: refresh failed", "url", u, "err", err)
+			}
+		},
+	})
 }

@@ -44,6 +44,8 @@ var settings = []setting{
 	{"QUEEN_EPHEMERAL_REQUIRE_GRANT", "", "true|false: a tenant without a grant row gets 403 feature_gated (default: true in gateway mode, false otherwise)"},
 	{"QUEEN_AUTH_MODE", "none", "identity: none (tenant default, full access), jwt or gateway"},
 	{"QUEEN_JWT_SECRET", "", "jwt: HS256 secret"},
+	{"QUEEN_JWT_JWKS_URL", "", "jwt: URL of a JWK Set (RS256/EdDSA keys by kid), fetched in the background"},
+	{"QUEEN_JWT_JWKS_REFRESH_S", "300", "jwt: how often the JWK Set is fetched again"},
 	{"QUEEN_JWT_PUBLIC_KEY", "", "jwt: path of a PEM public key (RSA for RS256, Ed25519 for EdDSA)"},
 	{"QUEEN_JWT_ISSUER", "", "jwt: required iss (unset = not checked)"},
 	{"QUEEN_JWT_AUDIENCE", "", "jwt: required aud (unset = not checked)"},

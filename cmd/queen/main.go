@@ -92,6 +92,8 @@ func run(getenv func(string) string) error {
 		Audience:      ev.str("QUEEN_JWT_AUDIENCE"),
 		TenantClaim:   ev.str("QUEEN_JWT_TENANT_CLAIM"),
 		GatewaySecret: ev.str("QUEEN_GATEWAY_SECRET"),
+		JWKSURL:       ev.str("QUEEN_JWT_JWKS_URL"),
+		JWKSRefresh:   time.Duration(ev.int64("QUEEN_JWT_JWKS_REFRESH_S")) * time.Second,
 	}
 	if p := ev.str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
 		pem, err := os.ReadFile(p)
