@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 func newClient(t *testing.T, url string, opts ...Option) *Client {
@@ -60,7 +62,7 @@ type presence struct {
 func TestEveryMethod(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.url(), WithToken("ignored-in-mode-none"), WithHeader("X-Test", "1"))
+	c := newClient(t, b.URL(), WithToken("ignored-in-mode-none"), WithHeader("X-Test", "1"))
 	ctx := testCtx(t)
 
 	cfg, err := c.Configure(ctx, "presence", QueueOptions{MaxLength: 1000, MaxBytes: 1 << 20, Policy: PolicyDropOldest, TTLSeconds: 30, LeaseSeconds: 15, RetryLimit: 3})
@@ -197,7 +199,7 @@ func TestEveryMethod(t *testing.T) {
 func TestErrorCodes(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.url())
+	c := newClient(t, b.URL())
 	ctx := testCtx(t)
 
 	_, err := c.Push(ctx, "", []any{1}, PushOptions{})
@@ -237,7 +239,7 @@ func TestErrorCodes(t *testing.T) {
 
 	// A proxy that predates the routes: every route 404s, the depth read
 	// with another code than its own.
-	old := newClient(t, b.url()+"/old-proxy")
+	old := newClient(t, b.URL()+"/old-proxy")
 	checks := map[string]func() error{
 		"configure": func() error { _, err := old.Configure(ctx, "q", QueueOptions{}); return err },
 		"push":      func() error { _, err := old.Push(ctx, "q", []any{1}, PushOptions{}); return err },
@@ -253,7 +255,7 @@ func TestErrorCodes(t *testing.T) {
 	}
 
 	// A broker that cannot be reached is a transport error, not an *Error.
-	port, _ := freePort()
+	port, _ := brokertest.FreePort()
 	dead := newClient(t, fmt.Sprintf("http://127.0.0.1:%d", port))
 	if _, err := dead.Queues(ctx); err == nil || CodeOf(err) != "" {
 		t.Fatalf("unreachable broker: %v", err)
@@ -274,7 +276,7 @@ func TestBudgetRefusals(t *testing.T) {
 		"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES":   "1048576",
 		"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES": "2",
 	})
-	c := newClient(t, b.url())
+	c := newClient(t, b.URL())
 	ctx := testCtx(t)
 	big := strings.Repeat("x", 2000)
 	_, err := c.Push(ctx, "one", []any{big}, PushOptions{})
@@ -295,7 +297,7 @@ func TestBudgetRefusals(t *testing.T) {
 func TestBufferedBackpressure(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.url(), WithBuffer(BufferOptions{MessageCount: 8, Time: 5 * time.Millisecond, MaxPending: 16, MaxBackoff: 20 * time.Millisecond}))
+	c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 8, Time: 5 * time.Millisecond, MaxPending: 16, MaxBackoff: 20 * time.Millisecond}))
 	ctx := testCtx(t)
 	if _, err := c.Configure(ctx, "bp", QueueOptions{MaxLength: 5, Policy: PolicyReject}); err != nil {
 		t.Fatal(err)
@@ -358,7 +360,7 @@ func TestBufferedFlushFailureReported(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
 	var handled atomic.Int32
-	c := newClient(t, b.url(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 150 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
+	c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 150 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
 		WithFlushErrorHandler(func(*FlushError) { handled.Add(1) }))
 	ctx := testCtx(t)
 	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
@@ -456,7 +458,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestRequestReply100(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.url())
+	c := newClient(t, b.URL())
 	ctx := testCtx(t)
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -516,7 +518,7 @@ func TestRequestReply100(t *testing.T) {
 func TestConsume(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.url())
+	c := newClient(t, b.URL())
 	ctx := testCtx(t)
 	const n = 20
 	for i := range n {
@@ -579,7 +581,7 @@ func TestConsume(t *testing.T) {
 	}
 
 	// Close stops a loop that is parked on an empty queue.
-	c2, _ := New(b.url())
+	c2, _ := New(b.URL())
 	done2 := make(chan error, 1)
 	go func() {
 		done2 <- c2.Consume(ctx, "idle", ConsumeOptions{Wait: 5 * time.Second}, func(context.Context, Message) error { return nil })
@@ -607,7 +609,7 @@ func TestConsume(t *testing.T) {
 func TestCloseFlushes(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c, err := New(b.url(), WithBuffer(BufferOptions{MessageCount: 1000, Time: time.Hour}))
+	c, err := New(b.URL(), WithBuffer(BufferOptions{MessageCount: 1000, Time: time.Hour}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +625,7 @@ func TestCloseFlushes(t *testing.T) {
 	if _, err := c.Push(ctx, "later", []any{1}, PushOptions{Buffered: true}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("buffered push after close: %v", err)
 	}
-	c2 := newClient(t, b.url())
+	c2 := newClient(t, b.URL())
 	d, err := c2.Depth(ctx, "later", DepthOptions{})
 	if err != nil || d.Pending != 250 {
 		t.Fatalf("depth after Close: %+v %v", d, err)
@@ -636,11 +638,11 @@ func TestCloseFlushes(t *testing.T) {
 func TestAcksAfterRestartAreStale(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	port2, err := freePort()
+	port2, err := brokertest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, b.url(), WithURLs(fmt.Sprintf("http://127.0.0.1:%d", port2)))
+	c := newClient(t, b.URL(), WithURLs(fmt.Sprintf("http://127.0.0.1:%d", port2)))
 	ctx := testCtx(t)
 	if _, err := c.Configure(ctx, "kept", QueueOptions{MaxLength: 100}); err != nil {
 		t.Fatal(err)
@@ -652,8 +654,8 @@ func TestAcksAfterRestartAreStale(t *testing.T) {
 	if err != nil || len(popped.Messages) != 3 {
 		t.Fatalf("pop: %+v %v", popped, err)
 	}
-	b.stop(t)
-	b.startOn(t, port2)
+	b.Stop(t)
+	b.StartOn(t, port2)
 	res, err := c.Ack(ctx, "kept", popped.Messages, AckOptions{Group: "g"})
 	if err != nil {
 		t.Fatalf("ack after restart: %v", err)

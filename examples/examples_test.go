@@ -7,18 +7,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 var binDir string
@@ -35,10 +32,8 @@ func TestMain(m *testing.M) {
 		"35-ephemeral-basics":   "./examples/35-ephemeral-basics",
 		"36-ephemeral-reqreply": "./examples/36-ephemeral-reqreply",
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Dir = ".."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, b)
+		if err := brokertest.Build("..", pkg, filepath.Join(dir, out)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
@@ -52,83 +47,7 @@ func TestMain(m *testing.M) {
 // and answers its URL; it is killed when the test ends.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	cmd := exec.Command(filepath.Join(binDir, "queen"))
-	cmd.Dir = data
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "QUEEN_") && !strings.HasPrefix(k, "PG") && k != "PORT" && k != "HOST" {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "HOST=127.0.0.1", "PORT="+strconv.Itoa(port), "QUEEN_DATA_DIR="+filepath.Join(data, "store"), "QUEEN_LOG_LEVEL=warn")
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	cmd.Stdout = writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			logMu.Lock()
-			t.Logf("broker log:\n%s", logs.String())
-			logMu.Unlock()
-		}
-	})
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		select {
-		case <-done:
-			t.Fatal("the broker exited before serving")
-		default:
-		}
-		if resp, err := probe.Get(url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
-	}
-	t.Fatal("the broker did not answer /health within 20 s")
-	return ""
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-var (
-	portMu   sync.Mutex
-	nextPort = 20000 + int(time.Now().UnixNano()%12000)
-)
-
-func freePort() (int, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 12000 {
-		p := nextPort
-		nextPort++
-		if nextPort >= 32000 {
-			nextPort = 20000
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p, nil
-	}
-	return 0, errors.New("no free port")
+	return brokertest.Start(t, filepath.Join(binDir, "queen"), nil).URL()
 }
 
 // run runs argv with QUEEN_URL=url and answers its standard output lines.

@@ -1,4 +1,4 @@
-package client
+package brokertest
 
 import (
 	"os/exec"
