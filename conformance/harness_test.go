@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
@@ -219,7 +220,7 @@ func (b *broker) start(t *testing.T) {
 }
 
 func (b *broker) tryStart() error {
-	port, err := freePort()
+	port, err := brokertest.FreePort()
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (b *broker) tryStart() error {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdout, cmd.Stderr = b.logs, b.logs
-	dieWithParent(cmd)
+	brokertest.DieWithParent(cmd)
 	fmt.Fprintf(b.logs, "=== start on port %d\n", port)
 	if err := cmd.Start(); err != nil {
 		return err
@@ -375,41 +376,6 @@ func (b *broker) httpClient() *http.Client {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.client
-}
-
-// Brokers listen on ports below the kernel's ephemeral range (32768 and
-// up on Linux), from a random start, each port handed out once per run:
-// so a broker never gets a port that another broker of this run, or a
-// connection or server the kernel numbered, holds or held a moment ago
-// (a port taken in between would let the /health probe reach another
-// process while ours fails to bind).
-const (
-	portLow  = 20000
-	portHigh = 32000
-)
-
-var (
-	portMu   sync.Mutex
-	nextPort = portLow + int(time.Now().UnixNano()%int64(portHigh-portLow))
-)
-
-func freePort() (int, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range portHigh - portLow {
-		p := nextPort
-		nextPort++
-		if nextPort >= portHigh {
-			nextPort = portLow
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p, nil
-	}
-	return 0, errors.New("no free port")
 }
 
 // lockedBuffer collects a process's output.

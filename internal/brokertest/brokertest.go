@@ -90,7 +90,7 @@ func (b *Broker) StartOn(t testing.TB, port int) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdout, cmd.Stderr = &b.logs, &b.logs
-	dieWithParent(cmd)
+	DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,11 @@ func (b *Broker) Kill() {
 	}
 }
 
-// Ports below the kernel's ephemeral range, from a random start, each handed
-// out once per run, so a port is never reused by two brokers of one run.
+// Brokers listen on ports below the kernel's ephemeral range (32768 and up on
+// Linux), from a random start, each port handed out once per run: so a broker
+// never gets a port that another broker of this run, or a connection the
+// kernel numbered, holds or held a moment ago (a port taken in between would
+// let the /health probe reach another process while ours fails to bind).
 var (
 	portMu   sync.Mutex
 	nextPort = 20000 + int(time.Now().UnixNano()%12000)

@@ -5,7 +5,8 @@ import (
 	"syscall"
 )
 
-// dieWithParent makes a broker die with the test process.
-func dieWithParent(cmd *exec.Cmd) {
+// DieWithParent makes a broker die with the test process, so that a test
+// run killed halfway leaves no broker behind (Linux; elsewhere a no-op).
+func DieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

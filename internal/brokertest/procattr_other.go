@@ -4,4 +4,4 @@ package brokertest
 
 import "os/exec"
 
-func dieWithParent(*exec.Cmd) {}
+func DieWithParent(*exec.Cmd) {}

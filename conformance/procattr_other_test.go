@@ -1,7 +1,0 @@
-//go:build !linux
-
-package conformance
-
-import "os/exec"
-
-func dieWithParent(*exec.Cmd) {}
