@@ -19,7 +19,6 @@ type conn struct {
 	p    wire.Parser
 
 	out        []byte // answers of this round, written at its end
-	busy       bool   // an answer is being made off the loop; input waits
 	closeAfter bool   // close once the answers so far have left
 	isClosed   bool
 	parked     *popSink // the parked pop, while busy with one
@@ -50,7 +49,7 @@ type conn struct {
 	// Read by the tick goroutine.
 	lastActive atomic.Int64
 	headSince  atomic.Int64 // when the pending request's head began, 0 = none
-	busyFlag   atomic.Bool
+	busy       atomic.Bool  // an answer is being made off the loop; input waits
 }
 
 func newConn(s *Server, c gnet.Conn) *conn {
@@ -64,7 +63,7 @@ func newConn(s *Server, c gnet.Conn) *conn {
 
 func (cs *conn) onTraffic() gnet.Action {
 	cs.lastActive.Store(cs.s.now.Load())
-	if cs.busy {
+	if cs.busy.Load() {
 		if cs.c.InboundBuffered() > cs.s.cfg.MaxPipelined {
 			return gnet.Close // requests queue behind a busy one without bound
 		}
@@ -76,7 +75,7 @@ func (cs *conn) onTraffic() gnet.Action {
 // serveBuffered serves every complete request buffered, in order, until one
 // makes the connection busy, then writes the answers.
 func (cs *conn) serveBuffered() gnet.Action {
-	for !cs.busy && !cs.closeAfter {
+	for !cs.busy.Load() && !cs.closeAfter {
 		buf, _ := cs.c.Peek(-1)
 		if len(buf) == 0 {
 			cs.headSince.Store(0)
@@ -137,7 +136,7 @@ func (cs *conn) flush() gnet.Action {
 	if cs.c.OutboundBuffered() > cs.s.cfg.MaxOutbound {
 		return gnet.Close // the client does not read its answers
 	}
-	if cs.closeAfter && !cs.busy {
+	if cs.closeAfter && !cs.busy.Load() {
 		return gnet.Close
 	}
 	return gnet.None
@@ -145,8 +144,7 @@ func (cs *conn) flush() gnet.Action {
 
 // goBusy marks the connection as waiting for an answer made off the loop.
 func (cs *conn) goBusy() {
-	cs.busy = true
-	cs.busyFlag.Store(true)
+	cs.busy.Store(true)
 }
 
 // answerAsync writes an answer made off the loop (any goroutine); the
@@ -161,8 +159,7 @@ func (cs *conn) answerAsync(resp []byte) {
 // resumeAfterAsync runs on the loop after an async answer was written.
 func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 	if err != nil || cs.isClosed {
-		cs.busy = false
-		cs.busyFlag.Store(false)
+		cs.busy.Store(false)
 		return nil
 	}
 	if cs.resume() == gnet.Close {
@@ -174,8 +171,7 @@ func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 // resume ends a busy spell on the loop: the answer has left (or sits in
 // cs.out), so the connection serves the requests that queued behind it.
 func (cs *conn) resume() gnet.Action {
-	cs.busy = false
-	cs.busyFlag.Store(false)
+	cs.busy.Store(false)
 	if cs.parked != nil {
 		// Complete has run and its answer is written: the engine is done
 		// with the sink, so it can serve the next pop that parks.

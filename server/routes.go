@@ -20,7 +20,7 @@ const (
 func (cs *conn) route(req *wire.Request) {
 	cs.reqStart, cs.reqRoute = time.Now(), routeOther
 	cs.dispatch(req)
-	if !cs.busy {
+	if !cs.busy.Load() {
 		cs.s.m.observe(cs.reqRoute, cs.reqStart)
 	}
 }

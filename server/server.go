@@ -169,7 +169,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.now.Store(now)
 	headLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.IdleTimeout)
 	s.conns.Range(func(cs *conn, _ struct{}) bool {
-		if cs.busyFlag.Load() {
+		if cs.busy.Load() {
 			return true // a parked pop or a store call has its own bound
 		}
 		if since := cs.headSince.Load(); since != 0 && now-since > headLimit {
