@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/store"
@@ -49,10 +48,7 @@ func (s *Server) declare(head wire.Head, tenant, queue string, raw []byte, sent 
 	cancel()
 	if err != nil {
 		s.cfg.Logger.Warn("configure: the declaration could not be written", "queue", queue, "err", err)
-		if errors.Is(err, store.ErrUnavailable) {
-			return s.errorAnswer(head, 503, codeUnavailable, "no database connection was available for the declaration write")
-		}
-		return s.errorAnswer(head, 500, codeConfigureFailed, "the declaration could not be written")
+		return s.storeFailure(head, err, codeConfigureFailed, "the declaration could not be written")
 	}
 	if err := s.e.Configure(tenant, queue, sent); err == engine.ErrTenantQueues {
 		// A concurrent creation took the last slot after CheckDeclare: take

@@ -111,7 +111,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		case wire.MethodGet:
 			g, found, err := s.st.GetGrant(ctx, tenant)
 			if err != nil {
-				cs.answerAsync(s.storeFailure(head, err))
+				cs.answerAsync(s.storeFailure(head, err, "internal_error", "the store call failed"))
 			} else if !found {
 				cs.answerAsync(s.errorAnswer(head, 404, codeGrantNotFound, "the tenant has no grant"))
 			} else {
@@ -120,7 +120,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		case wire.MethodPut:
 			g := store.Grant{Tenant: tenant, MaxBytes: body.MaxBytes, MaxQueues: body.MaxQueues, MessagesPerSecond: body.MessagesPerSecond}
 			if err := s.st.PutGrant(ctx, g); err != nil {
-				cs.answerAsync(s.storeFailure(head, err))
+				cs.answerAsync(s.storeFailure(head, err, "internal_error", "the store call failed"))
 				return
 			}
 			s.setGrant(tenant, &g)
@@ -128,7 +128,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		default:
 			existed, err := s.st.DeleteGrant(ctx, tenant)
 			if err != nil {
-				cs.answerAsync(s.storeFailure(head, err))
+				cs.answerAsync(s.storeFailure(head, err, "internal_error", "the store call failed"))
 				return
 			}
 			s.setGrant(tenant, nil)
@@ -157,9 +157,12 @@ func appendGrant(b []byte, g store.Grant) []byte {
 	return append(b, '}')
 }
 
-func (s *Server) storeFailure(head wire.Head, err error) []byte {
+// storeFailure answers a failed store call: no connection in time is 503
+// ephemeral_unavailable (the spec's rule for declaration writes); any other
+// failure is a 500 with the caller's code.
+func (s *Server) storeFailure(head wire.Head, err error, code, msg string) []byte {
 	if errors.Is(err, store.ErrUnavailable) {
 		return s.errorAnswer(head, 503, codeUnavailable, "no database connection was available")
 	}
-	return s.errorAnswer(head, 500, "internal_error", "the store call failed")
+	return s.errorAnswer(head, 500, code, msg)
 }
