@@ -155,27 +155,12 @@ func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope, by any
 		return reclaimNone, ErrBrokerFull
 	}
 
-	// Admitted: drop what the policy drops, then append the rest.
+	// Admitted: append, then drop from the head what the policy drops (the
+	// push's own oldest messages too when the partition alone could not
+	// make the room). freeHead counts the drops and the groups' skips.
 	now := e.nowNanos()
-	p.freeHead(dropOld, CauseBounds)
-	if dropNew > 0 {
-		q.length.Add(-int64(dropNew))
-		q.bytes.Add(-dropNewB)
-		t.bytes.Add(-dropNewB)
-		e.bytes.Add(-dropNewB)
-		q.countDrops(CauseBounds, int64(dropNew))
-		// No group ever saw these: they count as skipped for every one.
-		p.ensureCursors()
-		for _, c := range p.cursors {
-			c.g.skipped.Add(int64(dropNew))
-		}
-		p.head += uint64(dropNew)
-		p.tail += uint64(dropNew)
-		for _, c := range p.cursors {
-			c.normalizeSkipless()
-		}
-	}
-	p.append(payloads[dropNew:], nb-dropNewB, now)
+	p.append(payloads, nb, now)
+	p.freeHead(dropOld+uint64(dropNew), CauseBounds)
 	q.lastActive.Store(now)
 	p.armTTL()
 	done := doneList{by: by}
@@ -214,19 +199,6 @@ func (q *Queue) trimOthers(skip *partition, opts *Options) {
 			p.freeHead(1, CauseBounds)
 		}
 		p.mu.Unlock()
-	}
-}
-
-// normalizeSkipless moves a cursor that sat at the old tail past messages
-// the push dropped itself (already counted as skipped by the caller).
-func (c *cursor) normalizeSkipless() {
-	if c.next < c.p.head {
-		// Only cursors at the old tail can be below the new head here, with
-		// an empty window (everything below the old tail was held).
-		c.next = c.p.head
-	}
-	if c.settled < c.p.head && c.win.len() == 0 {
-		c.settled = c.p.head
 	}
 }
 
