@@ -12,11 +12,11 @@ import (
 // written to the store first, off the loop, and applied to memory second;
 // a failed write changes nothing (spec, configure; D9, D16, P1).
 func (cs *conn) configure(req *wire.Request) {
-	if err := cs.conf.Decode(req.Body); err != nil {
+	if err := cs.ls.conf.Decode(req.Body); err != nil {
 		cs.refuse(req, err)
 		return
 	}
-	b := &cs.conf
+	b := &cs.ls.conf
 	sent := optionSet(b.Options)
 	if err := sent.Validate(); err != nil {
 		cs.refuse(req, err)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -36,15 +35,7 @@ type conn struct {
 	reqStart time.Time
 	reqRoute routeID
 
-	// Reused decoding and engine buffers (P3).
-	push     wire.PushBody
-	ack      wire.AckBody
-	conf     wire.ConfigureBody
-	ackItems []engine.AckItem
-	outcomes []engine.Outcome
-	depth    engine.DepthInfo
-	queues   []engine.QueueInfo
-	scratch  []byte
+	ls *loopScratch // the decoders and buffers of this connection's loop
 
 	// Read by the tick goroutine.
 	lastActive atomic.Int64
@@ -54,6 +45,7 @@ type conn struct {
 
 func newConn(s *Server, c gnet.Conn) *conn {
 	cs := &conn{s: s, c: c, loop: c.EventLoop()}
+	cs.ls = s.scratchOf(cs.loop)
 	cs.p.Limits.MaxBody = s.cfg.MaxBodyBytes
 	cs.sink = newPopSink(cs)
 	cs.onWritten = cs.resumeAfterAsync

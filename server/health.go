@@ -11,12 +11,12 @@ func (cs *conn) health(req *wire.Request) {
 	if s.st.Healthy() && s.loaded.Load() {
 		st = "ok"
 	}
-	b := append(cs.scratch[:0], `{"status":"ok","store":`...)
+	b := append(cs.ls.scratch[:0], `{"status":"ok","store":`...)
 	b = wire.AppendString(b, st)
 	b = append(b, `,"incarnation":`...)
 	b = wire.AppendString(b, s.e.Incarnation())
 	b = append(b, `,"version":`...)
 	b = wire.AppendString(b, s.cfg.Version)
-	cs.scratch = append(b, '}')
-	cs.answer(req, 200, cs.scratch)
+	cs.ls.scratch = append(b, '}')
+	cs.answer(req, 200, cs.ls.scratch)
 }

@@ -34,7 +34,7 @@ func TestPushWithMetricsIsAllocationFree(t *testing.T) {
 	if err != nil || req == nil {
 		t.Fatalf("parse: %v", err)
 	}
-	cs := &conn{s: s}
+	cs := &conn{s: s, ls: new(loopScratch)}
 	serve := func() {
 		cs.out = cs.out[:0]
 		cs.route(req)

@@ -21,11 +21,12 @@ import (
 type Server struct {
 	gnet.BuiltinEventEngine
 
-	cfg   Config
-	e     *engine.Engine
-	st    store.Store
-	eng   gnet.Engine
-	conns *xsync.Map[*conn, struct{}]
+	cfg     Config
+	e       *engine.Engine
+	st      store.Store
+	eng     gnet.Engine
+	conns   *xsync.Map[*conn, struct{}]
+	scratch *xsync.Map[gnet.EventLoop, *loopScratch]
 
 	booted  chan struct{}
 	stopped chan error
@@ -58,6 +59,7 @@ func New(cfg Config) *Server {
 		e:       cfg.Engine,
 		st:      cfg.Store,
 		conns:   xsync.NewMap[*conn, struct{}](),
+		scratch: xsync.NewMap[gnet.EventLoop, *loopScratch](),
 		auth:    cfg.Auth,
 		m:       newServerMetrics(),
 		tenants: xsync.NewMap[string, *tenantState](),

@@ -9,9 +9,9 @@ import (
 // tenant with its gauges and options in force, and the cell's bytes (spec,
 // the two status reads). Read from memory; no store call.
 func (cs *conn) listQueues(req *wire.Request) {
-	cs.queues = cs.s.e.Queues(cs.tenant, cs.queues[:0])
-	b := append(cs.scratch[:0], `{"queues":[`...)
-	for i, q := range cs.queues {
+	cs.ls.queues = cs.s.e.Queues(cs.tenant, cs.ls.queues[:0])
+	b := append(cs.ls.scratch[:0], `{"queues":[`...)
+	for i, q := range cs.ls.queues {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -38,12 +38,12 @@ func (cs *conn) listQueues(req *wire.Request) {
 		b = append(b, '}')
 	}
 	b = append(b, `],"count":`...)
-	b = wire.AppendInt(b, int64(len(cs.queues)))
+	b = wire.AppendInt(b, int64(len(cs.ls.queues)))
 	b = append(b, `,"cellBytes":`...)
 	b = wire.AppendInt(b, cs.s.e.CellBytes())
-	cs.scratch = append(b, '}')
-	clear(cs.queues) // drop the names until the next read
-	cs.answer(req, 200, cs.scratch)
+	cs.ls.scratch = append(b, '}')
+	clear(cs.ls.queues) // drop the names until the next read
+	cs.answer(req, 200, cs.ls.scratch)
 }
 
 func appendTier(b []byte, declared bool) []byte {
@@ -100,12 +100,12 @@ func (cs *conn) depthRead(req *wire.Request, name []byte) {
 			return
 		}
 	}
-	d := &cs.depth
+	d := &cs.ls.depth
 	if err := cs.s.e.Depth(cs.tenant, bytesString(name), bytesString(group), d); err != nil {
 		cs.refuse(req, err)
 		return
 	}
-	b := append(cs.scratch[:0], `{"queue":`...)
+	b := append(cs.ls.scratch[:0], `{"queue":`...)
 	b = wire.AppendStringBytes(b, name)
 	b = append(b, `,"group":`...)
 	if d.HasGroup {
@@ -147,6 +147,6 @@ func (cs *conn) depthRead(req *wire.Request, name []byte) {
 		b = wire.AppendInt(b, g.Skipped)
 		b = append(b, '}')
 	}
-	cs.scratch = append(b, "]}"...)
-	cs.answer(req, 200, cs.scratch)
+	cs.ls.scratch = append(b, "]}"...)
+	cs.answer(req, 200, cs.ls.scratch)
 }

@@ -76,7 +76,7 @@ func (cs *conn) setKillSwitchVerb(req *wire.Request) {
 }
 
 func (cs *conn) answerKillSwitch(req *wire.Request, k store.KillSwitch) {
-	b := append(cs.scratch[:0], `{"enabled":`...)
+	b := append(cs.ls.scratch[:0], `{"enabled":`...)
 	if k.Enabled {
 		b = append(b, "true"...)
 	} else {
@@ -84,8 +84,8 @@ func (cs *conn) answerKillSwitch(req *wire.Request, k store.KillSwitch) {
 	}
 	b = append(b, `,"retryAfterSeconds":`...)
 	b = wire.AppendInt(b, k.RetryAfterSeconds)
-	cs.scratch = append(b, '}')
-	cs.answer(req, 200, cs.scratch)
+	cs.ls.scratch = append(b, '}')
+	cs.answer(req, 200, cs.ls.scratch)
 }
 
 // grantVerb serves GET, PUT and DELETE of /api/v1/system/ephemeral/grants/:tenant:

@@ -8,11 +8,11 @@ import (
 // pushVerb serves POST /api/v1/ephemeral/push: all or nothing, 201
 // {"pushed": n} (spec, push; D7, D10).
 func (cs *conn) pushVerb(req *wire.Request) {
-	if err := cs.push.Decode(req.Body); err != nil {
+	if err := cs.ls.push.Decode(req.Body); err != nil {
 		cs.refuse(req, err)
 		return
 	}
-	b := &cs.push
+	b := &cs.ls.push
 	if cs.rateLimited(req, len(b.Payloads)) {
 		return
 	}
@@ -23,33 +23,33 @@ func (cs *conn) pushVerb(req *wire.Request) {
 		return
 	}
 	cs.ts.pushed.Add(n) // metering: a push meters as messages
-	cs.scratch = wire.AppendPushed(cs.scratch[:0], n)
-	cs.answer(req, 201, cs.scratch)
+	cs.ls.scratch = wire.AppendPushed(cs.ls.scratch[:0], n)
+	cs.answer(req, 201, cs.ls.scratch)
 }
 
 // ackVerb serves POST /api/v1/ephemeral/ack: one outcome per id (D2).
 func (cs *conn) ackVerb(req *wire.Request) {
-	if err := cs.ack.Decode(req.Body); err != nil {
+	if err := cs.ls.ack.Decode(req.Body); err != nil {
 		cs.refuse(req, err)
 		return
 	}
-	b := &cs.ack
-	cs.ackItems = cs.ackItems[:0]
+	b := &cs.ls.ack
+	cs.ls.ackItems = cs.ls.ackItems[:0]
 	for _, a := range b.Acks {
-		cs.ackItems = append(cs.ackItems, engine.AckItem{ID: a.ID, Status: engine.AckStatus(a.Status)})
+		cs.ls.ackItems = append(cs.ls.ackItems, engine.AckItem{ID: a.ID, Status: engine.AckStatus(a.Status)})
 	}
-	out, err := cs.s.e.AckBy(cs, cs.tenant, bytesString(b.Queue), bytesString(b.Group), cs.ackItems, cs.outcomes[:0])
-	cs.outcomes = out
+	out, err := cs.s.e.AckBy(cs, cs.tenant, bytesString(b.Queue), bytesString(b.Group), cs.ls.ackItems, cs.ls.outcomes[:0])
+	cs.ls.outcomes = out
 	if err != nil {
 		cs.refuse(req, err)
 		return
 	}
-	body := wire.AppendAckStart(cs.scratch[:0])
+	body := wire.AppendAckStart(cs.ls.scratch[:0])
 	for i, o := range out {
 		body = wire.AppendAckResult(body, i, b.Acks[i].ID, o.String())
 	}
-	cs.scratch = wire.AppendAckEnd(body)
-	cs.answer(req, 200, cs.scratch)
+	cs.ls.scratch = wire.AppendAckEnd(body)
+	cs.answer(req, 200, cs.ls.scratch)
 }
 
 // reset serves POST /api/v1/ephemeral/reset: 200 {"queue","dropped"}, and
@@ -65,6 +65,6 @@ func (cs *conn) reset(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
-	cs.scratch = wire.AppendReset(cs.scratch[:0], bytesString(b.Queue), dropped)
-	cs.answer(req, 200, cs.scratch)
+	cs.ls.scratch = wire.AppendReset(cs.ls.scratch[:0], bytesString(b.Queue), dropped)
+	cs.answer(req, 200, cs.ls.scratch)
 }
