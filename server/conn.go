@@ -15,15 +15,14 @@ type conn struct {
 	s    *Server
 	c    gnet.Conn
 	loop gnet.EventLoop
-	p    wire.Parser
+	p    *wire.Parser // lent by the loop while part of a request is buffered
 
 	out        []byte // answers of this round, written at its end
 	closeAfter bool   // close once the answers so far have left
 	isClosed   bool
-	parked     *popSink // the parked pop, while busy with one
-	sink       *popSink // reused by pops answered at once
-	spare      *popSink // a parked pop's sink whose answer has been written
-	deferred   []*conn  // same-loop connections whose parked pop this round completed
+	parked     bool    // sink belongs to the engine until its Complete
+	sink       popSink // every pop's; one suffices, since input waits while a pop is parked
+	deferred   []*conn // same-loop connections whose parked pop this round completed
 	onWritten  gnet.AsyncCallback
 
 	// The identity of the request being served (set by admit).
@@ -46,8 +45,7 @@ type conn struct {
 func newConn(s *Server, c gnet.Conn) *conn {
 	cs := &conn{s: s, c: c, loop: c.EventLoop()}
 	cs.ls = s.scratchOf(cs.loop)
-	cs.p.Limits.MaxBody = s.cfg.MaxBodyBytes
-	cs.sink = newPopSink(cs)
+	cs.sink = popSink{cs: cs, e: s.e}
 	cs.onWritten = cs.resumeAfterAsync
 	cs.lastActive.Store(s.now.Load())
 	return cs
@@ -73,6 +71,9 @@ func (cs *conn) serveBuffered() gnet.Action {
 			cs.headSince.Store(0)
 			break
 		}
+		if cs.p == nil {
+			cs.p = cs.ls.parser(cs.s.cfg.MaxBodyBytes)
+		}
 		req, n, err := cs.p.Parse(buf)
 		if err != nil {
 			cs.out = cs.s.appendError(cs.out, wire.Head{Close: true}, refusal(err))
@@ -95,6 +96,10 @@ func (cs *conn) serveBuffered() gnet.Action {
 		if !keepAlive {
 			cs.closeAfter = true
 		}
+	}
+	if cs.p != nil && cs.p.Idle() {
+		cs.ls.giveBack(cs.p)
+		cs.p = nil
 	}
 	cs.resumeDeferred()
 	return cs.flush()
@@ -164,12 +169,12 @@ func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 // cs.out), so the connection serves the requests that queued behind it.
 func (cs *conn) resume() gnet.Action {
 	cs.busy.Store(false)
-	if cs.parked != nil {
+	if cs.parked {
 		// Complete has run and its answer is written: the engine is done
-		// with the sink, so it can serve the next pop that parks.
-		cs.spare, cs.parked = cs.parked, nil
-		if cap(cs.spare.resp) > 1<<20 {
-			cs.spare.resp, cs.spare.body = nil, nil
+		// with the sink, so it can serve the next pop.
+		cs.parked = false
+		if cap(cs.sink.resp) > 1<<20 {
+			cs.sink.resp, cs.sink.body = nil, nil
 		}
 	}
 	cs.lastActive.Store(cs.s.now.Load())
@@ -180,8 +185,14 @@ func (cs *conn) resume() gnet.Action {
 // removed at once and is never handed messages (D13).
 func (cs *conn) closed() {
 	cs.isClosed = true
-	if cs.parked != nil {
-		cs.s.e.Cancel(cs.parked.parked)
+	if cs.parked {
+		cs.s.e.Cancel(cs.sink.parked)
+	}
+	if cs.p != nil {
+		if cs.p.Reset(); cs.p.Idle() {
+			cs.ls.giveBack(cs.p)
+		}
+		cs.p = nil
 	}
 }
 

@@ -21,6 +21,33 @@ type loopScratch struct {
 	depth    engine.DepthInfo
 	queues   []engine.QueueInfo
 	scratch  []byte
+
+	// parsers are idle parsers lent to this loop's connections: a
+	// connection holds one only while part of a request is buffered, so a
+	// parked or idle connection costs no parser (424 B and its header
+	// table).
+	parsers []*wire.Parser
+}
+
+// maxIdleParsers bounds the parsers a loop keeps for lending.
+const maxIdleParsers = 256
+
+// parser lends an idle parser.
+func (ls *loopScratch) parser(maxBody int64) *wire.Parser {
+	if n := len(ls.parsers); n > 0 {
+		p := ls.parsers[n-1]
+		ls.parsers[n-1] = nil
+		ls.parsers = ls.parsers[:n-1]
+		return p
+	}
+	return wire.NewParser(wire.Limits{MaxBody: maxBody})
+}
+
+// giveBack takes back a parser that is idle (wire.Parser.Idle).
+func (ls *loopScratch) giveBack(p *wire.Parser) {
+	if len(ls.parsers) < maxIdleParsers {
+		ls.parsers = append(ls.parsers, p)
+	}
 }
 
 // scratchOf returns the scratch of loop, making it at its first connection.

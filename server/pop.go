@@ -23,8 +23,6 @@ type popSink struct {
 	parked engine.Parked
 }
 
-func newPopSink(cs *conn) *popSink { return &popSink{cs: cs, e: cs.s.e} }
-
 // start prepares the sink for a pop of queue; everything Complete needs is
 // set before the engine sees the sink, because a parked pop may complete on
 // another goroutine before Pop returns.
@@ -42,8 +40,8 @@ func (k *popSink) Deliver(m engine.Message) {
 
 // Complete answers a pop that parked: called once, off the loop.
 //
-// The sink and its buffers are reused by the connection once the answer has
-// been written (resumeAfterAsync), so a steady request/reply loop does not
+// The sink is the connection's own and its buffers are reused once the
+// answer has been written (resume), so a steady request/reply loop does not
 // allocate them again.
 //
 // When the push or ack that completed the pop was served on this pop's own
@@ -71,7 +69,7 @@ func (cs *conn) pop(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
-	k := cs.sink
+	k := &cs.sink
 	k.ts = cs.ts
 	k.start(req.Head(200), pp.Queue)
 	r := engine.PopRequest{
@@ -98,15 +96,11 @@ func (cs *conn) pop(req *wire.Request) {
 		}
 		return
 	}
-	// Parked: the engine owns k until Complete; the next pop gets the spare
-	// sink (the one of the previous parked pop, whose answer has left).
+	// Parked: the engine owns k until Complete, and the connection reads no
+	// further request until the answer has been written (resume), so no
+	// other pop of this connection can need the sink meanwhile.
 	k.parked = parked
-	cs.parked = k
-	if cs.spare != nil {
-		cs.sink, cs.spare = cs.spare, nil
-	} else {
-		cs.sink = newPopSink(cs)
-	}
+	cs.parked = true
 	cs.goBusy()
 	if cs.s.paused.Load() {
 		// The kill switch closed between admit and the park: its

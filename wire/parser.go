@@ -33,7 +33,8 @@ const (
 //		buf = buf[n:]           // or discard n bytes of the inbound buffer
 //	}
 //
-// A Parser is not safe for concurrent use; one per connection.
+// A Parser is not safe for concurrent use; one per connection at a time
+// (see Idle).
 type Parser struct {
 	// Limits bounds each request; zero fields take the defaults. Set it
 	// before the first Parse.
@@ -115,6 +116,12 @@ func (p *Parser) TakeContinue() bool {
 // that the server can enforce a header-read timeout. With no bytes buffered
 // the server knows the connection is idle instead.
 func (p *Parser) ReadingHead() bool { return p.stage <= stageHeaders }
+
+// Idle reports whether the parser is between requests: no part of one has
+// been examined and no error is sticky. An idle parser carries nothing of its
+// connection, so a server may lend it to another connection (a connection
+// that waits, parked, should not hold a parser).
+func (p *Parser) Idle() bool { return p.err == nil && p.pending == (pending{}) }
 
 // Reset forgets the pending request and any error, for a new connection.
 func (p *Parser) Reset() {

@@ -556,3 +556,37 @@ func TestParseShrunkBufferIsRefused(t *testing.T) {
 		t.Error("must close")
 	}
 }
+
+// TestIdle pins when a parser may be lent to another connection: between
+// requests only, never with part of a request examined or an error sticky.
+func TestIdle(t *testing.T) {
+	p := NewParser(Limits{})
+	if !p.Idle() {
+		t.Fatal("a new parser is not idle")
+	}
+	whole := []byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+	part := []byte("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\"qu")
+	req, n, err := p.Parse(append(append([]byte(nil), whole...), part...))
+	if err != nil || req == nil || n != len(whole) {
+		t.Fatalf("Parse = %v, %d, %v", req, n, err)
+	}
+	if !p.Idle() {
+		t.Fatal("not idle after a whole request")
+	}
+	if req, _, err = p.Parse(part); req != nil || err != nil {
+		t.Fatalf("a partial request gave %v, %v", req, err)
+	}
+	if p.Idle() {
+		t.Fatal("idle with part of a request examined")
+	}
+	p.Reset()
+	if !p.Idle() {
+		t.Fatal("not idle after Reset")
+	}
+	if _, _, err = p.Parse([]byte("BREW / HTTP/9.9\r\n\r\n")); err == nil {
+		t.Fatal("a bad request line was accepted")
+	}
+	if p.Idle() {
+		t.Fatal("idle with a sticky error")
+	}
+}
