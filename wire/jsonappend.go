@@ -32,6 +32,10 @@ func appendString[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain8(load8(s, i)) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if jsonSafe[c] {
