@@ -42,6 +42,7 @@ type Engine struct {
 	cfg         Config
 	inc         uint64
 	incHex      string
+	idPrefix    string // "e:<incHex>:", what every id of this incarnation starts with
 	arena       *arena.Arena
 	wheels      *wheel.Sharded
 	manual      Clock // non-nil when the caller drives time
@@ -83,6 +84,7 @@ func New(cfg Config) *Engine {
 		e.inc = newIncarnation()
 	}
 	e.incHex = fmt.Sprintf("%x", e.inc)
+	e.idPrefix = "e:" + e.incHex + ":"
 	e.now.Store(e.readClock())
 	shards := runtime.GOMAXPROCS(0) * 4
 	e.arena = arena.New(cfg.SegmentSize, shards)

@@ -44,6 +44,20 @@ const (
 // colons, so the incarnation ends at the second colon and seq starts after
 // the last one.
 func (e *Engine) parseID(id string) (kind idKind, partition string, seq uint64) {
+	// The common case first: an id of this incarnation, matched as a
+	// prefix, so its incarnation needs no further look.
+	if pre := e.idPrefix; len(id) > len(pre) && id[:len(pre)] == pre {
+		rest := id[len(pre):]
+		c := strings.LastIndexByte(rest, ':')
+		if c <= 0 {
+			return idForeign, "", 0
+		}
+		s, ok := parseSeq(rest[c+1:])
+		if !ok {
+			return idForeign, "", 0
+		}
+		return idOurs, rest[:c], s
+	}
 	if len(id) < 6 || id[0] != 'e' || id[1] != ':' {
 		return idForeign, "", 0
 	}
@@ -66,6 +80,26 @@ func (e *Engine) parseID(id string) (kind idKind, partition string, seq uint64) 
 		return idStale, "", 0
 	}
 	return idOurs, rest[:c2], s
+}
+
+// parseSeq reads a seq: decimal digits only, as AppendID writes them.
+func parseSeq(s string) (uint64, bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
+	if len(s) > 19 { // 19 digits always fit in 64 bits; more may not
+		v, err := strconv.ParseUint(s, 10, 64)
+		return v, err == nil
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		v = v*10 + uint64(c)
+	}
+	return v, true
 }
 
 func isHex(s string) bool {
