@@ -34,24 +34,54 @@ func rss(pid int) (int64, error) {
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
 const clockTicks = 100
 
-// cpuSeconds is the user+system CPU time of pid so far.
-func cpuSeconds(pid int) (float64, error) {
+// cpuSeconds is the user+system CPU time of pid so far, and the system
+// part of it.
+func cpuSeconds(pid int) (total, sys float64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces; fields count from after ')'.
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("bad /proc/%d/stat", pid)
 	}
-	return float64(ut+st) / clockTicks, nil
+	return float64(ut+st) / clockTicks, float64(st) / clockTicks, nil
+}
+
+// readWriteSyscalls is how many read- and write-family system calls pid
+// has made (syscr + syscw of /proc/PID/io: read, write, readv, writev and
+// the like, not epoll or futex). Reading another user's process needs
+// root.
+func readWriteSyscalls(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	found := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, key := range []string{"syscr:", "syscw:"} {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("bad %s in /proc/%d/io", key, pid)
+				}
+				n += c
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("no syscr/syscw in /proc/%d/io", pid)
+	}
+	return n, nil
 }
 
 // selfCPUSeconds is this process's user+system CPU time so far.

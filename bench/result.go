@@ -77,6 +77,12 @@ type Memory struct {
 type CPU struct {
 	Client float64 `json:"client"`
 	Target float64 `json:"target"` // -1 when the target's process is unknown
+	// TargetSys is the part of Target spent in the kernel, and TargetRW the
+	// target's read/write system calls over the window (-1: unknown): what
+	// an operation costs where the time goes to moving bytes through
+	// sockets.
+	TargetSys float64 `json:"targetSys"`
+	TargetRW  int64   `json:"targetReadWriteSyscalls"`
 }
 
 type histT = hdrhistogram.Histogram

@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("%s at %s: %w", cfg.Target, cfg.Addr, err)
 	}
 	defer t.close()
-	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1}}
+	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1, TargetSys: -1, TargetRW: -1}}
 	if cfg.PID == 0 {
 		if pid, err := pidByAddr(cfg.Addr); err == nil {
 			cfg.PID = pid
@@ -124,18 +124,22 @@ func (w window) in(t int64) bool  { return t >= w.start && t < w.end }
 func (w window) seconds() float64 { return float64(w.end-w.start) / 1e9 }
 
 // cpuMark is a reading of the CPU time used so far by this process and the
-// target.
+// target, and of the target's read/write system calls.
 type cpuMark struct {
-	pid          int
-	wall         int64
-	self, target float64
+	pid               int
+	wall              int64
+	self, target, sys float64 // target and sys are -1 when unknown
+	rw                int64   // -1 when unknown
 }
 
 func markCPU(pid int) cpuMark {
-	m := cpuMark{pid: pid, wall: now(), self: selfCPUSeconds(), target: -1}
+	m := cpuMark{pid: pid, wall: now(), self: selfCPUSeconds(), target: -1, sys: -1, rw: -1}
 	if pid > 0 {
-		if s, err := cpuSeconds(pid); err == nil {
-			m.target = s
+		if t, s, err := cpuSeconds(pid); err == nil {
+			m.target, m.sys = t, s
+		}
+		if n, err := readWriteSyscalls(pid); err == nil {
+			m.rw = n
 		}
 	}
 	return m
@@ -146,11 +150,15 @@ func (m cpuMark) since() CPU {
 	end := markCPU(m.pid)
 	wall := float64(end.wall-m.wall) / 1e9
 	if wall <= 0 {
-		return CPU{Target: -1}
+		return CPU{Target: -1, TargetSys: -1, TargetRW: -1}
 	}
-	c := CPU{Client: (end.self - m.self) / wall, Target: -1}
+	c := CPU{Client: (end.self - m.self) / wall, Target: -1, TargetSys: -1, TargetRW: -1}
 	if m.target >= 0 && end.target >= 0 {
 		c.Target = (end.target - m.target) / wall
+		c.TargetSys = (end.sys - m.sys) / wall
+	}
+	if m.rw >= 0 && end.rw >= 0 {
+		c.TargetRW = end.rw - m.rw
 	}
 	return c
 }

@@ -26,7 +26,32 @@ func lat(f func(*Latency) float64) func(*Result) (float64, bool) {
 	}
 }
 
-func rate(r *Result) (float64, bool)   { return r.Rate, r.Ops > 0 }
+func rate(r *Result) (float64, bool) { return r.Rate, r.Ops > 0 }
+
+// cpuPerOp is the target's CPU time per operation of the window, in µs:
+// what a round trip or a message costs the target, whatever its speed.
+func cpuPerOp(r *Result) (float64, bool) {
+	if r.CPU.Target < 0 || r.Ops == 0 || r.Seconds <= 0 {
+		return 0, false
+	}
+	return r.CPU.Target * r.Seconds / float64(r.Ops) * 1e6, true
+}
+
+// sysPerOp is the kernel's part of cpuPerOp.
+func sysPerOp(r *Result) (float64, bool) {
+	if r.CPU.TargetSys <= 0 || r.Ops == 0 || r.Seconds <= 0 { // 0: a report from before the field
+		return 0, false
+	}
+	return r.CPU.TargetSys * r.Seconds / float64(r.Ops) * 1e6, true
+}
+
+// rwPerOp is the target's read/write system calls per operation.
+func rwPerOp(r *Result) (float64, bool) {
+	if r.CPU.TargetRW <= 0 || r.Ops == 0 { // 0: a report from before the field
+		return 0, false
+	}
+	return float64(r.CPU.TargetRW) / float64(r.Ops), true
+}
 func inRate(r *Result) (float64, bool) { return r.InRate, r.InRate > 0 }
 func perUnit(r *Result) (float64, bool) {
 	if r.Memory == nil || r.Memory.Units == 0 || r.Memory.During == 0 {
@@ -42,12 +67,18 @@ var rows = []row{
 	{"reqreply", "p50 us", "lower", lat(func(l *Latency) float64 { return l.P50 })},
 	{"reqreply", "p99 us", "lower", lat(func(l *Latency) float64 { return l.P99 })},
 	{"reqreply", "p99.9 us", "lower", lat(func(l *Latency) float64 { return l.P999 })},
+	{"reqreply", "target CPU us per round trip", "lower", cpuPerOp},
+	{"reqreply", "  of which kernel us", "lower", sysPerOp},
+	{"reqreply", "target read/write syscalls per round trip", "lower", rwPerOp},
 	{"throughput", "messages/s out", "higher", rate},
 	{"throughput", "messages/s in", "higher", inRate},
 	{"throughput", "e2e p50 us", "lower", lat(func(l *Latency) float64 { return l.P50 })},
 	{"throughput", "e2e p99 us", "lower", lat(func(l *Latency) float64 { return l.P99 })},
+	{"throughput", "target CPU us per message", "lower", cpuPerOp},
+	{"throughput", "  of which kernel us", "lower", sysPerOp},
 	{"fanout", "deliveries/s", "higher", rate},
 	{"fanout", "e2e p99 us", "lower", lat(func(l *Latency) float64 { return l.P99 })},
+	{"fanout", "target CPU us per delivery", "lower", cpuPerOp},
 	{"inboxes", "inboxes/s", "higher", rate},
 	{"inboxes", "bytes per idle inbox", "lower", perUnit},
 	{"parked", "bytes per parked pop", "lower", perUnit},
