@@ -11,7 +11,7 @@ LINT_DIRS = $(patsubst %/...,%,$(LINT_PKGS))
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 
-.PHONY: help run test bench bench-peers bench-compare fuzz lint profile
+.PHONY: help run test bench bench-peers bench-compare bench-ab fuzz lint profile
 
 help:
 	@echo "run            start the broker (go run ./cmd/queen)"
@@ -19,6 +19,7 @@ help:
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, one table (D=10s)"
 	@echo "bench-compare  micro-benchmarks of engine, arena, wire: working tree vs REV, benchstat"
+	@echo "bench-ab       one scenario end to end, broker A vs broker B alternating (REV_A, ENV_B, ...)"
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
 	@echo "fuzz           every Fuzz* target for FUZZTIME ($(FUZZTIME)) each"
 	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
@@ -58,6 +59,10 @@ bench-peers:
 # make bench-compare REV=HEAD~1 [COUNT=10] [BENCH=regexp] [PKGS="./engine ./arena ./wire"]
 bench-compare:
 	bash bench/compare.sh
+
+# make bench-ab [REV_A=HEAD] [REV_B=.] [ENV_A=...] [ENV_B=...] [SCENARIO=reqreply] [ROUNDS=3] [D=5s]
+bench-ab:
+	bash bench/ab.sh
 
 # make profile [SCENARIO=reqreply] [PROFILE_SECONDS=15]: saves under profiles/SCENARIO/.
 profile:
