@@ -88,7 +88,7 @@ done
 for round in $(seq "$ROUNDS"); do
 	echo
 	echo "== round $round"
-	paste <("$tmp/queenbench" -table "$OUT/a-$round.json" | awk -F'  +' 'NF>3 && $3!="" {print $3 "\t" $4}') \
-		<("$tmp/queenbench" -table "$OUT/b-$round.json" | awk -F'  +' 'NF>3 && $3!="" {print $4}') |
+	paste <("$tmp/queenbench" -table "$OUT/a-$round.json" | awk -F'  +' 'NF>3 && $3!="" && $3!="figure" {print $3 "\t" $4}') \
+		<("$tmp/queenbench" -table "$OUT/b-$round.json" | awk -F'  +' 'NF>3 && $3!="" && $3!="figure" {print $4}') |
 		awk -F'\t' 'BEGIN {printf "%-44s %14s %14s\n", "figure", "A", "B"} {printf "%-44s %14s %14s\n", $1, $2, $3}'
 done | tee "$OUT/table.txt"

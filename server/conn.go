@@ -1,28 +1,43 @@
 package server
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/queenmq/ephemeral/wire"
 )
 
+// Connection states (conn.state): the one word that the loop and a
+// goroutine completing the connection's parked pop both read.
+const (
+	stIdle        int32 = iota // served on its loop
+	stBusy                     // an answer is being made off the loop; its AsyncWrite resumes the connection
+	stDirect                   // a parked pop whose answer its completer may write to the socket itself (writeDirect)
+	stDirectInput              // stDirect, and requests arrived meanwhile: the completer wakes the loop for them
+)
+
 // conn is one connection's state. Every field but the atomics is touched
-// only on the connection's event loop.
+// only on the connection's event loop, except while the connection is in
+// stDirect: then the goroutine that completes its parked pop owns the pop's
+// fields (parked, sink, reqRoute, reqStart) until it publishes stIdle.
 type conn struct {
 	s    *Server
 	c    gnet.Conn
 	loop gnet.EventLoop
 	p    *wire.Parser // lent by the loop while part of a request is buffered
 
-	out        []byte // answers of this round, written at its end
-	closeAfter bool   // close once the answers so far have left
-	isClosed   bool
-	parked     bool    // sink belongs to the engine until its Complete
-	sink       popSink // every pop's; one suffices, since input waits while a pop is parked
-	deferred   []*conn // same-loop connections whose parked pop this round completed
+	out        []byte     // answers of this round, written at its end
+	closeAfter bool       // close once the answers so far have left
+	isClosed   bool       // set under wmu: a direct writer checks it
+	wmu        sync.Mutex // held across a direct write and by closed, so a socket is never closed under a write
+	parked     bool       // sink belongs to the engine until its Complete
+	sink       popSink    // every pop's; one suffices, since input waits while a pop is parked
+	deferred   []*conn    // same-loop connections whose parked pop this round completed
 	onWritten  gnet.AsyncCallback
 
 	// The identity of the request being served (set by admit).
@@ -39,7 +54,7 @@ type conn struct {
 	// Read by the tick goroutine.
 	lastActive atomic.Int64
 	headSince  atomic.Int64 // when the pending request's head began, 0 = none
-	busy       atomic.Bool  // an answer is being made off the loop; input waits
+	state      atomic.Int32 // stIdle, stBusy, stDirect or stDirectInput
 }
 
 func newConn(s *Server, c gnet.Conn) *conn {
@@ -53,19 +68,30 @@ func newConn(s *Server, c gnet.Conn) *conn {
 
 func (cs *conn) onTraffic() gnet.Action {
 	cs.lastActive.Store(cs.s.now.Load())
-	if cs.busy.Load() {
+	for {
+		switch cs.state.Load() {
+		case stIdle:
+			return cs.serveBuffered()
+		case stDirect:
+			// Whoever completes the parked pop must wake this loop for
+			// what just arrived; if it completed first, serve it now.
+			if !cs.state.CompareAndSwap(stDirect, stDirectInput) {
+				continue
+			}
+		}
+		// Requests wait behind the answer being made; whoever ends the
+		// busy spell serves them.
 		if cs.c.InboundBuffered() > cs.s.cfg.MaxPipelined {
 			return gnet.Close // requests queue behind a busy one without bound
 		}
 		return gnet.None
 	}
-	return cs.serveBuffered()
 }
 
 // serveBuffered serves every complete request buffered, in order, until one
 // makes the connection busy, then writes the answers.
 func (cs *conn) serveBuffered() gnet.Action {
-	for !cs.busy.Load() && !cs.closeAfter {
+	for cs.state.Load() == stIdle && !cs.closeAfter {
 		buf, _ := cs.c.Peek(-1)
 		if len(buf) == 0 {
 			cs.headSince.Store(0)
@@ -133,7 +159,18 @@ func (cs *conn) flush() gnet.Action {
 	if cs.c.OutboundBuffered() > cs.s.cfg.MaxOutbound {
 		return gnet.Close // the client does not read its answers
 	}
-	if cs.closeAfter && !cs.busy.Load() {
+	if cs.parked && cs.c.OutboundBuffered() == 0 {
+		// Everything answered before the parked pop has left, and the loop
+		// writes nothing more to this connection until the pop is answered:
+		// from here its completer may write the answer itself (and wake the
+		// loop for requests already waiting behind the pop).
+		next := stDirect
+		if cs.c.InboundBuffered() > 0 {
+			next = stDirectInput
+		}
+		cs.state.CompareAndSwap(stBusy, next)
+	}
+	if cs.closeAfter && cs.state.Load() == stIdle {
 		return gnet.Close
 	}
 	return gnet.None
@@ -141,7 +178,7 @@ func (cs *conn) flush() gnet.Action {
 
 // goBusy marks the connection as waiting for an answer made off the loop.
 func (cs *conn) goBusy() {
-	cs.busy.Store(true)
+	cs.state.Store(stBusy)
 }
 
 // answerAsync writes an answer made off the loop (any goroutine); the
@@ -156,7 +193,7 @@ func (cs *conn) answerAsync(resp []byte) {
 // resumeAfterAsync runs on the loop after an async answer was written.
 func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 	if err != nil || cs.isClosed {
-		cs.busy.Store(false)
+		cs.state.Store(stIdle)
 		return nil
 	}
 	if cs.resume() == gnet.Close {
@@ -168,24 +205,87 @@ func (cs *conn) resumeAfterAsync(c gnet.Conn, err error) error {
 // resume ends a busy spell on the loop: the answer has left (or sits in
 // cs.out), so the connection serves the requests that queued behind it.
 func (cs *conn) resume() gnet.Action {
-	cs.busy.Store(false)
+	cs.endPark()
+	cs.state.Store(stIdle)
+	return cs.serveBuffered()
+}
+
+// endPark closes a parked pop's busy spell: Complete has run and its answer
+// is written, so the engine is done with the sink and it can serve the
+// next pop.
+func (cs *conn) endPark() {
 	if cs.parked {
-		// Complete has run and its answer is written: the engine is done
-		// with the sink, so it can serve the next pop.
 		cs.parked = false
 		if cap(cs.sink.resp) > 1<<20 {
 			cs.sink.resp, cs.sink.body = nil, nil
 		}
 	}
 	cs.lastActive.Store(cs.s.now.Load())
-	return cs.serveBuffered()
+}
+
+// writeDirect writes the answer of the connection's parked pop straight to
+// its socket from the goroutine that completed the pop (another event loop,
+// the timing wheel), and ends the busy spell without waking the
+// connection's loop unless requests arrived meanwhile. On two loops this
+// takes an eventfd write, a wake-up of the other loop and its epoll round
+// off most request/reply round trips.
+//
+// It is safe because the connection is in stDirect: gnet's outbound buffer
+// was empty when the pop parked and the loop adds nothing to it until the
+// spell ends, so the answer cannot overtake earlier bytes; and gnet calls
+// OnClose (closed takes wmu) before it closes the socket, so the descriptor
+// written to is this connection's. A short write hands the rest to gnet.
+func (cs *conn) writeDirect(resp []byte) {
+	cs.wmu.Lock()
+	if cs.isClosed {
+		cs.wmu.Unlock()
+		return // nobody to answer; the loop has cleaned up
+	}
+	n, err := unix.Write(cs.c.Fd(), resp)
+	for err == unix.EINTR {
+		n, err = unix.Write(cs.c.Fd(), resp)
+	}
+	switch {
+	case err == unix.EAGAIN || err == nil && n < len(resp):
+		// The socket is full: gnet queues the rest and resumes the
+		// connection once it has left.
+		cs.wmu.Unlock()
+		cs.answerAsync(resp[max(n, 0):])
+		return
+	case err != nil:
+		cs.wmu.Unlock()
+		return // the connection is broken; its loop sees it close
+	}
+	cs.s.directWrites.Add(1)
+	cs.s.m.observe(cs.reqRoute, cs.reqStart)
+	cs.endPark()
+	woken := cs.state.Swap(stIdle) == stDirectInput
+	cs.wmu.Unlock()
+	if woken {
+		_ = cs.loop.Execute(context.Background(), gnet.RunnableFunc(cs.serveWoken))
+	}
+}
+
+// serveWoken serves, on the loop, requests that arrived while a parked pop
+// was answered by writeDirect.
+func (cs *conn) serveWoken(context.Context) error {
+	if cs.isClosed || cs.state.Load() != stIdle {
+		return nil
+	}
+	if cs.serveBuffered() == gnet.Close {
+		return cs.c.Close()
+	}
+	return nil
 }
 
 // closed runs on the loop when the connection closes: a parked pop is
 // removed at once and is never handed messages (D13).
 func (cs *conn) closed() {
+	cs.wmu.Lock()
 	cs.isClosed = true
-	if cs.parked {
+	parked := cs.parked
+	cs.wmu.Unlock()
+	if parked {
 		cs.s.e.Cancel(cs.sink.parked)
 	}
 	if cs.p != nil {

@@ -59,6 +59,10 @@ func (k *popSink) Complete(_ int, by any) {
 		return
 	}
 	k.resp = wire.AppendResponse(k.resp[:0], k.head, k.body)
+	if s := tc.state.Load(); s == stDirect || s == stDirectInput {
+		tc.writeDirect(k.resp)
+		return
+	}
 	tc.answerAsync(k.resp)
 }
 

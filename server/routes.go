@@ -20,7 +20,7 @@ const (
 func (cs *conn) route(req *wire.Request) {
 	cs.reqStart, cs.reqRoute = time.Now(), routeOther
 	cs.dispatch(req)
-	if !cs.busy.Load() {
+	if cs.state.Load() == stIdle {
 		cs.s.m.observe(cs.reqRoute, cs.reqStart)
 	}
 }

@@ -49,6 +49,8 @@ type Server struct {
 	retryAfter atomic.Int64
 	stopping   atomic.Bool
 	now        atomic.Int64 // unix nanos, refreshed by the tick
+
+	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 }
 
 // New returns a server; Start runs it.
@@ -171,7 +173,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.now.Store(now)
 	headLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.IdleTimeout)
 	s.conns.Range(func(cs *conn, _ struct{}) bool {
-		if cs.busy.Load() {
+		if cs.state.Load() != stIdle {
 			return true // a parked pop or a store call has its own bound
 		}
 		if since := cs.headSince.Load(); since != 0 && now-since > headLimit {
