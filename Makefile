@@ -17,7 +17,7 @@ help:
 	@echo "run            start the broker (go run ./cmd/queen)"
 	@echo "test           go test -race on every package"
 	@echo "bench          micro-benchmarks of engine and arena"
-	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, one table (D=10s)"
+	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
 	@echo "bench-compare  micro-benchmarks of engine, arena, wire: working tree vs REV, benchstat"
 	@echo "bench-ab       one scenario end to end, broker A vs broker B alternating (REV_A, ENV_B, ...)"
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"

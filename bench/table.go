@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -93,13 +94,34 @@ var cpuRows = []row{
 	{"", "load tool CPU (cores)", "", clientCPU},
 }
 
-// index keeps the last result for each scenario and target.
-func index(results []*Result) map[string]*Result {
-	m := map[string]*Result{}
+// index groups the results by scenario and target: several runs of one
+// pair (make bench-peers ROUNDS) are summarised by their median.
+func index(results []*Result) map[string][]*Result {
+	m := map[string][]*Result{}
 	for _, r := range results {
-		m[r.Scenario+"/"+r.Target] = r
+		k := r.Scenario + "/" + r.Target
+		m[k] = append(m[k], r)
 	}
 	return m
+}
+
+// median is the median of get over the runs that have the figure (the
+// mean of the middle two for an even count).
+func median(runs []*Result, get func(*Result) (float64, bool)) (float64, bool) {
+	var vs []float64
+	for _, r := range runs {
+		if v, ok := get(r); ok {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return 0, false
+	}
+	sort.Float64s(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2, true
+	}
+	return vs[len(vs)/2], true
 }
 
 func fmtValue(v float64) string {
@@ -118,6 +140,10 @@ func PrintTable(w io.Writer, results []*Result) {
 	idx := index(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tfigure\tbroker\tredis\tnats\tbroker/redis\tbroker/nats\tbetter\t")
+	most := 0
+	for _, runs := range idx {
+		most = max(most, len(runs))
+	}
 	for _, sc := range Scenarios {
 		var any bool
 		for _, t := range Targets {
@@ -140,12 +166,7 @@ func PrintTable(w io.Writer, results []*Result) {
 			vals := map[string]float64{}
 			cells := []string{r.scenario, r.metric}
 			for _, t := range Targets {
-				res := idx[sc+"/"+t]
-				if res == nil {
-					cells = append(cells, "-")
-					continue
-				}
-				v, ok := r.get(res)
+				v, ok := median(idx[sc+"/"+t], r.get)
 				if !ok {
 					cells = append(cells, "-")
 					continue
@@ -167,25 +188,24 @@ func PrintTable(w io.Writer, results []*Result) {
 		}
 	}
 	tw.Flush()
+	if most > 1 {
+		fmt.Fprintf(w, "\n(each figure is the median of up to %d runs of its scenario and target)\n", most)
+	}
 	printGoals(w, idx)
 }
 
 type goal struct {
 	what     string
 	scenario string
-	check    func(idx map[string]*Result) (ok bool, detail string, known bool)
+	check    func(idx map[string][]*Result) (ok bool, detail string, known bool)
 }
 
 // ratioGoal: broker's figure times factor against the peer's (higher is better
 // when higher, else lower).
 func ratioGoal(what, sc, peer string, factor float64, get func(*Result) (float64, bool), higher bool) goal {
-	return goal{what, sc, func(idx map[string]*Result) (bool, string, bool) {
-		b, p := idx[sc+"/broker"], idx[sc+"/"+peer]
-		if b == nil || p == nil {
-			return false, "", false
-		}
-		bv, ok1 := get(b)
-		pv, ok2 := get(p)
+	return goal{what, sc, func(idx map[string][]*Result) (bool, string, bool) {
+		bv, ok1 := median(idx[sc+"/broker"], get)
+		pv, ok2 := median(idx[sc+"/"+peer], get)
 		if !ok1 || !ok2 || pv == 0 {
 			return false, "", false
 		}
@@ -198,12 +218,8 @@ func ratioGoal(what, sc, peer string, factor float64, get func(*Result) (float64
 }
 
 func limitGoal(what, sc string, limit float64) goal {
-	return goal{what, sc, func(idx map[string]*Result) (bool, string, bool) {
-		b := idx[sc+"/broker"]
-		if b == nil {
-			return false, "", false
-		}
-		v, ok := perUnit(b)
+	return goal{what, sc, func(idx map[string][]*Result) (bool, string, bool) {
+		v, ok := median(idx[sc+"/broker"], perUnit)
 		if !ok {
 			return false, "", false
 		}
@@ -221,7 +237,7 @@ var goals = []goal{
 	limitGoal("under 2 KiB per parked pop", "parked", 2048),
 }
 
-func printGoals(w io.Writer, idx map[string]*Result) {
+func printGoals(w io.Writer, idx map[string][]*Result) {
 	header := false
 	for _, g := range goals {
 		if idx[g.scenario+"/broker"] == nil {
