@@ -289,9 +289,8 @@ func (cs *conn) closed() {
 		cs.s.e.Cancel(cs.sink.parked)
 	}
 	if cs.p != nil {
-		if cs.p.Reset(); cs.p.Idle() {
-			cs.ls.giveBack(cs.p)
-		}
+		cs.p.Reset() // forgets the half-read request: idle again
+		cs.ls.giveBack(cs.p)
 		cs.p = nil
 	}
 }

@@ -54,7 +54,7 @@ var settings = []setting{
 	{"QUEEN_MAX_BODY_BYTES", "67108864", "largest request body (64 MiB): a larger one is a 400 and the connection closes"},
 	{"QUEEN_HEADER_TIMEOUT_MS", "10000", "close a connection whose request head takes longer than this"},
 	{"QUEEN_IDLE_TIMEOUT_S", "120", "close a keep-alive connection idle this long"},
-	{"QUEEN_EVENT_LOOPS", "0", "event loops (0 = one per CPU)"},
+	{"QUEEN_EVENT_LOOPS", "0", "event loops (0 = half the CPUs, at least one; docs/server.md says why)"},
 	{"QUEEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"QUEEN_PPROF_ADDR", "", "serve net/http/pprof at this separate address, e.g. 127.0.0.1:6060 (unset = off); also samples mutex and block profiles"},
 }
