@@ -25,7 +25,7 @@ func TestSmoke(t *testing.T) {
 		t.Run(sc, func(t *testing.T) {
 			cfg := Defaults()
 			cfg.Scenario, cfg.Target, cfg.Addr, cfg.PID = sc, "broker", addr, pid
-			cfg.Duration, cfg.Warmup = time.Second, 200*time.Millisecond
+			cfg.Duration, cfg.Warmup = 2*time.Second, 200*time.Millisecond // the 2-second smoke
 			cfg.Requesters, cfg.Responders = 4, 2
 			cfg.Inboxes, cfg.Collect = 2000, 15*time.Second
 			cfg.Parked = 200
