@@ -226,7 +226,8 @@ func (cs *conn) endPark() {
 // writeDirect writes the answer of the connection's parked pop straight to
 // its socket from the goroutine that completed the pop (another event loop,
 // the timing wheel), and ends the busy spell without waking the
-// connection's loop unless requests arrived meanwhile. On two loops this
+// connection's loop unless requests arrived meanwhile or the connection is
+// to close after the answer. On two loops this
 // takes an eventfd write, a wake-up of the other loop and its epoll round
 // off most request/reply round trips.
 //
@@ -259,15 +260,18 @@ func (cs *conn) writeDirect(resp []byte) {
 	cs.s.directWrites.Add(1)
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
 	cs.endPark()
-	woken := cs.state.Swap(stIdle) == stDirectInput
+	// The loop has more to do when requests wait behind the pop, or when the
+	// pop's request asked to close (closeAfter was set before stDirect).
+	wake := cs.state.Swap(stIdle) == stDirectInput || cs.closeAfter
 	cs.wmu.Unlock()
-	if woken {
+	if wake {
 		_ = cs.loop.Execute(context.Background(), gnet.RunnableFunc(cs.serveWoken))
 	}
 }
 
 // serveWoken serves, on the loop, requests that arrived while a parked pop
-// was answered by writeDirect.
+// was answered by writeDirect, or closes the connection when that pop's
+// request asked for it (flush says so).
 func (cs *conn) serveWoken(context.Context) error {
 	if cs.isClosed || cs.state.Load() != stIdle {
 		return nil

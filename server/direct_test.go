@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -134,5 +135,29 @@ func eventually(cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
+	}
+}
+
+// A parked pop of a request that asked to close ("Connection: close") is
+// answered directly, and then the connection is closed by the server.
+func TestDirectAnswerThenCloseWhenAsked(t *testing.T) {
+	ts := startServer(t, engine.Config{})
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := ts.s.directWrites.Load()
+	fmt.Fprint(c, "GET /api/v1/ephemeral/pop?queue=bye&wait=true&timeout=100 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if got := rawResponses(t, r, 1); got[0] != `200 {"queue":"bye","messages":[]}` {
+		t.Fatalf("answer: %s", got[0])
+	}
+	if !eventually(func() bool { return ts.s.directWrites.Load() > before }) {
+		t.Fatal("the timeout's answer did not take the direct path")
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("after the answer: %v, want the server to close (EOF)", err)
 	}
 }
