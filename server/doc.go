@@ -6,7 +6,10 @@
 // One connection is served in request order. A request that cannot be
 // answered on the loop (a pop that parks, a declaration write) makes the
 // connection busy: the bytes of later pipelined requests stay in gnet's
-// inbound buffer until the answer has been written with AsyncWrite, whose
-// callback, back on the loop, serves them. So responses leave in request
-// order and a parked pop holds no goroutine (P5, D13).
+// inbound buffer until the answer has been written, and are served after
+// it. The answer is written on the connection's own loop when the request
+// that completed it was served there, by the completer itself once the
+// loop has handed the connection over (stDirect, conn.writeDirect), and
+// with AsyncWrite otherwise. So responses leave in request order and a
+// parked pop holds no goroutine (P5, D13).
 package server

@@ -17,7 +17,7 @@ type popSink struct {
 	ts     *tenantState // whose deliveries the answer meters
 	head   wire.Head
 	body   []byte
-	resp   []byte // a parked pop's whole answer, until AsyncWrite is done
+	resp   []byte // a parked pop's whole answer, until it is written (directly or by AsyncWrite)
 	id     []byte
 	n      int
 	parked engine.Parked
@@ -48,6 +48,9 @@ func (k *popSink) Deliver(m engine.Message) {
 // event loop (by is that request's connection), we are on that loop's
 // goroutine: the answer joins the connection's output and the connection
 // resumes at the end of the pusher's round, with no cross-loop AsyncWrite.
+// Otherwise (another loop, the timing wheel, the kill switch) the completer
+// writes the answer itself when the loop has handed the connection over
+// (writeDirect), else through AsyncWrite.
 func (k *popSink) Complete(_ int, by any) {
 	k.body = wire.AppendPopEnd(k.body)
 	k.ts.delivered.Add(k.n) // metering: a pop meters as deliveries
