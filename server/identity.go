@@ -100,6 +100,7 @@ type Auth struct {
 	jwks        keyfunc.Keyfunc // nil without QUEEN_JWT_JWKS_URL
 	tenantClaim string
 	gwSecret    []byte
+	tokens      *tokenCache // jwt: identities of tokens that verified
 }
 
 // NewAuth checks cfg and builds the identifier.
@@ -149,6 +150,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 			opts = append(opts, jwt.WithAudience(cfg.Audience))
 		}
 		a.parser = jwt.NewParser(opts...)
+		a.tokens = newTokenCache()
 		a.tenantClaim = cfg.TenantClaim
 		if a.tenantClaim == "" {
 			a.tenantClaim = "tenant"
@@ -225,8 +227,12 @@ func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
 	if len(h) == 0 {
 		return "", 0, errNoCredential
 	}
+	if e, ok := a.tokens.get(bytesString(h)); ok {
+		return e.tenant, e.level, nil
+	}
+	token := string(h)
 	claims := jwt.MapClaims{}
-	if _, err := a.parser.ParseWithClaims(string(h), claims, a.key); err != nil {
+	if _, err := a.parser.ParseWithClaims(token, claims, a.key); err != nil {
 		return "", 0, errBadToken
 	}
 	tenant := defaultTenant
@@ -253,6 +259,11 @@ func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
 	if level == 0 {
 		return "", 0, errNoRole
 	}
+	var exp time.Time
+	if t, err := claims.GetExpirationTime(); err == nil && t != nil {
+		exp = t.Time
+	}
+	a.tokens.put(token, tenant, level, exp)
 	return tenant, level, nil
 }
 
