@@ -69,18 +69,8 @@ func (b *AckBody) Decode(body []byte) error {
 
 func (b *AckBody) decode(body []byte) *Error {
 	s := scanner{b: body, what: "ack body", code: CodeBadRequest, s: &b.scratch}
-	if err := s.open(); err != nil {
-		return err
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "queue":
 			if err = s.once(&seen, ackQueue, key); err == nil {
@@ -101,11 +91,9 @@ func (b *AckBody) decode(body []byte) *Error {
 		default:
 			err = s.fail("unknown key %s in the ack body; the keys are queue, group and acks", quote(key))
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := s.close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	switch {

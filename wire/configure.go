@@ -74,18 +74,8 @@ const (
 
 func (b *ConfigureBody) decode(body []byte) *Error {
 	s := scanner{b: body, what: "configure body", code: CodeBadRequest, s: &b.scratch}
-	if err := s.open(); err != nil {
-		return err
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "queue":
 			if err = s.once(&seen, cfgQueue, key); err == nil {
@@ -105,11 +95,9 @@ func (b *ConfigureBody) decode(body []byte) *Error {
 		default:
 			err = s.fail("unknown key %s in the configure body; the keys are queue and options", quote(key))
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := s.close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if seen&cfgQueue == 0 {

@@ -92,6 +92,27 @@ func (s *scanner) close() *Error {
 	return nil
 }
 
+// body reads a whole body: one JSON object and nothing after it. For each
+// member, in order, field gets the decoded key with the scanner at the
+// value, which field must read; its refusal ends the body.
+func (s *scanner) body(field func(key []byte) *Error) *Error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	for n := 0; ; n++ {
+		key, ok, err := s.member(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return s.close()
+		}
+		if err := field(key); err != nil {
+			return err
+		}
+	}
+}
+
 // member advances to the n-th (from 0) member of an object whose '{' has
 // been read and returns its key (decoded), positioned at the value. ok is
 // false, with the '}' read, when the object is over.

@@ -45,18 +45,8 @@ func (b *PushBody) Decode(body []byte) error {
 
 func (b *PushBody) decode(body []byte) *Error {
 	s := scanner{b: body, what: "push body", code: CodeBadRequest, s: &b.scratch}
-	if err := s.open(); err != nil {
-		return err
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "queue":
 			if err = s.once(&seen, pushQueue, key); err == nil {
@@ -77,11 +67,9 @@ func (b *PushBody) decode(body []byte) *Error {
 		default:
 			err = s.fail("unknown key %s in the push body; the keys are queue, partition and messages", quote(key))
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := s.close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	switch {

@@ -20,18 +20,8 @@ func (b *QueueBody) Decode(body []byte) error {
 
 func (b *QueueBody) decode(body []byte) *Error {
 	s := scanner{b: body, what: "reset body", code: CodeBadRequest, s: &b.scratch}
-	if err := s.open(); err != nil {
-		return err
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := s.body(func(key []byte) (err *Error) {
 		if string(key) != "queue" {
 			return s.fail("unknown key %s in the reset body; the only key is queue", quote(key))
 		}
@@ -40,11 +30,9 @@ func (b *QueueBody) decode(body []byte) *Error {
 				err = CheckName("queue", b.Queue)
 			}
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := s.close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if seen == 0 {

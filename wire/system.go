@@ -21,18 +21,8 @@ func (k *KillSwitchBody) Decode(body []byte) error {
 }
 
 func (k *KillSwitchBody) decode(s *scanner) *Error {
-	if err := s.open(); err != nil {
-		return err
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "enabled":
 			if err = s.once(&seen, 1, key); err == nil {
@@ -45,11 +35,9 @@ func (k *KillSwitchBody) decode(s *scanner) *Error {
 		default:
 			err = s.fail("unknown key %s in the kill switch body; the keys are enabled and retryAfterSeconds", quote(key))
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := s.close(); err != nil {
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if seen&1 == 0 {
@@ -86,17 +74,7 @@ func (g *GrantBody) Decode(body []byte) error {
 }
 
 func (g *GrantBody) decode(s *scanner) *Error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	return s.body(func(key []byte) (err *Error) {
 		var bit uint8
 		var dst *int64
 		var field string
@@ -114,9 +92,7 @@ func (g *GrantBody) decode(s *scanner) *Error {
 			return s.fail("the grant body has the key %s twice", quote(key))
 		}
 		g.Has |= bit
-		if *dst, _, err = s.uint(field, false); err != nil {
-			return err
-		}
-	}
-	return s.close()
+		*dst, _, err = s.uint(field, false)
+		return err
+	})
 }
