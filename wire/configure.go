@@ -130,14 +130,7 @@ func options(s *scanner, o *Options) *Error {
 		return s.fail("options must be an object, not %s", s.kind())
 	}
 	s.i++
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
+	return s.fields(func(key []byte) *Error {
 		var bit uint16
 		var dst *int64
 		var min int64
@@ -166,16 +159,12 @@ func options(s *scanner, o *Options) *Error {
 		o.Has |= bit
 		switch {
 		case dst != nil:
-			err = optionInt(s, field, dst, min)
+			return optionInt(s, field, dst, min)
 		case bit == HasPolicy:
-			err = policy(s, o)
-		default:
-			err = windowBuffer(s, o)
+			return policy(s, o)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return windowBuffer(s, o)
+	})
 }
 
 // optionInt reads a non-negative integer option of at least min (D9).
@@ -215,14 +204,7 @@ func windowBuffer(s *scanner, o *Options) *Error {
 	}
 	s.i++
 	var seen uint16
-	for n := 0; ; n++ {
-		key, ok, err := s.member(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := s.fields(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "ms":
 			if err = s.once(&seen, 1, key); err == nil {
@@ -235,9 +217,10 @@ func windowBuffer(s *scanner, o *Options) *Error {
 		default:
 			err = s.fail("unknown key %s in options.windowBuffer; the keys are ms and count", quote(key))
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if seen != 3 {
 		return s.fail("options.windowBuffer needs both ms and count")

@@ -99,13 +99,22 @@ func (s *scanner) body(field func(key []byte) *Error) *Error {
 	if err := s.open(); err != nil {
 		return err
 	}
+	if err := s.fields(field); err != nil {
+		return err
+	}
+	return s.close()
+}
+
+// fields reads the members of an object whose '{' has been read, through
+// its '}', handing each key to field as body does.
+func (s *scanner) fields(field func(key []byte) *Error) *Error {
 	for n := 0; ; n++ {
 		key, ok, err := s.member(n)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return s.close()
+			return nil
 		}
 		if err := field(key); err != nil {
 			return err
