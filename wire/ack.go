@@ -74,15 +74,11 @@ func (b *AckBody) decode(body []byte) *Error {
 		switch string(key) {
 		case "queue":
 			if err = s.once(&seen, ackQueue, key); err == nil {
-				if b.Queue, _, err = s.str("queue", false); err == nil {
-					err = CheckName("queue", b.Queue)
-				}
+				err = s.name("queue", &b.Queue, false)
 			}
 		case "group":
 			if err = s.once(&seen, ackGroup, key); err == nil {
-				if b.Group, _, err = s.str("group", true); err == nil {
-					err = checkOptionalName("group", b.Group)
-				}
+				err = s.name("group", &b.Group, true)
 			}
 		case "acks":
 			if err = s.once(&seen, ackAcks, key); err == nil {
@@ -106,27 +102,13 @@ func (b *AckBody) decode(body []byte) *Error {
 }
 
 func (b *AckBody) acks(s *scanner) *Error {
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return s.fail("acks must be an array, not %s", s.kind())
-	}
-	s.i++
-	for n := 0; ; n++ {
-		ok, err := s.element(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
-		if n == MaxBatch {
-			return s.fail("acks holds more than %d items; at most %d are allowed per call", MaxBatch, MaxBatch)
-		}
+	return s.batch("acks", func(n int) *Error {
 		item, err := b.item(s, n)
-		if err != nil {
-			return err
+		if err == nil {
+			b.Acks = append(b.Acks, item)
 		}
-		b.Acks = append(b.Acks, item)
-	}
+		return err
+	})
 }
 
 // item reads one {"id": .., "status"?: .., "error"?: ..}.

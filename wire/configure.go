@@ -79,9 +79,7 @@ func (b *ConfigureBody) decode(body []byte) *Error {
 		switch string(key) {
 		case "queue":
 			if err = s.once(&seen, cfgQueue, key); err == nil {
-				if b.Queue, _, err = s.str("queue", false); err == nil {
-					err = CheckName("queue", b.Queue)
-				}
+				err = s.name("queue", &b.Queue, false)
 			}
 		case "options":
 			if err = s.once(&seen, cfgOptions, key); err == nil {

@@ -122,6 +122,45 @@ func (s *scanner) fields(field func(key []byte) *Error) *Error {
 	}
 }
 
+// batch reads an array of at most MaxBatch items (push's messages, ack's
+// acks), calling item for the n-th with the scanner at it.
+func (s *scanner) batch(field string, item func(n int) *Error) *Error {
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return s.fail("%s must be an array, not %s", field, s.kind())
+	}
+	s.i++
+	for n := 0; ; n++ {
+		ok, err := s.element(n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if n == MaxBatch {
+			return s.fail("%s holds more than %d items; at most %d are allowed per call", field, MaxBatch, MaxBatch)
+		}
+		if err := item(n); err != nil {
+			return err
+		}
+	}
+}
+
+// name reads the value of a name field (D10) into dst: queue must be a
+// string; an optional one (partition, group) may also be null or "". field
+// is a constant, so that reading allocates nothing.
+func (s *scanner) name(field string, dst *[]byte, optional bool) *Error {
+	v, _, err := s.str(field, optional)
+	if err != nil {
+		return err
+	}
+	*dst = v
+	if optional {
+		return checkOptionalName(field, v)
+	}
+	return CheckName(field, v)
+}
+
 // member advances to the n-th (from 0) member of an object whose '{' has
 // been read and returns its key (decoded), positioned at the value. ok is
 // false, with the '}' read, when the object is over.

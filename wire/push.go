@@ -50,15 +50,11 @@ func (b *PushBody) decode(body []byte) *Error {
 		switch string(key) {
 		case "queue":
 			if err = s.once(&seen, pushQueue, key); err == nil {
-				if b.Queue, _, err = s.str("queue", false); err == nil {
-					err = CheckName("queue", b.Queue)
-				}
+				err = s.name("queue", &b.Queue, false)
 			}
 		case "partition":
 			if err = s.once(&seen, pushPartition, key); err == nil {
-				if b.Partition, _, err = s.str("partition", true); err == nil {
-					err = checkOptionalName("partition", b.Partition)
-				}
+				err = s.name("partition", &b.Partition, true)
 			}
 		case "messages":
 			if err = s.once(&seen, pushMessages, key); err == nil {
@@ -84,25 +80,7 @@ func (b *PushBody) decode(body []byte) *Error {
 // messages reads the messages array: at most MaxBatch elements, each
 // exactly {"payload": <value>}.
 func (b *PushBody) messages(s *scanner) *Error {
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return s.fail("messages must be an array, not %s", s.kind())
-	}
-	s.i++
-	for n := 0; ; n++ {
-		ok, err := s.element(n)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
-		if n == MaxBatch {
-			return s.fail("messages holds more than %d items; at most %d are allowed per call", MaxBatch, MaxBatch)
-		}
-		if err := b.message(s, n); err != nil {
-			return err
-		}
-	}
+	return s.batch("messages", func(n int) *Error { return b.message(s, n) })
 }
 
 // message reads one {"payload": <value>} and keeps the value's bytes.

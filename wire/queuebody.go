@@ -26,9 +26,7 @@ func (b *QueueBody) decode(body []byte) *Error {
 			return s.fail("unknown key %s in the reset body; the only key is queue", quote(key))
 		}
 		if err = s.once(&seen, 1, key); err == nil {
-			if b.Queue, _, err = s.str("queue", false); err == nil {
-				err = CheckName("queue", b.Queue)
-			}
+			err = s.name("queue", &b.Queue, false)
 		}
 		return err
 	})
