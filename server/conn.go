@@ -9,6 +9,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -24,7 +25,7 @@ const (
 // conn is one connection's state. Every field but the atomics is touched
 // only on the connection's event loop, except while the connection is in
 // stDirect: then the goroutine that completes its parked pop owns the pop's
-// fields (parked, sink, reqRoute, reqStart) until it publishes stIdle.
+// fields (sink, reqRoute, reqStart) until it publishes stIdle.
 type conn struct {
 	s    *Server
 	c    gnet.Conn
@@ -35,7 +36,6 @@ type conn struct {
 	closeAfter bool       // close once the answers so far have left
 	isClosed   bool       // set under wmu: a direct writer checks it
 	wmu        sync.Mutex // held across a direct write and by closed, so a socket is never closed under a write
-	parked     bool       // sink belongs to the engine until its Complete
 	sink       popSink    // every pop's; one suffices, since input waits while a pop is parked
 	deferred   []*conn    // same-loop connections whose parked pop this round completed
 	onWritten  gnet.AsyncCallback
@@ -159,7 +159,7 @@ func (cs *conn) flush() gnet.Action {
 	if cs.c.OutboundBuffered() > cs.s.cfg.MaxOutbound {
 		return gnet.Close // the client does not read its answers
 	}
-	if cs.parked && cs.c.OutboundBuffered() == 0 {
+	if cs.parked() && cs.c.OutboundBuffered() == 0 {
 		// Everything answered before the parked pop has left, and the loop
 		// writes nothing more to this connection until the pop is answered:
 		// from here its completer may write the answer itself (and wake the
@@ -175,6 +175,10 @@ func (cs *conn) flush() gnet.Action {
 	}
 	return gnet.None
 }
+
+// parked reports whether a pop of this connection is parked: its sink
+// belongs to the engine until Complete, and its answer is not yet written.
+func (cs *conn) parked() bool { return !cs.sink.parked.IsZero() }
 
 // goBusy marks the connection as waiting for an answer made off the loop.
 func (cs *conn) goBusy() {
@@ -214,8 +218,8 @@ func (cs *conn) resume() gnet.Action {
 // is written, so the engine is done with the sink and it can serve the
 // next pop.
 func (cs *conn) endPark() {
-	if cs.parked {
-		cs.parked = false
+	if cs.parked() {
+		cs.sink.parked = engine.Parked{}
 		if cap(cs.sink.resp) > 1<<20 {
 			cs.sink.resp, cs.sink.body = nil, nil
 		}
@@ -287,10 +291,10 @@ func (cs *conn) serveWoken(context.Context) error {
 func (cs *conn) closed() {
 	cs.wmu.Lock()
 	cs.isClosed = true
-	parked := cs.parked
+	parked := cs.sink.parked
 	cs.wmu.Unlock()
-	if parked {
-		cs.s.e.Cancel(cs.sink.parked)
+	if !parked.IsZero() {
+		cs.s.e.Cancel(parked)
 	}
 	if cs.p != nil {
 		cs.p.Reset() // forgets the half-read request: idle again

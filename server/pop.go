@@ -107,7 +107,6 @@ func (cs *conn) pop(req *wire.Request) {
 	// further request until the answer has been written (resume), so no
 	// other pop of this connection can need the sink meanwhile.
 	k.parked = parked
-	cs.parked = true
 	cs.goBusy()
 	if cs.s.paused.Load() {
 		// The kill switch closed between admit and the park: its
