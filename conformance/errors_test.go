@@ -107,7 +107,10 @@ func TestBadRequest(t *testing.T) {
 		{"reset/queue of 513 bytes", "POST", reset, `{"queue":"` + long + `"}`},
 		{"reset/unknown key", "POST", reset, `{"queue":"q","group":"g"}`},
 		// delete and the depth read (the :queue segment, D10)
+		{"delete/empty queue", "DELETE", "/api/v1/ephemeral/queue/", ""},
 		{"delete/queue of 513 bytes", "DELETE", "/api/v1/ephemeral/queue/" + long, ""},
+		{"depth/empty queue", "GET", "/api/v1/ephemeral/queues//depth", ""},
+		{"depth/empty queue with a group", "GET", "/api/v1/ephemeral/queues//depth?group=g", ""},
 		{"delete/queue with a control", "DELETE", "/api/v1/ephemeral/queue/a%01", ""},
 		{"depth/queue of 513 bytes", "GET", "/api/v1/ephemeral/queues/" + long + "/depth", ""},
 		{"depth/queue with a control", "GET", "/api/v1/ephemeral/queues/a%7F/depth", ""},

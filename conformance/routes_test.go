@@ -187,7 +187,10 @@ func TestUnknownRoutes(t *testing.T) {
 		{"GET", "/api/v1/ephemeral/nope", 404, "not_found"},
 		{"GET", "/api/v1/ephemeral/queues/q/depth/more", 404, "not_found"},
 		{"GET", "/api/v1/ephemeral/queues/q", 404, "not_found"},
-		{"DELETE", "/api/v1/ephemeral/queue/", 404, "not_found"},
+		{"GET", "/api/v1/ephemeral/queues/depth", 404, "not_found"}, // no :queue segment at all
+		// An empty :queue segment is the route with a bad name (D10): 400.
+		{"DELETE", "/api/v1/ephemeral/queue/", 400, "ephemeral_bad_request"},
+		{"GET", "/api/v1/ephemeral/queues//depth", 400, "ephemeral_bad_request"},
 		{"PUT", "/api/v1/ephemeral/push", 405, "method_not_allowed"},
 		{"GET", "/api/v1/ephemeral/push", 405, "method_not_allowed"},
 		{"POST", "/api/v1/ephemeral/pop", 405, "method_not_allowed"},

@@ -48,4 +48,6 @@ func refusal(err error) *wire.Error {
 var (
 	errNoRoute = &wire.Error{Status: 404, Code: codeNoRoute, Msg: "no such route"}
 	errMethod  = &wire.Error{Status: 405, Code: codeMethod, Msg: "this route does not take that method"}
+	// An empty :queue path segment (DELETE .../queue/, GET .../queues//depth).
+	errEmptyPathQueue = &wire.Error{Status: 400, Code: codeBadRequest, Msg: "the queue name in the path is empty; a queue name is 1 to 512 bytes"}
 )

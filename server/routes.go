@@ -91,21 +91,33 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 		return
 	}
 	switch {
+	// An empty :queue segment is still the route: it is a name that breaks
+	// the name rule, so it is a 400 after identity, like any other bad name
+	// (docs/server.md, routes and answers).
 	case bytes.HasPrefix(rest, []byte("queue/")):
 		cs.reqRoute = routeDeleteQueue
 		seg := rest[len("queue/"):]
-		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
+		if bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
 		} else if cs.method(req, wire.MethodDelete) && cs.admit(req, accReadWrite, true) {
-			cs.deleteQueue(req, req.PathUnescape(seg))
+			if len(seg) == 0 {
+				cs.refuse(req, errEmptyPathQueue)
+			} else {
+				cs.deleteQueue(req, req.PathUnescape(seg))
+			}
 		}
-	case bytes.HasPrefix(rest, []byte("queues/")) && bytes.HasSuffix(rest, []byte(depthTail)):
+	case len(rest) >= len("queues/")+len(depthTail) &&
+		bytes.HasPrefix(rest, []byte("queues/")) && bytes.HasSuffix(rest, []byte(depthTail)):
 		cs.reqRoute = routeDepth
 		seg := rest[len("queues/") : len(rest)-len(depthTail)]
-		if len(seg) == 0 || bytes.IndexByte(seg, '/') >= 0 {
+		if bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
 		} else if cs.method(req, wire.MethodGet) && cs.admit(req, accRead, true) {
-			cs.depthRead(req, req.PathUnescape(seg))
+			if len(seg) == 0 {
+				cs.refuse(req, errEmptyPathQueue)
+			} else {
+				cs.depthRead(req, req.PathUnescape(seg))
+			}
 		}
 	default:
 		cs.refuse(req, errNoRoute)
