@@ -146,14 +146,26 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// /metrics needs no identity, like /health, in every auth mode; a request
-// refused for its identity counts as a refusal.
+// With QUEEN_METRICS_PUBLIC=true, /metrics needs no identity, like
+// /health, in every auth mode; a request refused for its identity counts as
+// a refusal. (Without it, /metrics follows the admin scope: the tests of
+// adminscope_test.go and TestMetricsProtectedByDefault.)
 func TestMetricsNeedNoIdentity(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "jwt", "QUEEN_JWT_SECRET": "metrics-test-secret"})
+	b := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "jwt", "QUEEN_JWT_SECRET": "metrics-test-secret", "QUEEN_METRICS_PUBLIC": "true"})
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("q", "", `1`)).wantErr(t, 401, "unauthorized")
 	m, body := b.scrape(t)
 	if v := m[`queen_ephemeral_refusals_total{code="unauthorized"}`]; v != 1 {
 		t.Fatalf("unauthorized refusals %v, want 1:\n%s", v, body)
 	}
+}
+
+// By default /metrics, which names every tenant, follows the admin scope:
+// in jwt mode a scrape without identity is 401 and a tenant's credential is
+// 403, so the same broker as above but without QUEEN_METRICS_PUBLIC does
+// not show its page to a loopback client with no identity.
+func TestMetricsProtectedByDefault(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "jwt", "QUEEN_JWT_SECRET": "metrics-test-secret"})
+	b.doH(t, "GET", "/metrics", nil).wantErr(t, 401, "unauthorized")
 }

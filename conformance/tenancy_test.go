@@ -436,7 +436,7 @@ func TestGrants(t *testing.T) {
 // TestRequireGrantDefaults: on by default in gateway mode, off otherwise (D14).
 func TestRequireGrantDefaults(t *testing.T) {
 	t.Parallel()
-	g := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "gateway", "QUEEN_GATEWAY_SECRET": gwSecret})
+	g := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "gateway", "QUEEN_GATEWAY_SECRET": gwSecret, "QUEEN_OPERATOR_TENANT": "ops"})
 	g.doH(t, "GET", "/api/v1/ephemeral/queues", nil, gw("t", "read-only")...).wantErr(t, 403, "feature_gated")
 	g.doH(t, "PUT", "/api/v1/system/ephemeral/grants/t", `{}`, gw("ops", "admin")...).want(t, 200, nil)
 	g.doH(t, "GET", "/api/v1/ephemeral/queues", nil, gw("t", "read-only")...).want(t, 200, nil)
@@ -479,7 +479,7 @@ func TestRefusalOrder(t *testing.T) {
 	t.Parallel()
 	t.Run("identity beats the kill switch", func(t *testing.T) {
 		t.Parallel()
-		b := startGateway(t, nil)
+		b := startGateway(t, map[string]string{"QUEEN_OPERATOR_TENANT": "ops"})
 		b.doH(t, "POST", "/api/v1/system/ephemeral", `{"enabled":false}`, gw("ops", "admin")...).want(t, 200, nil)
 		b.doH(t, "GET", "/api/v1/ephemeral/queues", nil).wantErr(t, 401, "unauthorized")
 		b.doH(t, "POST", "/api/v1/ephemeral/push", pushBody("q", "", "1"), gw("t", "read-only")...).wantErr(t, 403, "forbidden")

@@ -49,6 +49,18 @@ type Config struct {
 	// TenantMsgsPerSecond is the rate of a tenant without a grant
 	// (QUEEN_EPHEMERAL_TENANT_MSGS_PER_S, 0 = unlimited).
 	TenantMsgsPerSecond int64
+
+	// The admin scope (docs/server.md, "Admin scope"). AdminToken
+	// (QUEEN_ADMIN_TOKEN), sent as "Authorization: Bearer <token>", makes a
+	// request the broker's operator in every mode; empty = none. In mode
+	// none without it, only loopback clients may use the admin routes.
+	AdminToken []byte
+	// OperatorTenant (QUEEN_OPERATOR_TENANT): in jwt and gateway modes, an
+	// admin of this tenant is the broker's operator; empty = no tenant is.
+	OperatorTenant string
+	// MetricsPublic (QUEEN_METRICS_PUBLIC) serves /metrics to anyone;
+	// otherwise it follows the operator rule of the admin routes.
+	MetricsPublic bool
 }
 
 func (c *Config) fillDefaults() {

@@ -87,6 +87,10 @@ type AuthConfig struct {
 	Issuer      string // checked when set
 	Audience    string // checked when set
 	TenantClaim string // default "tenant"
+	// AllowNoExp accepts tokens without an exp claim
+	// (QUEEN_JWT_ALLOW_NO_EXP); by default they are 401: a token that
+	// never ends is a credential that cannot be withdrawn.
+	AllowNoExp bool
 	// Gateway: the shared secret the gateway sends in X-Queen-Gateway-Secret.
 	GatewaySecret string
 }
@@ -99,6 +103,7 @@ type Auth struct {
 	pubKey      any
 	jwks        keyfunc.Keyfunc // nil without QUEEN_JWT_JWKS_URL
 	tenantClaim string
+	allowNoExp  bool
 	gwSecret    []byte
 	tokens      *tokenCache // jwt: identities of tokens that verified
 }
@@ -151,6 +156,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 		}
 		a.parser = jwt.NewParser(opts...)
 		a.tokens = newTokenCache()
+		a.allowNoExp = cfg.AllowNoExp
 		a.tenantClaim = cfg.TenantClaim
 		if a.tenantClaim == "" {
 			a.tenantClaim = "tenant"
@@ -180,6 +186,7 @@ const defaultTenant = "default"
 var (
 	errNoCredential = &wire.Error{Status: 401, Code: "unauthorized", Msg: "no credential"}
 	errBadToken     = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the token is not valid"}
+	errNoExp        = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the token has no exp claim; exp is required (QUEEN_JWT_ALLOW_NO_EXP=true accepts tokens without one)"}
 	errBadGateway   = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the gateway secret is missing or wrong"}
 	errNoTenant     = &wire.Error{Status: 401, Code: "unauthorized", Msg: "no tenant in the request's identity"}
 	errBadTenant    = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the tenant is not a valid name"}
@@ -235,6 +242,12 @@ func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
 	if _, err := a.parser.ParseWithClaims(token, claims, a.key); err != nil {
 		return "", 0, errBadToken
 	}
+	var exp time.Time
+	if t, err := claims.GetExpirationTime(); err == nil && t != nil {
+		exp = t.Time
+	} else if !a.allowNoExp {
+		return "", 0, errNoExp // never cached: the next request is refused again
+	}
 	tenant := defaultTenant
 	if v, ok := claims[a.tenantClaim]; ok {
 		s, isStr := v.(string)
@@ -258,10 +271,6 @@ func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
 	}
 	if level == 0 {
 		return "", 0, errNoRole
-	}
-	var exp time.Time
-	if t, err := claims.GetExpirationTime(); err == nil && t != nil {
-		exp = t.Time
 	}
 	a.tokens.put(token, tenant, level, exp)
 	return tenant, level, nil

@@ -124,6 +124,11 @@ func (s *Server) appendError(dst []byte, head wire.Head, we *wire.Error) []byte 
 // serveMetrics answers GET /metrics off the loop: the engine's gauges walk
 // every tenant's queues, which a loop should not wait for.
 func (cs *conn) serveMetrics(req *wire.Request) {
+	// The page names every tenant: it follows the admin scope unless the
+	// operator made it public (docs/server.md, "Admin scope").
+	if !cs.s.cfg.MetricsPublic && !cs.adminAccess(req, needOperator, nil) {
+		return
+	}
 	head := req.Head(200)
 	head.ContentType = "text/plain; version=0.0.4; charset=utf-8"
 	cs.goBusy()

@@ -17,7 +17,8 @@ const (
 	codeGrantNotFound    = "grant_not_found"
 )
 
-// routeSystem serves the system routes (D15); every one needs admin.
+// routeSystem serves the system routes (D15). Who may use which is the
+// admin scope (adminAccess; docs/server.md, "Admin scope").
 func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 	if bytes.Equal(path, []byte(systemPath)) {
 		cs.reqRoute = routeSystem
@@ -27,7 +28,11 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 			cs.out = cs.s.appendError(cs.out, head, errMethod)
 			return
 		}
-		if !cs.admit(req, accAdmin, false) {
+		need := needReadKillSwitch
+		if req.Method == wire.MethodPost {
+			need = needOperator
+		}
+		if !cs.adminAccess(req, need, nil) {
 			return
 		}
 		if req.Method == wire.MethodPost {
@@ -53,10 +58,14 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 		cs.out = cs.s.appendError(cs.out, head, errMethod)
 		return
 	}
-	if !cs.admit(req, accAdmin, false) {
+	name := req.PathUnescape(seg)
+	need := needOperator // PUT and DELETE: a tenant may not raise (or lift) its own allowance
+	if req.Method == wire.MethodGet {
+		need = needReadGrant
+	}
+	if !cs.adminAccess(req, need, name) {
 		return
 	}
-	name := req.PathUnescape(seg)
 	if err := wire.CheckName("tenant", name); err != nil {
 		cs.out = cs.s.appendError(cs.out, req.Head(0), &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: err.Msg})
 		return

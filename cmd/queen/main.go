@@ -94,7 +94,11 @@ func run(getenv func(string) string) error {
 		GatewaySecret: ev.str("QUEEN_GATEWAY_SECRET"),
 		JWKSURL:       ev.str("QUEEN_JWT_JWKS_URL"),
 		JWKSRefresh:   time.Duration(ev.int64("QUEEN_JWT_JWKS_REFRESH_S")) * time.Second,
+		AllowNoExp:    ev.bool("QUEEN_JWT_ALLOW_NO_EXP", false),
 	}
+	scfg.AdminToken = []byte(ev.str("QUEEN_ADMIN_TOKEN"))
+	scfg.OperatorTenant = strings.TrimSpace(ev.str("QUEEN_OPERATOR_TENANT"))
+	scfg.MetricsPublic = ev.bool("QUEEN_METRICS_PUBLIC", false)
 	if p := ev.str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
 		pem, err := os.ReadFile(p)
 		if err != nil {
@@ -139,6 +143,9 @@ func run(getenv func(string) string) error {
 		return err
 	}
 	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", version)
+	if auth.Mode() == server.ModeNone && len(scfg.AdminToken) == 0 {
+		log.Info("protected mode: the admin routes and /metrics answer loopback clients only; set QUEEN_ADMIN_TOKEN to administer remotely")
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"net"
+	"strings"
+
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// Who may use the admin routes (the kill switch, the grants) and /metrics:
+// docs/server.md, "Admin scope". Broker-wide verbs need a broker operator:
+// the admin token in any mode, a loopback client in mode none without a
+// token (protected mode), or an admin of the operator tenant in jwt and
+// gateway modes. A tenant's admin reads the kill switch and its own grant,
+// and nothing broker-wide.
+
+// adminNeed is what an admin request asks for.
+type adminNeed uint8
+
+const (
+	needOperator       adminNeed = iota // set the kill switch, set or delete a grant, read /metrics
+	needReadKillSwitch                  // read the kill switch: any admin
+	needReadGrant                       // read a grant: the operator, or an admin of that tenant
+)
+
+// Refusals of the admin scope, allocated once.
+var (
+	errProtected = &wire.Error{Status: 403, Code: "forbidden", Msg: "the admin routes and /metrics answer only loopback clients " +
+		"while QUEEN_AUTH_MODE=none and no admin token is set; to administer the broker remotely set QUEEN_ADMIN_TOKEN " +
+		"and send it as Authorization: Bearer <token>"}
+	errAdminToken = &wire.Error{Status: 401, Code: "unauthorized", Msg: "this route needs the admin token: " +
+		"Authorization: Bearer <QUEEN_ADMIN_TOKEN>"}
+	errNotOperator = &wire.Error{Status: 403, Code: "forbidden", Msg: "this route is broker-wide: it needs the admin token " +
+		"(QUEEN_ADMIN_TOKEN) or an admin of the operator tenant (QUEEN_OPERATOR_TENANT); a tenant's admin may read " +
+		"the kill switch and its own grant only"}
+	errOtherGrant = &wire.Error{Status: 403, Code: "forbidden", Msg: "a tenant's admin may read its own grant only; " +
+		"other tenants' grants need the admin token or an admin of the operator tenant"}
+)
+
+// adminAccess admits req to an admin route that needs need (grantTenant
+// names the grant of a grant route), or appends the refusal and returns
+// false.
+func (cs *conn) adminAccess(req *wire.Request, need adminNeed, grantTenant []byte) bool {
+	s := cs.s
+	if len(s.cfg.AdminToken) > 0 {
+		if tok := bearerToken(req); len(tok) > 0 && subtle.ConstantTimeCompare(tok, s.cfg.AdminToken) == 1 {
+			return true
+		}
+	}
+	if s.auth.Mode() == ModeNone {
+		switch {
+		case len(s.cfg.AdminToken) > 0:
+			cs.out = s.appendError(cs.out, req.Head(0), errAdminToken)
+			return false
+		case !cs.loopback():
+			cs.out = s.appendError(cs.out, req.Head(0), errProtected)
+			return false
+		}
+		return true
+	}
+	tenant, level, werr := s.auth.identify(req)
+	if werr != nil {
+		cs.out = s.appendError(cs.out, req.Head(0), werr)
+		return false
+	}
+	if level != accAdmin {
+		cs.out = s.appendError(cs.out, req.Head(0), errLevel)
+		return false
+	}
+	if s.cfg.OperatorTenant != "" && tenant == s.cfg.OperatorTenant {
+		return true
+	}
+	switch need {
+	case needReadKillSwitch:
+		return true
+	case needReadGrant:
+		if string(grantTenant) == tenant {
+			return true
+		}
+		cs.out = s.appendError(cs.out, req.Head(0), errOtherGrant)
+		return false
+	}
+	cs.out = s.appendError(cs.out, req.Head(0), errNotOperator)
+	return false
+}
+
+// bearerToken returns the credential of the Authorization header, with or
+// without its "Bearer " scheme (the JWT mode takes both too).
+func bearerToken(req *wire.Request) []byte {
+	h, _ := req.Header("Authorization")
+	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
+		h = bytes.TrimLeft(h[7:], " ")
+	}
+	return h
+}
+
+// loopback reports whether the client connects from a loopback address
+// (127.0.0.0/8, ::1, or either mapped into IPv6). gnet records the peer's
+// address at accept; it is read on the connection's loop.
+func (cs *conn) loopback() bool { return isLoopback(cs.c.RemoteAddr()) }
+
+func isLoopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
