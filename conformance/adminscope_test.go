@@ -261,4 +261,3 @@ func TestEmptyQueueNameInPath(t *testing.T) {
 		wantMsg(t, e, "queue name in the path is empty")
 	}
 }
-
