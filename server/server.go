@@ -51,6 +51,7 @@ type Server struct {
 	now        atomic.Int64 // unix nanos, refreshed by the tick
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
+	listCounters              // streamed listings (liststream.go)
 }
 
 // New returns a server; Start runs it.

@@ -7,35 +7,21 @@ import (
 
 // listQueues serves GET /api/v1/ephemeral/queues: every queue of the
 // tenant with its gauges and options in force, and the cell's bytes (spec,
-// the two status reads). Read from memory; no store call.
+// the two status reads). Read from memory; no store call. A tenant with
+// more than listWholeMax queues gets the listing streamed (streamQueues),
+// never held whole.
 func (cs *conn) listQueues(req *wire.Request) {
+	if cs.s.e.QueueCount(cs.tenant) > listWholeMax {
+		cs.streamQueues(req)
+		return
+	}
 	cs.ls.queues = cs.s.e.Queues(cs.tenant, cs.ls.queues[:0])
 	b := append(cs.ls.scratch[:0], `{"queues":[`...)
-	for i, q := range cs.ls.queues {
+	for i := range cs.ls.queues {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"queue":`...)
-		b = wire.AppendString(b, q.Name)
-		b = append(b, `,"tier":`...)
-		b = appendTier(b, q.Declared)
-		b = append(b, `,"depth":`...)
-		b = wire.AppendInt(b, q.Depth)
-		b = append(b, `,"bytes":`...)
-		b = wire.AppendInt(b, q.Bytes)
-		b = append(b, `,"partitions":`...)
-		b = wire.AppendInt(b, int64(q.Partitions))
-		b = append(b, `,"groups":`...)
-		b = wire.AppendInt(b, int64(q.Groups))
-		b = append(b, `,"drops":{"bounds":`...)
-		b = wire.AppendInt(b, q.Drops.Bounds)
-		b = append(b, `,"ttl":`...)
-		b = wire.AppendInt(b, q.Drops.TTL)
-		b = append(b, `,"retry":`...)
-		b = wire.AppendInt(b, q.Drops.Retry)
-		b = append(b, `},"options":`...)
-		b = appendOptions(b, &q.Options)
-		b = append(b, '}')
+		b = appendQueueInfo(b, &cs.ls.queues[i])
 	}
 	b = append(b, `],"count":`...)
 	b = wire.AppendInt(b, int64(len(cs.ls.queues)))
@@ -44,6 +30,31 @@ func (cs *conn) listQueues(req *wire.Request) {
 	cs.ls.scratch = append(b, '}')
 	clear(cs.ls.queues) // drop the names until the next read
 	cs.answer(req, 200, cs.ls.scratch)
+}
+
+// appendQueueInfo appends one queue of the listing.
+func appendQueueInfo(b []byte, q *engine.QueueInfo) []byte {
+	b = append(b, `{"queue":`...)
+	b = wire.AppendString(b, q.Name)
+	b = append(b, `,"tier":`...)
+	b = appendTier(b, q.Declared)
+	b = append(b, `,"depth":`...)
+	b = wire.AppendInt(b, q.Depth)
+	b = append(b, `,"bytes":`...)
+	b = wire.AppendInt(b, q.Bytes)
+	b = append(b, `,"partitions":`...)
+	b = wire.AppendInt(b, int64(q.Partitions))
+	b = append(b, `,"groups":`...)
+	b = wire.AppendInt(b, int64(q.Groups))
+	b = append(b, `,"drops":{"bounds":`...)
+	b = wire.AppendInt(b, q.Drops.Bounds)
+	b = append(b, `,"ttl":`...)
+	b = wire.AppendInt(b, q.Drops.TTL)
+	b = append(b, `,"retry":`...)
+	b = wire.AppendInt(b, q.Drops.Retry)
+	b = append(b, `},"options":`...)
+	b = appendOptions(b, &q.Options)
+	return append(b, '}')
 }
 
 func appendTier(b []byte, declared bool) []byte {
