@@ -189,7 +189,7 @@ func TestListingIsStreamed(t *testing.T) {
 	if peak > bound || ts.s.listPeak.Load() > bound {
 		t.Fatalf("the server held %d bytes unsent for the connection (after a chunk: %d); bound %d", peak, ts.s.listPeak.Load(), bound)
 	}
-	if ts.s.listStreams.Load() != 0 {
+	if !eventually(func() bool { return ts.s.listStreams.Load() == 0 }) {
 		t.Fatalf("%d listings still under way", ts.s.listStreams.Load())
 	}
 	t.Logf("%d queues; %d looks; peak outbound %d bytes (after a chunk %d)", n, looks, peak, ts.s.listPeak.Load())
@@ -267,12 +267,8 @@ func TestStreamedListingClientGoesAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.s.listStreams.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the listing's producer did not stop after its client left")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(func() bool { return ts.s.listStreams.Load() == 0 }) {
+		t.Fatal("the listing's producer did not stop after its client left")
 	}
 	if code, _ := ts.do(t, "GET", "/health", ""); code != 200 {
 		t.Fatalf("/health after: %d", code)
