@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +24,8 @@ type Server struct {
 	cfg     Config
 	e       *engine.Engine
 	st      store.Store
-	eng     gnet.Engine
+	cli     *gnet.Client // the event loops (listener.go says why a client)
+	ln      net.Listener
 	conns   *xsync.Map[*conn, struct{}]
 	scratch *xsync.Map[gnet.EventLoop, *loopScratch]
 
@@ -51,6 +52,10 @@ type Server struct {
 	now        atomic.Int64 // unix nanos, refreshed by the tick
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
+
+	tm        transportMetrics
+	openConns atomic.Int64 // connections open now
+	inflight  atomic.Int64 // request bytes reserved by bodies being read (conn.reserve)
 }
 
 // New returns a server; Start runs it.
@@ -73,6 +78,7 @@ func New(cfg Config) *Server {
 	}
 	s.now.Store(time.Now().UnixNano())
 	s.retryAfter.Store(1)
+	s.initTransportMetrics()
 	return s
 }
 
@@ -94,27 +100,32 @@ func (s *Server) Start() error {
 		s.cfg.Logger.Warn("the store is not ready; serving implicit queues until it is")
 		go s.loadWhenReady()
 	}
-	go func() {
-		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
-			gnet.WithMulticore(true),
-			gnet.WithNumEventLoop(s.cfg.Loops),
-			gnet.WithTicker(true),
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithReuseAddr(true),
-			gnet.WithLogger(gnetLogger{s.cfg.Logger}),
-			gnet.WithLogLevel(logging.DebugLevel),
-		)
-		s.stopped <- err
-	}()
-	select {
-	case <-s.booted:
-		return nil
-	case err := <-s.stopped:
-		if err == nil {
-			err = errors.New("the event loops stopped before serving")
-		}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
+	cli, err := gnet.NewClient(s,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(s.cfg.Loops),
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.cfg.Logger}),
+		gnet.WithLogLevel(logging.DebugLevel),
+	)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("start the event loops: %w", err)
+	}
+	s.cli, s.ln = cli, ln
+	<-s.booted
+	go func() {
+		s.acceptLoop(ln)
+		s.stopped <- nil
+	}()
+	return nil
 }
 
 // Shutdown answers every parked pop with an empty batch, lets those answers
@@ -125,18 +136,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	close(s.quit)
 	s.e.ReleaseWaiters()
-	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
-	err := s.eng.Stop(ctx)
-	select {
-	case <-s.stopped:
-	case <-ctx.Done():
+	if s.ln == nil {
+		return nil // never started
 	}
-	return err
+	s.ln.Close()                      // ends acceptLoop
+	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
+	done := make(chan error, 1)
+	go func() { done <- s.cli.Stop() }()
+	select {
+	case err := <-done:
+		<-s.stopped
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
-// OnBoot records the gnet engine and reports the listener up.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
+// OnBoot reports the event loops up.
+func (s *Server) OnBoot(gnet.Engine) gnet.Action {
 	close(s.booted)
 	return gnet.None
 }
@@ -146,6 +163,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cs := newConn(s, c)
 	c.SetContext(cs)
 	s.conns.Store(cs, struct{}{})
+	s.openConns.Add(1)
+	// Per-connection charge to the broker's budget: the engine's call goes
+	// here, and its release in OnClose (docs/server.md, accepting
+	// connections).
 	return nil, gnet.None
 }
 
@@ -154,6 +175,8 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if cs, ok := c.Context().(*conn); ok {
 		cs.closed()
 		s.conns.Delete(cs)
+		s.openConns.Add(-1)
+		// Release of the per-connection charge (see OnOpen).
 	}
 	return gnet.None
 }

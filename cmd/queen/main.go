@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -131,6 +132,8 @@ func run(getenv func(string) string) error {
 	}
 	defer st.Close()
 
+	logLimits(log, getenv, ecfg.MaxBytes)
+
 	e := engine.New(ecfg)
 	defer e.Close()
 	scfg.Engine, scfg.Store = e, st
@@ -148,6 +151,37 @@ func run(getenv func(string) string) error {
 	defer cancel()
 	return srv.Shutdown(ctx)
 }
+
+// logLimits logs the descriptor limit in force and sets the Go heap's
+// soft limit from the budget unless GOMEMLIMIT is set (docs/server.md,
+// memory and descriptors).
+func logLimits(log *slog.Logger, getenv func(string) string, budget int64) {
+	// The Go runtime already raised the soft descriptor limit toward the
+	// hard one at start (syscall's init, since Go 1.19); this says what it
+	// got, since a limit below the connections expected is an operator's
+	// problem to see at boot.
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
+		log.Info("descriptor limit", "soft", rl.Cur, "hard", rl.Max)
+	}
+	if getenv("GOMEMLIMIT") != "" {
+		log.Info("heap limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+		return
+	}
+	if budget <= 0 {
+		budget = 256 << 20 // the engine's default
+	}
+	limit := memLimit(budget)
+	debug.SetMemoryLimit(limit)
+	log.Info("heap limit derived from QUEEN_EPHEMERAL_MAX_BYTES (set GOMEMLIMIT to choose another)", "bytes", limit)
+}
+
+// memLimit is the heap's soft limit for a payload budget: the budget, a
+// quarter more for what carries it (queue and message headers, buffers of
+// requests and answers in flight), and 64 MiB for the rest of the process.
+// Past it the collector runs harder instead of the heap growing to twice
+// the live data, so a broker near its budget stays near its budget.
+func memLimit(budget int64) int64 { return budget + budget/4 + 64<<20 }
 
 // servePprof serves net/http/pprof on its own listener, apart from the
 // broker's port (D15), and turns on sampling of mutex contention and of
