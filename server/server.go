@@ -190,21 +190,34 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	return cs.onTraffic()
 }
 
-// OnTick enforces the connection timeouts gnet has no deadlines for.
+// OnTick enforces the connection timeouts gnet has no deadlines for, and
+// looks again at connections stopped for their unread answers.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	now := time.Now().UnixNano()
 	s.now.Store(now)
-	headLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.IdleTimeout)
+	headLimit, bodyLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.BodyTimeout), int64(s.cfg.IdleTimeout)
 	s.conns.Range(func(cs *conn, _ struct{}) bool {
 		if cs.state.Load() != stIdle {
 			return true // a parked pop or a store call has its own bound
 		}
-		if since := cs.headSince.Load(); since != 0 && now-since > headLimit {
-			cs.c.Close()
-		} else if now-cs.lastActive.Load() > idleLimit {
+		switch {
+		case cs.overSince.Load() != 0:
+			// gnet's outbound buffer is the loop's to read.
+			_ = cs.loop.Execute(context.Background(), gnet.RunnableFunc(cs.checkOutbound))
+		case since(cs.headSince.Load(), now) > headLimit,
+			since(cs.bodySince.Load(), now) > bodyLimit,
+			now-cs.lastActive.Load() > idleLimit:
 			cs.c.Close()
 		}
 		return true
 	})
 	return time.Second, gnet.None
+}
+
+// since is how long ago start was, 0 when it is not set.
+func since(start, now int64) int64 {
+	if start == 0 {
+		return 0
+	}
+	return now - start
 }

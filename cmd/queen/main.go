@@ -76,16 +76,24 @@ func run(getenv func(string) string) error {
 	}
 	popTimeout := time.Duration(ev.int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond
 	scfg := server.Config{
-		Addr:          net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
-		Logger:        log,
-		Version:       version,
-		MaxBodyBytes:  ev.int64("QUEEN_MAX_BODY_BYTES"),
-		PopTimeout:    popTimeout,
-		HeaderTimeout: time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
-		IdleTimeout:   time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		Loops:         int(ev.int64("QUEEN_EVENT_LOOPS")),
+		Addr:             net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
+		Logger:           log,
+		Version:          version,
+		MaxBodyBytes:     ev.int64("QUEEN_MAX_BODY_BYTES"),
+		PopTimeout:       popTimeout,
+		HeaderTimeout:    time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
+		BodyTimeout:      time.Duration(ev.int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
+		OutboundSoft:     int(ev.int64("QUEEN_OUTBOUND_SOFT_BYTES")),
+		OutboundHard:     int(ev.int64("QUEEN_OUTBOUND_HARD_BYTES")),
+		OutboundSoftTime: time.Duration(ev.int64("QUEEN_OUTBOUND_SOFT_S")) * time.Second,
+		MaxInflightBytes: ev.int64("QUEEN_MAX_INFLIGHT_BYTES"),
+		IdleTimeout:      time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		Loops:            int(ev.int64("QUEEN_EVENT_LOOPS")),
 	}
 	scfg.TenantMsgsPerSecond = ev.int64("QUEEN_EPHEMERAL_TENANT_MSGS_PER_S")
+	if scfg.MaxInflightBytes == 0 {
+		scfg.MaxInflightBytes = inflightDefault(ecfg.MaxBytes)
+	}
 	acfg := server.AuthConfig{
 		Mode:          strings.TrimSpace(ev.str("QUEEN_AUTH_MODE")),
 		JWTSecret:     []byte(ev.str("QUEEN_JWT_SECRET")),
@@ -182,6 +190,16 @@ func logLimits(log *slog.Logger, getenv func(string) string, budget int64) {
 // Past it the collector runs harder instead of the heap growing to twice
 // the live data, so a broker near its budget stays near its budget.
 func memLimit(budget int64) int64 { return budget + budget/4 + 64<<20 }
+
+// inflightDefault is QUEEN_MAX_INFLIGHT_BYTES's default: a quarter of the
+// payload budget, at least 16 MiB. Bodies being read are held beside what
+// the budget counts, so they get a share of the same memory.
+func inflightDefault(budget int64) int64 {
+	if budget <= 0 {
+		budget = 256 << 20
+	}
+	return max(budget/4, 16<<20)
+}
 
 // servePprof serves net/http/pprof on its own listener, apart from the
 // broker's port (D15), and turns on sampling of mutex contention and of
