@@ -181,7 +181,7 @@ func (cs *conn) serveBuffered() gnet.Action {
 				return gnet.Close
 			}
 			if cs.c.OutboundBuffered() > cs.s.cfg.OutboundSoft {
-				cs.overSince.CompareAndSwap(0, cs.s.now.Load())
+				cs.throttle()
 			}
 		}
 	}
@@ -328,6 +328,15 @@ func (cs *conn) writeOut() gnet.Action {
 	return gnet.None
 }
 
+// throttle stops serving the connection until its client reads: the
+// server's watcher looks at it every throttleCheck (server.go).
+func (cs *conn) throttle() {
+	if cs.overSince.CompareAndSwap(0, cs.s.now.Load()) {
+		cs.s.throttled.Store(cs, struct{}{})
+		cs.s.watchThrottled()
+	}
+}
+
 // outboundDrained reports whether a connection stopped for its unsent
 // answers may be served again, and if so forgets that it was over.
 func (cs *conn) outboundDrained() bool {
@@ -335,18 +344,19 @@ func (cs *conn) outboundDrained() bool {
 		return false
 	}
 	cs.overSince.Store(0)
+	cs.s.throttled.Delete(cs)
 	return true
 }
 
-// checkOutbound runs on the loop, from the tick, for a connection over the
-// soft limit: it closes one that stayed over for too long and serves one
-// whose client has read (gnet says nothing when its buffer drains).
+// checkOutbound runs on the loop, from the watcher, for a connection over
+// the soft limit: it closes one that stayed over for too long and serves
+// one whose client has read (gnet says nothing when its buffer drains).
 func (cs *conn) checkOutbound(context.Context) error {
 	since := cs.overSince.Load()
 	if cs.isClosed || since == 0 || cs.state.Load() != stIdle {
 		return nil
 	}
-	if cs.c.OutboundBuffered() > cs.s.cfg.OutboundSoft {
+	if !cs.outboundDrained() {
 		if cs.s.now.Load()-since > int64(cs.s.cfg.OutboundSoftTime) {
 			cs.s.tm.outboundShed.Inc()
 			return cs.c.Close()
@@ -521,6 +531,9 @@ func (cs *conn) closed() {
 	}
 	cs.big = nil
 	cs.bodyDone()
+	if cs.overSince.Load() != 0 {
+		cs.s.throttled.Delete(cs)
+	}
 }
 
 // answer appends a whole answer for req.

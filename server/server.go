@@ -54,27 +54,30 @@ type Server struct {
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 
 	tm        transportMetrics
-	openConns atomic.Int64 // connections open now
-	inflight  atomic.Int64 // request bytes reserved by bodies being read (conn.reserve)
+	openConns atomic.Int64                // connections open now
+	throttled *xsync.Map[*conn, struct{}] // stopped for their unread answers (conn.throttle)
+	watching  atomic.Bool                 // watchThrottled's goroutine runs
+	inflight  atomic.Int64                // request bytes reserved by bodies being read (conn.reserve)
 }
 
 // New returns a server; Start runs it.
 func New(cfg Config) *Server {
 	cfg.fillDefaults()
 	s := &Server{
-		cfg:     cfg,
-		e:       cfg.Engine,
-		st:      cfg.Store,
-		conns:   xsync.NewMap[*conn, struct{}](),
-		scratch: xsync.NewMap[gnet.EventLoop, *loopScratch](),
-		auth:    cfg.Auth,
-		m:       newServerMetrics(),
-		tenants: xsync.NewMap[string, *tenantState](),
-		ks:      store.KillSwitch{Enabled: true},
-		ksDirty: make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		booted:  make(chan struct{}),
-		stopped: make(chan error, 1),
+		cfg:       cfg,
+		e:         cfg.Engine,
+		st:        cfg.Store,
+		conns:     xsync.NewMap[*conn, struct{}](),
+		scratch:   xsync.NewMap[gnet.EventLoop, *loopScratch](),
+		auth:      cfg.Auth,
+		m:         newServerMetrics(),
+		tenants:   xsync.NewMap[string, *tenantState](),
+		throttled: xsync.NewMap[*conn, struct{}](),
+		ks:        store.KillSwitch{Enabled: true},
+		ksDirty:   make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		booted:    make(chan struct{}),
+		stopped:   make(chan error, 1),
 	}
 	s.now.Store(time.Now().UnixNano())
 	s.retryAfter.Store(1)
@@ -202,8 +205,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 		}
 		switch {
 		case cs.overSince.Load() != 0:
-			// gnet's outbound buffer is the loop's to read.
-			_ = cs.loop.Execute(context.Background(), gnet.RunnableFunc(cs.checkOutbound))
+			// Stopped for its unread answers: the watcher's (throttleCheck).
 		case since(cs.headSince.Load(), now) > headLimit,
 			since(cs.bodySince.Load(), now) > bodyLimit,
 			now-cs.lastActive.Load() > idleLimit:
@@ -212,6 +214,44 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 		return true
 	})
 	return time.Second, gnet.None
+}
+
+// throttleCheck is how often a connection stopped for its unread answers
+// is looked at again: gnet reports no drained outbound buffer, and the 1 s
+// tick would make a client that reads slowly wait a second per soft limit.
+const throttleCheck = 5 * time.Millisecond
+
+// watchThrottled starts, unless it runs, the goroutine that has the loops
+// look at their throttled connections every throttleCheck; it ends when
+// there are none.
+func (s *Server) watchThrottled() {
+	if !s.watching.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		t := time.NewTicker(throttleCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-s.quit:
+				return
+			}
+			s.throttled.Range(func(cs *conn, _ struct{}) bool {
+				// gnet's outbound buffer is the loop's to read.
+				_ = cs.loop.Execute(context.Background(), gnet.RunnableFunc(cs.checkOutbound))
+				return true
+			})
+			if s.throttled.Size() == 0 {
+				s.watching.Store(false)
+				// A connection throttled since Size saw none started no
+				// watcher (this one still ran): take the job back.
+				if s.throttled.Size() == 0 || !s.watching.CompareAndSwap(false, true) {
+					return
+				}
+			}
+		}
+	}()
 }
 
 // since is how long ago start was, 0 when it is not set.
