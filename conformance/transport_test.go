@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,5 +70,55 @@ func TestDescriptorExhaustion(t *testing.T) {
 	m, _ := b.scrape(t)
 	if m["queen_ephemeral_accept_errors_total"] < 1 {
 		t.Fatalf("queen_ephemeral_accept_errors_total = %v, want at least 1", m["queen_ephemeral_accept_errors_total"])
+	}
+}
+
+// TestBodyTimeout: a request body that stops arriving closes its
+// connection after QUEEN_BODY_TIMEOUT_MS (enforced by the 1 s tick), small
+// or large; the header timeout does not cover bodies.
+func TestBodyTimeout(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_BODY_TIMEOUT_MS": "500", "QUEEN_HEADER_TIMEOUT_MS": "60000"})
+	for _, size := range []int{100, 4 << 20} {
+		r := b.dial(t)
+		r.send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: test\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n{")
+		r.expectEOF(4 * time.Second)
+	}
+}
+
+// TestInflightBound: a body the bound on request bytes in flight cannot
+// hold is refused on its head, 503 ephemeral_unavailable, and the
+// connection closed without reading it; a body that fits is served.
+func TestInflightBound(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_MAX_INFLIGHT_BYTES": "1048576"})
+	r := b.dial(t)
+	r.send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: test\r\nContent-Length: 2000000\r\n\r\n")
+	a := r.read()
+	a.wantErr(t, 503, "ephemeral_unavailable")
+	if !a.close {
+		t.Errorf("the refusal lacks Connection: close")
+	}
+	r.expectEOF(2 * time.Second)
+
+	payload := `"` + strings.Repeat("x", 900<<10) + `"`
+	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("fits", "", payload)).want(t, 201, nil)
+}
+
+// TestIdentityBeforeTheBody: in jwt mode a request announcing a large body
+// without a valid token is answered 401 on its head, before any of the
+// body is sent; with Expect: 100-continue the 401 comes instead of a 100.
+func TestIdentityBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "jwt", "QUEEN_JWT_SECRET": "conformance-secret"})
+	for _, extra := range []string{"", "Expect: 100-continue\r\n", "Authorization: Bearer nope\r\n"} {
+		r := b.dial(t)
+		r.send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: test\r\n" + extra + "Content-Length: 30000000\r\n\r\n")
+		a := r.read()
+		a.wantErr(t, 401, "unauthorized")
+		if !a.close {
+			t.Errorf("the refusal lacks Connection: close")
+		}
+		r.expectEOF(2 * time.Second)
 	}
 }
