@@ -219,11 +219,6 @@ func TestUnreadAnswersStopServing(t *testing.T) {
 	}
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // listingsServed reads the count of the queues route's latency histogram.
 func listingsServed(s *Server) int {
 	for _, line := range strings.Split(string(s.appendMetrics(nil)), "\n") {
