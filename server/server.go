@@ -29,11 +29,11 @@ type Server struct {
 	conns   *xsync.Map[*conn, struct{}]
 	scratch *xsync.Map[gnet.EventLoop, *loopScratch]
 
-	booted  chan struct{}
-	stopped chan error
-	loaded  atomic.Bool // declarations loaded from the store
-	auth    *Auth
-	m       *serverMetrics
+	booted    chan struct{}
+	accepting sync.WaitGroup // the acceptLoop goroutine
+	loaded    atomic.Bool    // declarations loaded from the store
+	auth      *Auth
+	m         *serverMetrics
 
 	tenants *xsync.Map[string, *tenantState]
 	grantMu sync.Mutex // serializes grant changes (store, then memory)
@@ -77,7 +77,6 @@ func New(cfg Config) *Server {
 		ksDirty:   make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		booted:    make(chan struct{}),
-		stopped:   make(chan error, 1),
 	}
 	s.now.Store(time.Now().UnixNano())
 	s.retryAfter.Store(1)
@@ -124,9 +123,10 @@ func (s *Server) Start() error {
 	}
 	s.cli, s.ln = cli, ln
 	<-s.booted
+	s.accepting.Add(1)
 	go func() {
+		defer s.accepting.Done()
 		s.acceptLoop(ln)
-		s.stopped <- nil
 	}()
 	return nil
 }
@@ -142,13 +142,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln == nil {
 		return nil // never started
 	}
-	s.ln.Close()                      // ends acceptLoop
+	s.ln.Close()
+	// The acceptor ends before the loops stop: inside Client.Enroll it
+	// waits for a loop to register its connection.
+	s.accepting.Wait()
 	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
 	done := make(chan error, 1)
 	go func() { done <- s.cli.Stop() }()
 	select {
 	case err := <-done:
-		<-s.stopped
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
