@@ -23,7 +23,6 @@ import (
 
 // Accept backoff, as net/http's Server.Serve: 5 ms doubling to 1 s.
 const (
-
 	acceptBackoffMin = 5 * time.Millisecond
 	acceptBackoffMax = time.Second
 	acceptLogEvery   = 10 * time.Second // at most one log line per this
