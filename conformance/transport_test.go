@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -120,5 +121,28 @@ func TestIdentityBeforeTheBody(t *testing.T) {
 			t.Errorf("the refusal lacks Connection: close")
 		}
 		r.expectEOF(2 * time.Second)
+	}
+}
+
+// TestUnreadAnswers: a client that pipelines requests and reads none of its
+// answers stops being served past QUEEN_OUTBOUND_SOFT_BYTES, other
+// connections are served meanwhile, and it is closed once it has been over
+// the soft limit for QUEEN_OUTBOUND_SOFT_S.
+func TestUnreadAnswers(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_OUTBOUND_SOFT_BYTES": "65536", "QUEEN_OUTBOUND_SOFT_S": "2"})
+	for i := range 100 { // each listing some 15 KB
+		b.configure(t, "q"+strconv.Itoa(i)+"-"+strings.Repeat("n", 100), "{}")
+	}
+	greedy := b.dial(t)
+	greedy.send(strings.Repeat("GET /api/v1/ephemeral/queues HTTP/1.1\r\nHost: test\r\n\r\n", 3000))
+	time.Sleep(300 * time.Millisecond)
+	if h := b.health(t); h.Status != "ok" {
+		t.Fatalf("health while a client does not read: %+v", h)
+	}
+	time.Sleep(4 * time.Second)
+	_ = greedy.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, greedy.br); err != nil {
+		t.Fatalf("the client over the soft limit for longer than QUEEN_OUTBOUND_SOFT_S was not closed: %v", err)
 	}
 }
