@@ -195,7 +195,8 @@ func (cs *conn) serveBuffered() gnet.Action {
 
 // awaitBody runs when a request's head has been read and its body is not
 // all here. The first time, it checks the request's identity on its head
-// (a large or chunked body), reserves the body's bytes against the bound on
+// (a large or chunked body, or one the client waits to be invited to send
+// with Expect: 100-continue), reserves the body's bytes against the bound on
 // request bytes in flight, and only then says 100 Continue when asked; it
 // refuses (and closes) instead when either fails. A large Content-Length
 // request is then moved into a buffer of its own (it reports true: read
@@ -203,9 +204,10 @@ func (cs *conn) serveBuffered() gnet.Action {
 // A chunked body's reservation grows with the bytes it holds.
 func (cs *conn) awaitBody(buf []byte) bool {
 	need := cs.p.Need()
+	cont := cs.p.TakeContinue() // true once, with the head
 	if cs.bodySince.Load() == 0 {
 		cs.bodySince.Store(cs.s.now.Load())
-		if need == 0 || need-int64(len(buf)) > earlyIdentity {
+		if cont || need == 0 || need-int64(len(buf)) > earlyIdentity {
 			if werr := cs.earlyIdentity(buf); werr != nil {
 				cs.refuseBody(werr)
 				return false
@@ -221,7 +223,7 @@ func (cs *conn) awaitBody(buf []byte) bool {
 		cs.refuseBody(errInflight)
 		return false
 	}
-	if cs.p.TakeContinue() {
+	if cont {
 		cs.out = wire.AppendContinue(cs.out)
 	}
 	if need == 0 {
@@ -254,7 +256,6 @@ func (cs *conn) earlyIdentity(buf []byte) *wire.Error {
 // closes the connection after the answer: the unread body cannot be told
 // from the next request.
 func (cs *conn) refuseBody(werr *wire.Error) {
-	cs.p.TakeContinue() // no 100 Continue: the refusal is the answer
 	cs.out = cs.s.appendError(cs.out, wire.Head{Close: true}, werr)
 	cs.closeAfter = true
 }

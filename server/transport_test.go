@@ -170,6 +170,11 @@ func TestIdentityCheckedBeforeALargeBody(t *testing.T) {
 		r.send(postHead(8<<20, extra...)) // no body is sent
 		r.wantRefusal(401, "unauthorized")
 	}
+	// A small body announced with Expect: 100-continue is refused instead
+	// of being invited.
+	r0 := dialRaw(t, ts.addr)
+	r0.send(postHead(100, "Expect: 100-continue"))
+	r0.wantRefusal(401, "unauthorized")
 	// A small body is read whole and answered by the route, as before.
 	r := dialRaw(t, ts.addr)
 	r.send(postHead(2) + "{}")
