@@ -234,3 +234,31 @@ func listingsServed(s *Server) int {
 	}
 	return 0
 }
+
+// Bodies read into their own buffer (over 64 KiB) or waited for in gnet's
+// (up to 64 KiB) are served whole and in order with the requests pipelined
+// behind them, however the bytes are split.
+func TestBodiesArrivingInPiecesServedInOrder(t *testing.T) {
+	ts := startConfigured(t, Config{})
+	push := func(q string, n int) string {
+		body := `{"queue":"` + q + `","messages":[{"payload":"` + strings.Repeat("p", n) + `"}]}`
+		return "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	stream := push("big", 300<<10) + "GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + push("mid", 30<<10) + push("small", 10) +
+		push("big", 100<<10) + "GET /api/v1/ephemeral/queues/big/depth HTTP/1.1\r\nHost: t\r\n\r\n"
+	for _, piece := range []int{1000, 7919, 65536, 200000} {
+		r := dialRaw(t, ts.addr)
+		for off := 0; off < len(stream); off += piece {
+			r.send(stream[off:min(off+piece, len(stream))])
+			time.Sleep(time.Millisecond)
+		}
+		for i, want := range []int{201, 200, 201, 201, 201, 200} {
+			if st, body, _ := r.answer(); st != want {
+				t.Fatalf("pieces of %d: answer %d: %d %s, want %d", piece, i, st, body, want)
+			}
+		}
+	}
+	if n := ts.s.inflight.Load(); n != 0 {
+		t.Fatalf("%d bytes still reserved", n)
+	}
+}
