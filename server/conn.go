@@ -56,6 +56,7 @@ type conn struct {
 	need     int64  // bytes gnet must hold before the parser looks again (0: any)
 	big      []byte // a large Content-Length request, read into a buffer of its own
 	reserved int64  // bytes of Server.inflight this connection holds
+	listed   bool   // in its loop's throttled list (conn.throttle)
 
 	// Read by the tick goroutine.
 	lastActive atomic.Int64
@@ -329,13 +330,17 @@ func (cs *conn) writeOut() gnet.Action {
 	return gnet.None
 }
 
-// throttle stops serving the connection until its client reads: the
-// server's watcher looks at it every throttleCheck (server.go).
+// throttle stops serving the connection until its client reads: its loop
+// looks at it again every throttleCheck (loopScratch.checkThrottled).
 func (cs *conn) throttle() {
-	if cs.overSince.CompareAndSwap(0, cs.s.now.Load()) {
-		cs.s.throttled.Store(cs, struct{}{})
-		cs.s.watchThrottled()
+	if !cs.overSince.CompareAndSwap(0, cs.s.now.Load()) || cs.listed {
+		return
 	}
+	cs.listed = true
+	cs.ls.throttled = append(cs.ls.throttled, cs)
+	cs.ls.nThrottled.Add(1)
+	cs.s.nThrottled.Add(1)
+	cs.s.watchThrottled()
 }
 
 // outboundDrained reports whether a connection stopped for its unsent
@@ -345,29 +350,33 @@ func (cs *conn) outboundDrained() bool {
 		return false
 	}
 	cs.overSince.Store(0)
-	cs.s.throttled.Delete(cs)
 	return true
 }
 
-// checkOutbound runs on the loop, from the watcher, for a connection over
-// the soft limit: it closes one that stayed over for too long and serves
-// one whose client has read (gnet says nothing when its buffer drains).
-func (cs *conn) checkOutbound(context.Context) error {
+// checkOutbound looks, on its loop, at a connection stopped for its unread
+// answers: it closes one that stayed over the soft limit for too long and
+// serves one whose client has read (gnet says nothing when its buffer
+// drains). It reports whether the connection is still stopped.
+func (cs *conn) checkOutbound() (stopped bool) {
 	since := cs.overSince.Load()
-	if cs.isClosed || since == 0 || cs.state.Load() != stIdle {
-		return nil
+	if cs.isClosed || since == 0 {
+		return false
+	}
+	if cs.state.Load() != stIdle {
+		return true
 	}
 	if !cs.outboundDrained() {
 		if cs.s.now.Load()-since > int64(cs.s.cfg.OutboundSoftTime) {
 			cs.s.tm.outboundShed.Inc()
-			return cs.c.Close()
+			cs.c.Close()
+			return false
 		}
-		return nil
+		return true
 	}
 	if cs.serveBuffered() == gnet.Close {
-		return cs.c.Close()
+		cs.c.Close()
 	}
-	return nil
+	return false
 }
 
 // resumeDeferred resumes the connections of this loop whose parked pops this
@@ -532,9 +541,6 @@ func (cs *conn) closed() {
 	}
 	cs.big = nil
 	cs.bodyDone()
-	if cs.overSince.Load() != 0 {
-		cs.s.throttled.Delete(cs)
-	}
 }
 
 // answer appends a whole answer for req.

@@ -53,30 +53,29 @@ type Server struct {
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 
-	tm        transportMetrics
-	openConns atomic.Int64                // connections open now
-	throttled *xsync.Map[*conn, struct{}] // stopped for their unread answers (conn.throttle)
-	watching  atomic.Bool                 // watchThrottled's goroutine runs
-	inflight  atomic.Int64                // request bytes reserved by bodies being read (conn.reserve)
+	tm         transportMetrics
+	openConns  atomic.Int64 // connections open now
+	nThrottled atomic.Int64 // connections stopped for their unread answers (conn.throttle)
+	watching   atomic.Bool  // watchThrottled's goroutine runs
+	inflight   atomic.Int64 // request bytes reserved by bodies being read (conn.reserve)
 }
 
 // New returns a server; Start runs it.
 func New(cfg Config) *Server {
 	cfg.fillDefaults()
 	s := &Server{
-		cfg:       cfg,
-		e:         cfg.Engine,
-		st:        cfg.Store,
-		conns:     xsync.NewMap[*conn, struct{}](),
-		scratch:   xsync.NewMap[gnet.EventLoop, *loopScratch](),
-		auth:      cfg.Auth,
-		m:         newServerMetrics(),
-		tenants:   xsync.NewMap[string, *tenantState](),
-		throttled: xsync.NewMap[*conn, struct{}](),
-		ks:        store.KillSwitch{Enabled: true},
-		ksDirty:   make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		booted:    make(chan struct{}),
+		cfg:     cfg,
+		e:       cfg.Engine,
+		st:      cfg.Store,
+		conns:   xsync.NewMap[*conn, struct{}](),
+		scratch: xsync.NewMap[gnet.EventLoop, *loopScratch](),
+		auth:    cfg.Auth,
+		m:       newServerMetrics(),
+		tenants: xsync.NewMap[string, *tenantState](),
+		ks:      store.KillSwitch{Enabled: true},
+		ksDirty: make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		booted:  make(chan struct{}),
 	}
 	s.now.Store(time.Now().UnixNano())
 	s.retryAfter.Store(1)
@@ -223,9 +222,9 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick would make a client that reads slowly wait a second per soft limit.
 const throttleCheck = 5 * time.Millisecond
 
-// watchThrottled starts, unless it runs, the goroutine that has the loops
-// look at their throttled connections every throttleCheck; it ends when
-// there are none.
+// watchThrottled starts, unless it runs, the goroutine that has each loop
+// look at its stopped connections every throttleCheck (one task per loop,
+// whatever their number); it ends when there are none.
 func (s *Server) watchThrottled() {
 	if !s.watching.CompareAndSwap(false, true) {
 		return
@@ -239,16 +238,17 @@ func (s *Server) watchThrottled() {
 			case <-s.quit:
 				return
 			}
-			s.throttled.Range(func(cs *conn, _ struct{}) bool {
-				// gnet's outbound buffer is the loop's to read.
-				_ = cs.loop.Execute(context.Background(), gnet.RunnableFunc(cs.checkOutbound))
+			s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+				if ls.nThrottled.Load() > 0 {
+					_ = ls.loop.Execute(context.Background(), ls.check)
+				}
 				return true
 			})
-			if s.throttled.Size() == 0 {
+			if s.nThrottled.Load() == 0 {
 				s.watching.Store(false)
-				// A connection throttled since Size saw none started no
+				// A connection stopped since the load above started no
 				// watcher (this one still ran): take the job back.
-				if s.throttled.Size() == 0 || !s.watching.CompareAndSwap(false, true) {
+				if s.nThrottled.Load() == 0 || !s.watching.CompareAndSwap(false, true) {
 					return
 				}
 			}

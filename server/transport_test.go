@@ -222,6 +222,11 @@ func TestUnreadAnswersStopServing(t *testing.T) {
 	if _, err := io.Copy(io.Discard, greedy.br); err != nil {
 		t.Fatalf("a client over the soft limit for longer than allowed was not closed: %v", err)
 	}
+	for deadline := time.Now().Add(time.Second); ts.s.nThrottled.Load() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still counted as stopped after the only one closed", ts.s.nThrottled.Load())
+		}
+	}
 }
 
 // listingsServed reads the count of the queues route's latency histogram.
