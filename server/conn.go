@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,8 @@ type conn struct {
 const (
 	// bigBody: a Content-Length request longer than this whose body is
 	// still arriving is moved out of gnet's buffer into one of its own,
-	// of exactly its length, and read into it as it comes.
+	// of exactly its length, and read into it as it comes; a chunked one
+	// once more than this of it is buffered.
 	bigBody = 64 << 10
 	// earlyIdentity: a request whose body is longer than this (or
 	// chunked) and still arriving has its identity checked on its head.
@@ -227,7 +229,15 @@ func (cs *conn) awaitBody(buf []byte) bool {
 	if cont {
 		cs.out = wire.AppendContinue(cs.out)
 	}
-	if need == 0 {
+	if need == 0 { // chunked
+		switch {
+		case cs.big != nil:
+			return true // read on
+		case len(buf) > bigBody:
+			cs.big = append(make([]byte, 0, 2*len(buf)), buf...)
+			cs.c.Discard(len(buf))
+			return true
+		}
 		return false
 	}
 	if need <= bigBody {
@@ -261,18 +271,46 @@ func (cs *conn) refuseBody(werr *wire.Error) {
 	cs.closeAfter = true
 }
 
-// fillBig reads what arrived into the large request's own buffer and
-// reports whether it is whole.
+// fillBig reads what arrived into the large request's own buffer. A
+// Content-Length request is read up to its length, and fillBig reports
+// whether it is whole. A chunked one is read one piece at a time, the chunk
+// data or the line the parser examines next (wire.Parser.Want), so that no
+// byte of the request after it is taken from gnet's buffer; fillBig reports
+// whether anything was read.
 func (cs *conn) fillBig() bool {
-	for len(cs.big) < cap(cs.big) {
-		n, _ := cs.c.Read(cs.big[len(cs.big):cap(cs.big)])
-		if n == 0 {
-			return false
+	if cs.p.Need() > 0 {
+		for len(cs.big) < cap(cs.big) {
+			n, _ := cs.c.Read(cs.big[len(cs.big):cap(cs.big)])
+			if n == 0 {
+				return false
+			}
+			cs.big = cs.big[:len(cs.big)+n]
 		}
-		cs.big = cs.big[:len(cs.big)+n]
+		return true
 	}
-	return true
+	avail := cs.c.InboundBuffered()
+	if avail == 0 {
+		return false
+	}
+	data, line := cs.p.Want()
+	take := int(min(int64(avail), data))
+	if line {
+		// Up to the next LF; without one, all of what is here belongs to
+		// the line (the parser refuses a line that grows too long).
+		peek, _ := cs.c.Peek(min(avail, maxPeekLine))
+		take = len(peek)
+		if i := bytes.IndexByte(peek, '\n'); i >= 0 {
+			take = i + 1
+		}
+	}
+	cs.big = slices.Grow(cs.big, take)
+	n, _ := cs.c.Read(cs.big[len(cs.big) : len(cs.big)+take])
+	cs.big = cs.big[:len(cs.big)+n]
+	return n > 0
 }
+
+// maxPeekLine bounds what fillBig looks at to find a chunked body's line.
+const maxPeekLine = 4 << 10
 
 // reserve makes the connection hold n bytes of the bound on request bytes
 // in flight (more when it already holds some), or reports false when the

@@ -249,15 +249,28 @@ func TestBodiesArrivingInPiecesServedInOrder(t *testing.T) {
 		body := `{"queue":"` + q + `","messages":[{"payload":"` + strings.Repeat("p", n) + `"}]}`
 		return "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	}
+	chunked := func(q string, n, chunk int, trailer string) string {
+		body := `{"queue":"` + q + `","messages":[{"payload":"` + strings.Repeat("c", n) + `"}]}`
+		var b strings.Builder
+		b.WriteString("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+		for off := 0; off < len(body); off += chunk {
+			part := body[off:min(off+chunk, len(body))]
+			fmt.Fprintf(&b, "%x\r\n%s\r\n", len(part), part)
+		}
+		b.WriteString("0\r\n" + trailer + "\r\n")
+		return b.String()
+	}
 	stream := push("big", 300<<10) + "GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + push("mid", 30<<10) + push("small", 10) +
-		push("big", 100<<10) + "GET /api/v1/ephemeral/queues/big/depth HTTP/1.1\r\nHost: t\r\n\r\n"
+		push("big", 100<<10) + "GET /api/v1/ephemeral/queues/big/depth HTTP/1.1\r\nHost: t\r\n\r\n" +
+		chunked("chunky", 200<<10, 8000, "") + chunked("chunky", 150<<10, 70000, "X-Trailer: 1\r\n") + chunked("chunky", 100, 7, "") +
+		"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
 	for _, piece := range []int{1000, 7919, 65536, 200000} {
 		r := dialRaw(t, ts.addr)
 		for off := 0; off < len(stream); off += piece {
 			r.send(stream[off:min(off+piece, len(stream))])
 			time.Sleep(time.Millisecond)
 		}
-		for i, want := range []int{201, 200, 201, 201, 201, 200} {
+		for i, want := range []int{201, 200, 201, 201, 201, 200, 201, 201, 201, 200} {
 			if st, body, _ := r.answer(); st != want {
 				t.Fatalf("pieces of %d: answer %d: %d %s, want %d", piece, i, st, body, want)
 			}

@@ -130,6 +130,24 @@ func (p *Parser) Need() int64 {
 	return 0
 }
 
+// Want tells a caller that moves a chunked body out of its connection's
+// buffer as it arrives what Parse examines next, so that it takes no byte
+// of the request that follows: data bytes of chunk data, or (line) the
+// bytes up to and including the next LF (a chunk-size line, the CRLF after
+// chunk data, a trailer line). Both are zero outside a chunked body.
+func (p *Parser) Want() (data int64, line bool) {
+	if p.err != nil {
+		return 0, false
+	}
+	switch p.stage {
+	case stageChunkData:
+		return p.chunkLeft, false
+	case stageChunkSize, stageChunkEnd, stageTrailers:
+		return 0, true
+	}
+	return 0, false
+}
+
 // InBody reports whether the head of the pending request has been read and
 // its body (Content-Length or chunked) has not yet all arrived.
 func (p *Parser) InBody() bool {

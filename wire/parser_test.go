@@ -624,4 +624,21 @@ func TestParserBodyStillArriving(t *testing.T) {
 	if !p.InBody() || p.Need() != 0 || !p.PendingHead(chunked).Chunked {
 		t.Fatalf("chunked: InBody %v, Need %d", p.InBody(), p.Need())
 	}
+	if data, line := p.Want(); data != 3 || line {
+		t.Fatalf("Want in chunk data: %d %v, want 3 false", data, line)
+	}
+	chunked = append(chunked, "cde"...)
+	if req, _, err := p.Parse(chunked); req != nil || err != nil {
+		t.Fatalf("chunked: %v %v", req, err)
+	}
+	if data, line := p.Want(); data != 0 || !line {
+		t.Fatalf("Want after chunk data: %d %v, want 0 true", data, line)
+	}
+	chunked = append(chunked, "\r\n0\r\n\r\n"...)
+	if req, n, err := p.Parse(chunked); req == nil || err != nil || n != len(chunked) || string(req.Body) != "abcde" {
+		t.Fatalf("chunked whole: %v %d %v", req, n, err)
+	}
+	if data, line := p.Want(); data != 0 || line {
+		t.Fatalf("Want between requests: %d %v", data, line)
+	}
 }
