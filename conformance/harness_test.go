@@ -152,6 +152,9 @@ type broker struct {
 	client *http.Client
 	// waitStoreOK: Start waits for /health to report store "ok" too.
 	waitStoreOK bool
+	// nofile, when set, is the descriptor limit (soft and hard) the
+	// process starts under.
+	nofile int
 }
 
 // startBroker starts a broker with env over the defaults. Without
@@ -225,6 +228,9 @@ func (b *broker) tryStart() error {
 		return err
 	}
 	cmd := exec.Command(binPath)
+	if b.nofile > 0 {
+		cmd = exec.Command("/bin/sh", "-c", "ulimit -n "+strconv.Itoa(b.nofile)+" && exec \"$0\"", binPath)
+	}
 	cmd.Dir = b.t.TempDir()
 	cmd.Env = append(baseEnv(), "HOST=127.0.0.1", "PORT="+strconv.Itoa(port))
 	for k, v := range b.env {

@@ -30,9 +30,23 @@ type Config struct {
 	// IdleTimeout closes a keep-alive connection with no request in
 	// flight for this long (120 s).
 	IdleTimeout time.Duration
-	// MaxOutbound closes a connection whose unsent responses pass this
-	// many bytes: a client that does not read (default 2 × MaxBodyBytes).
-	MaxOutbound int
+	// MaxInflightBytes bounds the request bytes all connections together
+	// may hold while bodies arrive (QUEEN_MAX_INFLIGHT_BYTES; default
+	// 64 MiB, cmd/queen derives it from the budget): a body that cannot be
+	// reserved is refused on its head with 503 ephemeral_unavailable.
+	MaxInflightBytes int64
+	// BodyTimeout closes a connection whose request body has been
+	// arriving for this long (QUEEN_BODY_TIMEOUT_MS, 30 s).
+	BodyTimeout time.Duration
+	// OutboundSoft stops serving a connection's requests while its unsent
+	// answers pass this many bytes (QUEEN_OUTBOUND_SOFT_BYTES, 1 MiB);
+	// OutboundHard closes it when they pass this many with answers
+	// already waiting before the last one (QUEEN_OUTBOUND_HARD_BYTES,
+	// 8 MiB); OutboundSoftTime closes it after this long over the soft
+	// limit (QUEEN_OUTBOUND_SOFT_S, 10 s).
+	OutboundSoft     int
+	OutboundHard     int
+	OutboundSoftTime time.Duration
 	// MaxPipelined closes a connection that queues more than this many
 	// bytes of requests behind a busy one (default MaxBodyBytes + 64 KiB).
 	MaxPipelined int
@@ -84,8 +98,20 @@ func (c *Config) fillDefaults() {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 120 * time.Second
 	}
-	if c.MaxOutbound <= 0 {
-		c.MaxOutbound = int(2 * c.MaxBodyBytes)
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.OutboundSoft <= 0 {
+		c.OutboundSoft = 1 << 20
+	}
+	if c.OutboundHard <= 0 {
+		c.OutboundHard = 8 << 20
+	}
+	if c.OutboundSoftTime <= 0 {
+		c.OutboundSoftTime = 10 * time.Second
 	}
 	if c.MaxPipelined <= 0 {
 		c.MaxPipelined = int(c.MaxBodyBytes) + 64<<10

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,11 +53,35 @@ type conn struct {
 
 	ls *loopScratch // the decoders and buffers of this connection's loop
 
+	// The body being read (docs/server.md, request bodies).
+	need     int64  // bytes gnet must hold before the parser looks again (0: any)
+	big      []byte // a large Content-Length request, read into a buffer of its own
+	reserved int64  // bytes of Server.inflight this connection holds
+	listed   bool   // in its loop's throttled list (conn.throttle)
+
 	// Read by the tick goroutine.
 	lastActive atomic.Int64
 	headSince  atomic.Int64 // when the pending request's head began, 0 = none
+	bodySince  atomic.Int64 // when the pending request's body began, 0 = none
+	overSince  atomic.Int64 // when its unsent answers passed the soft limit, 0 = not over
 	state      atomic.Int32 // stIdle, stBusy, stDirect or stDirectInput
 }
+
+// Request bodies (docs/server.md, request bodies).
+const (
+	// bigBody: a Content-Length request longer than this whose body is
+	// still arriving is moved out of gnet's buffer into one of its own,
+	// of exactly its length, and read into it as it comes; a chunked one
+	// once more than this of it is buffered.
+	bigBody = 64 << 10
+	// earlyIdentity: a request whose body is longer than this (or
+	// chunked) and still arriving has its identity checked on its head.
+	earlyIdentity = 64 << 10
+)
+
+// errInflight: the bound on request bytes in flight across connections is
+// reached. 503 because it is the broker's state, not the request's fault.
+var errInflight = &wire.Error{Status: 503, Code: codeUnavailable, Msg: "the broker holds too many request bytes in flight; retry", Close: true}
 
 func newConn(s *Server, c gnet.Conn) *conn {
 	cs := &conn{s: s, c: c, loop: c.EventLoop()}
@@ -89,13 +115,33 @@ func (cs *conn) onTraffic() gnet.Action {
 }
 
 // serveBuffered serves every complete request buffered, in order, until one
-// makes the connection busy, then writes the answers.
+// makes the connection busy or its unsent answers pass the soft limit, then
+// writes the answers.
 func (cs *conn) serveBuffered() gnet.Action {
 	for cs.state.Load() == stIdle && !cs.closeAfter {
-		buf, _ := cs.c.Peek(-1)
-		if len(buf) == 0 {
-			cs.headSince.Store(0)
+		if cs.overSince.Load() != 0 && !cs.outboundDrained() {
+			// Requests wait, unread, until the client reads its answers.
+			if cs.c.InboundBuffered() > cs.s.cfg.MaxPipelined {
+				return gnet.Close
+			}
 			break
+		}
+		var buf []byte
+		fromBig := cs.big != nil
+		if fromBig {
+			if !cs.fillBig() {
+				break
+			}
+			buf = cs.big
+		} else {
+			if cs.need > 0 && int64(cs.c.InboundBuffered()) < cs.need {
+				break // the body is not all here: do not look at it again yet
+			}
+			buf, _ = cs.c.Peek(-1)
+			if len(buf) == 0 {
+				cs.headSince.Store(0)
+				break
+			}
 		}
 		if cs.p == nil {
 			cs.p = cs.ls.parser(cs.s.cfg.MaxBodyBytes)
@@ -107,8 +153,11 @@ func (cs *conn) serveBuffered() gnet.Action {
 			break
 		}
 		if req == nil {
-			if cs.p.TakeContinue() {
-				cs.out = wire.AppendContinue(cs.out)
+			if cs.p.InBody() {
+				if cs.awaitBody(buf) {
+					continue // moved into its own buffer: read what is there
+				}
+				break
 			}
 			if cs.headSince.Load() == 0 && cs.p.ReadingHead() {
 				cs.headSince.Store(cs.s.now.Load())
@@ -118,9 +167,25 @@ func (cs *conn) serveBuffered() gnet.Action {
 		cs.headSince.Store(0)
 		keepAlive := req.KeepAlive
 		cs.route(req)
-		cs.c.Discard(n)
+		cs.bodyDone()
+		if fromBig {
+			cs.big = nil
+		} else {
+			cs.c.Discard(n)
+		}
 		if !keepAlive {
 			cs.closeAfter = true
+		}
+		if len(cs.out)+cs.c.OutboundBuffered() > cs.s.cfg.OutboundSoft {
+			// Checked after every request, not once per round: a client
+			// that pipelines requests with large answers and reads none is
+			// stopped here, and the loop moves on to other connections.
+			if cs.writeOut() == gnet.Close {
+				return gnet.Close
+			}
+			if cs.c.OutboundBuffered() > cs.s.cfg.OutboundSoft {
+				cs.throttle()
+			}
 		}
 	}
 	if cs.p != nil && cs.p.Idle() {
@@ -129,6 +194,227 @@ func (cs *conn) serveBuffered() gnet.Action {
 	}
 	cs.resumeDeferred()
 	return cs.flush()
+}
+
+// awaitBody runs when a request's head has been read and its body is not
+// all here. The first time, it checks the request's identity on its head
+// (a large or chunked body, or one the client waits to be invited to send
+// with Expect: 100-continue), reserves the body's bytes against the bound on
+// request bytes in flight, and only then says 100 Continue when asked; it
+// refuses (and closes) instead when either fails. A large Content-Length
+// request is then moved into a buffer of its own (it reports true: read
+// into it); a smaller one waits in gnet's buffer until all of it is there.
+// A chunked body's reservation grows with the bytes it holds.
+func (cs *conn) awaitBody(buf []byte) bool {
+	need := cs.p.Need()
+	cont := cs.p.TakeContinue() // true once, with the head
+	if cs.bodySince.Load() == 0 {
+		cs.bodySince.Store(cs.s.now.Load())
+		if cont || need == 0 || need-int64(len(buf)) > earlyIdentity {
+			if werr := cs.earlyIdentity(buf); werr != nil {
+				cs.refuseBody(werr)
+				return false
+			}
+		}
+	}
+	hold := need
+	if need == 0 {
+		hold = int64(len(buf)) // chunked: what is held so far
+	}
+	if !cs.reserve(hold) {
+		cs.s.tm.bodyRefused.Inc()
+		cs.refuseBody(errInflight)
+		return false
+	}
+	if cont {
+		cs.out = wire.AppendContinue(cs.out)
+	}
+	if need == 0 { // chunked
+		switch {
+		case cs.big != nil:
+			return true // read on
+		case len(buf) > bigBody:
+			cs.big = append(make([]byte, 0, 2*len(buf)), buf...)
+			cs.c.Discard(len(buf))
+			return true
+		}
+		return false
+	}
+	if need <= bigBody {
+		cs.need = need
+		return false
+	}
+	cs.big = make([]byte, len(buf), need)
+	copy(cs.big, buf)
+	cs.c.Discard(len(buf))
+	return true
+}
+
+// earlyIdentity checks the identity of the pending request on its head,
+// for the routes that need one and take a body (docs/server.md, request
+// bodies): POST and PUT under /api/v1/.
+func (cs *conn) earlyIdentity(buf []byte) *wire.Error {
+	head := cs.p.PendingHead(buf)
+	if head.Method != wire.MethodPost && head.Method != wire.MethodPut ||
+		!bytes.HasPrefix(head.Path, []byte("/api/v1/")) {
+		return nil
+	}
+	_, _, werr := cs.s.auth.identify(head)
+	return werr
+}
+
+// refuseBody answers the pending request, whose body is not read, and
+// closes the connection after the answer: the unread body cannot be told
+// from the next request.
+func (cs *conn) refuseBody(werr *wire.Error) {
+	cs.out = cs.s.appendError(cs.out, wire.Head{Close: true}, werr)
+	cs.closeAfter = true
+}
+
+// fillBig reads what arrived into the large request's own buffer. A
+// Content-Length request is read up to its length, and fillBig reports
+// whether it is whole. A chunked one is read one piece at a time, the chunk
+// data or the line the parser examines next (wire.Parser.Want), so that no
+// byte of the request after it is taken from gnet's buffer; fillBig reports
+// whether anything was read.
+func (cs *conn) fillBig() bool {
+	if cs.p.Need() > 0 {
+		for len(cs.big) < cap(cs.big) {
+			n, _ := cs.c.Read(cs.big[len(cs.big):cap(cs.big)])
+			if n == 0 {
+				return false
+			}
+			cs.big = cs.big[:len(cs.big)+n]
+		}
+		return true
+	}
+	avail := cs.c.InboundBuffered()
+	if avail == 0 {
+		return false
+	}
+	data, line := cs.p.Want()
+	take := int(min(int64(avail), data))
+	if line {
+		// Up to the next LF; without one, all of what is here belongs to
+		// the line (the parser refuses a line that grows too long).
+		peek, _ := cs.c.Peek(min(avail, maxPeekLine))
+		take = len(peek)
+		if i := bytes.IndexByte(peek, '\n'); i >= 0 {
+			take = i + 1
+		}
+	}
+	cs.big = slices.Grow(cs.big, take)
+	n, _ := cs.c.Read(cs.big[len(cs.big) : len(cs.big)+take])
+	cs.big = cs.big[:len(cs.big)+n]
+	return n > 0
+}
+
+// maxPeekLine bounds what fillBig looks at to find a chunked body's line.
+const maxPeekLine = 4 << 10
+
+// reserve makes the connection hold n bytes of the bound on request bytes
+// in flight (more when it already holds some), or reports false when the
+// bound does not allow it.
+func (cs *conn) reserve(n int64) bool {
+	d := n - cs.reserved
+	if d <= 0 {
+		return true
+	}
+	for {
+		cur := cs.s.inflight.Load()
+		if cur+d > cs.s.cfg.MaxInflightBytes {
+			return false
+		}
+		if cs.s.inflight.CompareAndSwap(cur, cur+d) {
+			cs.reserved = n
+			return true
+		}
+	}
+}
+
+// bodyDone ends the body of the request just served (or of a connection
+// closed): its reservation is given back and its timer stops.
+func (cs *conn) bodyDone() {
+	if cs.reserved != 0 {
+		cs.s.inflight.Add(-cs.reserved)
+		cs.reserved = 0
+	}
+	cs.need = 0
+	if cs.bodySince.Load() != 0 {
+		cs.bodySince.Store(0)
+	}
+}
+
+// writeOut hands this round's answers so far to gnet.
+func (cs *conn) writeOut() gnet.Action {
+	if len(cs.out) == 0 {
+		return gnet.None
+	}
+	before := cs.c.OutboundBuffered()
+	if _, err := cs.c.Write(cs.out); err != nil {
+		return gnet.Close
+	}
+	if cap(cs.out) > 1<<20 {
+		cs.out = nil // do not pin a huge answer's buffer on an idle connection
+	} else {
+		cs.out = cs.out[:0]
+	}
+	if before > 0 && cs.c.OutboundBuffered() > cs.s.cfg.OutboundHard {
+		// Answers were already waiting unread and now pass the hard limit.
+		// One large answer to a client that reads is not this.
+		cs.s.tm.outboundShed.Inc()
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// throttle stops serving the connection until its client reads: its loop
+// looks at it again every throttleCheck (loopScratch.checkThrottled).
+func (cs *conn) throttle() {
+	if !cs.overSince.CompareAndSwap(0, cs.s.now.Load()) || cs.listed {
+		return
+	}
+	cs.listed = true
+	cs.ls.throttled = append(cs.ls.throttled, cs)
+	cs.ls.nThrottled.Add(1)
+	cs.s.nThrottled.Add(1)
+	cs.s.watchThrottled()
+}
+
+// outboundDrained reports whether a connection stopped for its unsent
+// answers may be served again, and if so forgets that it was over.
+func (cs *conn) outboundDrained() bool {
+	if cs.c.OutboundBuffered() > cs.s.cfg.OutboundSoft {
+		return false
+	}
+	cs.overSince.Store(0)
+	return true
+}
+
+// checkOutbound looks, on its loop, at a connection stopped for its unread
+// answers: it closes one that stayed over the soft limit for too long and
+// serves one whose client has read (gnet says nothing when its buffer
+// drains). It reports whether the connection is still stopped.
+func (cs *conn) checkOutbound() (stopped bool) {
+	since := cs.overSince.Load()
+	if cs.isClosed || since == 0 {
+		return false
+	}
+	if cs.state.Load() != stIdle {
+		return true
+	}
+	if !cs.outboundDrained() {
+		if cs.s.now.Load()-since > int64(cs.s.cfg.OutboundSoftTime) {
+			cs.s.tm.outboundShed.Inc()
+			cs.c.Close()
+			return false
+		}
+		return true
+	}
+	if cs.serveBuffered() == gnet.Close {
+		cs.c.Close()
+	}
+	return false
 }
 
 // resumeDeferred resumes the connections of this loop whose parked pops this
@@ -146,18 +432,8 @@ func (cs *conn) resumeDeferred() {
 }
 
 func (cs *conn) flush() gnet.Action {
-	if len(cs.out) > 0 {
-		if _, err := cs.c.Write(cs.out); err != nil {
-			return gnet.Close
-		}
-		if cap(cs.out) > 1<<20 {
-			cs.out = nil // do not pin a huge answer's buffer on an idle connection
-		} else {
-			cs.out = cs.out[:0]
-		}
-	}
-	if cs.c.OutboundBuffered() > cs.s.cfg.MaxOutbound {
-		return gnet.Close // the client does not read its answers
+	if cs.writeOut() == gnet.Close {
+		return gnet.Close
 	}
 	if cs.parked() && cs.c.OutboundBuffered() == 0 {
 		// Everything answered before the parked pop has left, and the loop
@@ -301,6 +577,8 @@ func (cs *conn) closed() {
 		cs.ls.giveBack(cs.p)
 		cs.p = nil
 	}
+	cs.big = nil
+	cs.bodyDone()
 }
 
 // answer appends a whole answer for req.

@@ -42,7 +42,7 @@ func startListServer(t *testing.T, n int) *testServer {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: 1, MaxBodyBytes: 1 << 20, MaxOutbound: 2 << 20})
+	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: 1, MaxBodyBytes: 1 << 20, OutboundHard: 2 << 20})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"sync/atomic"
+
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/engine"
@@ -27,6 +30,15 @@ type loopScratch struct {
 	// parked or idle connection costs no parser (424 B and its header
 	// table).
 	parsers []*wire.Parser
+
+	// The connections of this loop stopped for their unread answers
+	// (conn.throttle), looked at every throttleCheck; nThrottled is their
+	// number, read by the watcher goroutine.
+	loop       gnet.EventLoop
+	throttled  []*conn
+	spare      []*conn
+	nThrottled atomic.Int32
+	check      gnet.RunnableFunc
 }
 
 // maxIdleParsers bounds the parsers a loop keeps for lending.
@@ -52,6 +64,31 @@ func (ls *loopScratch) giveBack(p *wire.Parser) {
 
 // scratchOf returns the scratch of loop, making it at its first connection.
 func (s *Server) scratchOf(loop gnet.EventLoop) *loopScratch {
-	ls, _ := s.scratch.LoadOrCompute(loop, func() (*loopScratch, bool) { return new(loopScratch), false })
+	ls, _ := s.scratch.LoadOrCompute(loop, func() (*loopScratch, bool) {
+		ls := &loopScratch{loop: loop}
+		ls.check = ls.checkThrottled
+		return ls, false
+	})
 	return ls
+}
+
+// checkThrottled runs on the loop: every connection stopped for its unread
+// answers is looked at once (conn.checkOutbound); those still stopped stay
+// listed. One served here that stops again lists (and counts) itself anew.
+func (ls *loopScratch) checkThrottled(context.Context) error {
+	list := ls.throttled
+	ls.throttled, ls.spare = ls.spare[:0], nil
+	for i, cs := range list {
+		list[i] = nil
+		cs.listed = false
+		if cs.checkOutbound() {
+			cs.listed = true
+			ls.throttled = append(ls.throttled, cs)
+			continue
+		}
+		ls.nThrottled.Add(-1)
+		cs.s.nThrottled.Add(-1)
+	}
+	ls.spare = list[:0]
+	return nil
 }

@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,15 +24,16 @@ type Server struct {
 	cfg     Config
 	e       *engine.Engine
 	st      store.Store
-	eng     gnet.Engine
+	cli     *gnet.Client // the event loops (listener.go says why a client)
+	ln      net.Listener
 	conns   *xsync.Map[*conn, struct{}]
 	scratch *xsync.Map[gnet.EventLoop, *loopScratch]
 
-	booted  chan struct{}
-	stopped chan error
-	loaded  atomic.Bool // declarations loaded from the store
-	auth    *Auth
-	m       *serverMetrics
+	booted    chan struct{}
+	accepting sync.WaitGroup // the acceptLoop goroutine
+	loaded    atomic.Bool    // declarations loaded from the store
+	auth      *Auth
+	m         *serverMetrics
 
 	tenants *xsync.Map[string, *tenantState]
 	grantMu sync.Mutex // serializes grant changes (store, then memory)
@@ -52,6 +53,12 @@ type Server struct {
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 	listCounters              // streamed listings (liststream.go)
+
+	tm         transportMetrics
+	openConns  atomic.Int64 // connections open now
+	nThrottled atomic.Int64 // connections stopped for their unread answers (conn.throttle)
+	watching   atomic.Bool  // watchThrottled's goroutine runs
+	inflight   atomic.Int64 // request bytes reserved by bodies being read (conn.reserve)
 }
 
 // New returns a server; Start runs it.
@@ -70,10 +77,10 @@ func New(cfg Config) *Server {
 		ksDirty: make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		booted:  make(chan struct{}),
-		stopped: make(chan error, 1),
 	}
 	s.now.Store(time.Now().UnixNano())
 	s.retryAfter.Store(1)
+	s.initTransportMetrics()
 	return s
 }
 
@@ -95,27 +102,33 @@ func (s *Server) Start() error {
 		s.cfg.Logger.Warn("the store is not ready; serving implicit queues until it is")
 		go s.loadWhenReady()
 	}
-	go func() {
-		err := gnet.Run(s, "tcp://"+s.cfg.Addr,
-			gnet.WithMulticore(true),
-			gnet.WithNumEventLoop(s.cfg.Loops),
-			gnet.WithTicker(true),
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithReuseAddr(true),
-			gnet.WithLogger(gnetLogger{s.cfg.Logger}),
-			gnet.WithLogLevel(logging.DebugLevel),
-		)
-		s.stopped <- err
-	}()
-	select {
-	case <-s.booted:
-		return nil
-	case err := <-s.stopped:
-		if err == nil {
-			err = errors.New("the event loops stopped before serving")
-		}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
+	cli, err := gnet.NewClient(s,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(s.cfg.Loops),
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.cfg.Logger}),
+		gnet.WithLogLevel(logging.DebugLevel),
+	)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("start the event loops: %w", err)
+	}
+	s.cli, s.ln = cli, ln
+	<-s.booted
+	s.accepting.Add(1)
+	go func() {
+		defer s.accepting.Done()
+		s.acceptLoop(ln)
+	}()
+	return nil
 }
 
 // Shutdown answers every parked pop with an empty batch, lets those answers
@@ -126,18 +139,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	close(s.quit)
 	s.e.ReleaseWaiters()
-	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
-	err := s.eng.Stop(ctx)
-	select {
-	case <-s.stopped:
-	case <-ctx.Done():
+	if s.ln == nil {
+		return nil // never started
 	}
-	return err
+	s.ln.Close()
+	// The acceptor ends before the loops stop: inside Client.Enroll it
+	// waits for a loop to register its connection.
+	s.accepting.Wait()
+	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
+	done := make(chan error, 1)
+	go func() { done <- s.cli.Stop() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
-// OnBoot records the gnet engine and reports the listener up.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
+// OnBoot reports the event loops up.
+func (s *Server) OnBoot(gnet.Engine) gnet.Action {
 	close(s.booted)
 	return gnet.None
 }
@@ -147,6 +168,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cs := newConn(s, c)
 	c.SetContext(cs)
 	s.conns.Store(cs, struct{}{})
+	s.openConns.Add(1)
+	// Per-connection charge to the broker's budget: the engine's call goes
+	// here, and its release in OnClose (docs/server.md, accepting
+	// connections).
 	return nil, gnet.None
 }
 
@@ -155,6 +180,8 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if cs, ok := c.Context().(*conn); ok {
 		cs.closed()
 		s.conns.Delete(cs)
+		s.openConns.Add(-1)
+		// Release of the per-connection charge (see OnOpen).
 	}
 	return gnet.None
 }
@@ -168,21 +195,72 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	return cs.onTraffic()
 }
 
-// OnTick enforces the connection timeouts gnet has no deadlines for.
+// OnTick enforces the connection timeouts gnet has no deadlines for, and
+// looks again at connections stopped for their unread answers.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	now := time.Now().UnixNano()
 	s.now.Store(now)
-	headLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.IdleTimeout)
+	headLimit, bodyLimit, idleLimit := int64(s.cfg.HeaderTimeout), int64(s.cfg.BodyTimeout), int64(s.cfg.IdleTimeout)
 	s.conns.Range(func(cs *conn, _ struct{}) bool {
 		if cs.state.Load() != stIdle {
 			return true // a parked pop or a store call has its own bound
 		}
-		if since := cs.headSince.Load(); since != 0 && now-since > headLimit {
-			cs.c.Close()
-		} else if now-cs.lastActive.Load() > idleLimit {
+		switch {
+		case cs.overSince.Load() != 0:
+			// Stopped for its unread answers: the watcher's (throttleCheck).
+		case since(cs.headSince.Load(), now) > headLimit,
+			since(cs.bodySince.Load(), now) > bodyLimit,
+			now-cs.lastActive.Load() > idleLimit:
 			cs.c.Close()
 		}
 		return true
 	})
 	return time.Second, gnet.None
+}
+
+// throttleCheck is how often a connection stopped for its unread answers
+// is looked at again: gnet reports no drained outbound buffer, and the 1 s
+// tick would make a client that reads slowly wait a second per soft limit.
+const throttleCheck = 5 * time.Millisecond
+
+// watchThrottled starts, unless it runs, the goroutine that has each loop
+// look at its stopped connections every throttleCheck (one task per loop,
+// whatever their number); it ends when there are none.
+func (s *Server) watchThrottled() {
+	if !s.watching.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		t := time.NewTicker(throttleCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-s.quit:
+				return
+			}
+			s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+				if ls.nThrottled.Load() > 0 {
+					_ = ls.loop.Execute(context.Background(), ls.check)
+				}
+				return true
+			})
+			if s.nThrottled.Load() == 0 {
+				s.watching.Store(false)
+				// A connection stopped since the load above started no
+				// watcher (this one still ran): take the job back.
+				if s.nThrottled.Load() == 0 || !s.watching.CompareAndSwap(false, true) {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// since is how long ago start was, 0 when it is not set.
+func since(start, now int64) int64 {
+	if start == 0 {
+		return 0
+	}
+	return now - start
 }

@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
 
 // Micro-benchmarks of the hot paths (P6). Every one reports allocations;
 // the steady state is 0 allocs/op (alloc_test.go pins it).
@@ -135,5 +139,47 @@ func BenchmarkWriteError(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		out = AppendError(out[:0], Head{}, e)
+	}
+}
+
+// BenchmarkLargeBodyInReads receives one request with a large body in
+// 64 KiB reads, as a server connection does. "repeek" hands the parser the
+// whole buffer after every read, copied as gnet's Peek copies its ring
+// buffer (what the server did before Parser.Need): its cost grows with the
+// square of the size. "need" calls Parse again only once Need bytes are
+// buffered: its cost grows with the size.
+func BenchmarkLargeBodyInReads(b *testing.B) {
+	for _, mode := range []string{"repeek", "need"} {
+		for _, mib := range []int{1, 4, 16} {
+			req := postRequest("/api/v1/ephemeral/push", bytes.Repeat([]byte{'x'}, mib<<20))
+			b.Run(fmt.Sprintf("%s/%dMiB", mode, mib), func(b *testing.B) {
+				p := NewParser(Limits{})
+				var inbound, peeked []byte
+				b.SetBytes(int64(len(req)))
+				for b.Loop() {
+					inbound = inbound[:0]
+					for off := 0; off < len(req); {
+						n := min(64<<10, len(req)-off)
+						inbound = append(inbound, req[off:off+n]...) // the read
+						off += n
+						if mode == "need" && int64(len(inbound)) < p.Need() {
+							continue
+						}
+						buf := inbound
+						if mode == "repeek" {
+							peeked = append(peeked[:0], inbound...)
+							buf = peeked
+						}
+						r, _, err := p.Parse(buf)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if r != nil {
+							break
+						}
+					}
+				}
+			})
+		}
 	}
 }

@@ -117,6 +117,54 @@ func (p *Parser) TakeContinue() bool {
 // the server knows the connection is idle instead.
 func (p *Parser) ReadingHead() bool { return p.stage <= stageHeaders }
 
+// Need reports how long buf must be for Parse to complete the pending
+// request: its head has been read and its Content-Length body is still
+// arriving. A server waits until that many bytes are buffered before it
+// calls Parse again, instead of presenting the same growing buffer on every
+// read (which costs the square of the body's size). It is 0 when the parser
+// cannot know: inside a head, in a chunked body, or between requests.
+func (p *Parser) Need() int64 {
+	if p.err == nil && p.stage == stageBody {
+		return int64(p.bodyStart) + p.contentLength
+	}
+	return 0
+}
+
+// Want tells a caller that moves a chunked body out of its connection's
+// buffer as it arrives what Parse examines next, so that it takes no byte
+// of the request that follows: data bytes of chunk data, or (line) the
+// bytes up to and including the next LF (a chunk-size line, the CRLF after
+// chunk data, a trailer line). Both are zero outside a chunked body.
+func (p *Parser) Want() (data int64, line bool) {
+	if p.err != nil {
+		return 0, false
+	}
+	switch p.stage {
+	case stageChunkData:
+		return p.chunkLeft, false
+	case stageChunkSize, stageChunkEnd, stageTrailers:
+		return 0, true
+	}
+	return 0, false
+}
+
+// InBody reports whether the head of the pending request has been read and
+// its body (Content-Length or chunked) has not yet all arrived.
+func (p *Parser) InBody() bool {
+	return p.err == nil && p.stage >= stageBody && p.stage <= stageTrailers
+}
+
+// PendingHead returns the pending request as far as its head (InBody must
+// be true), so that a server can judge it on its headers, its identity
+// above all, before it buffers the body. buf is what the last Parse call
+// was given. Body is nil and Chunked and ExpectContinue are set; the
+// Request is valid until the next Parse, like the one Parse returns.
+func (p *Parser) PendingHead(buf []byte) *Request {
+	r := p.fill(buf, p.bodyStart)
+	r.Body = nil
+	return r
+}
+
 // Idle reports whether the parser is between requests: no part of one has
 // been examined and no error is sticky. An idle parser carries nothing of its
 // connection, so a server may lend it to another connection (a connection
@@ -303,6 +351,14 @@ func (p *Parser) requestLine(line []byte, off int) *Error {
 // for the next one and returns the request and the bytes it took.
 func (p *Parser) finish(buf []byte) (*Request, int) {
 	end := p.pos
+	r := p.fill(buf, end)
+	p.next()
+	return r, end
+}
+
+// fill builds p.req from the pending request's offsets in buf; end is where
+// its body ends.
+func (p *Parser) fill(buf []byte, end int) *Request {
 	r := &p.req
 	r.scratch.reset()
 	r.buf = buf
@@ -329,6 +385,5 @@ func (p *Parser) finish(buf []byte) (*Request, int) {
 		r.KeepAlive = p.connKA && !p.connClose
 	}
 	r.ExpectContinue = p.expect && p.minor == 1
-	p.next()
-	return r, end
+	return r
 }

@@ -590,3 +590,55 @@ func TestIdle(t *testing.T) {
 		t.Fatal("idle with a sticky error")
 	}
 }
+
+// Need, InBody and PendingHead describe a request whose head is read and
+// whose body is still arriving.
+func TestParserBodyStillArriving(t *testing.T) {
+	head := "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer abc\r\nContent-Length: 10\r\n\r\n"
+	p := NewParser(Limits{})
+	buf := []byte(head + "01234")
+	if req, _, err := p.Parse(buf); req != nil || err != nil {
+		t.Fatalf("partial body: %v %v", req, err)
+	}
+	if !p.InBody() || p.Need() != int64(len(head)+10) {
+		t.Fatalf("InBody %v, Need %d; want true, %d", p.InBody(), p.Need(), len(head)+10)
+	}
+	h := p.PendingHead(buf)
+	if auth, _ := h.Header("Authorization"); string(auth) != "Bearer abc" || h.Body != nil || string(h.Path) != "/api/v1/ephemeral/push" || h.Method != MethodPost {
+		t.Fatalf("PendingHead: %q %q %q %v", auth, h.Body, h.Path, h.Method)
+	}
+	buf = append(buf, "56789"...)
+	req, n, err := p.Parse(buf)
+	if err != nil || req == nil || n != len(buf) || string(req.Body) != "0123456789" {
+		t.Fatalf("whole: %v %d %v", req, n, err)
+	}
+	if p.InBody() || p.Need() != 0 {
+		t.Fatalf("after the request: InBody %v, Need %d", p.InBody(), p.Need())
+	}
+
+	p = NewParser(Limits{})
+	chunked := []byte("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab")
+	if req, _, err := p.Parse(chunked); req != nil || err != nil {
+		t.Fatalf("chunked: %v %v", req, err)
+	}
+	if !p.InBody() || p.Need() != 0 || !p.PendingHead(chunked).Chunked {
+		t.Fatalf("chunked: InBody %v, Need %d", p.InBody(), p.Need())
+	}
+	if data, line := p.Want(); data != 3 || line {
+		t.Fatalf("Want in chunk data: %d %v, want 3 false", data, line)
+	}
+	chunked = append(chunked, "cde"...)
+	if req, _, err := p.Parse(chunked); req != nil || err != nil {
+		t.Fatalf("chunked: %v %v", req, err)
+	}
+	if data, line := p.Want(); data != 0 || !line {
+		t.Fatalf("Want after chunk data: %d %v, want 0 true", data, line)
+	}
+	chunked = append(chunked, "\r\n0\r\n\r\n"...)
+	if req, n, err := p.Parse(chunked); req == nil || err != nil || n != len(chunked) || string(req.Body) != "abcde" {
+		t.Fatalf("chunked whole: %v %d %v", req, n, err)
+	}
+	if data, line := p.Want(); data != 0 || line {
+		t.Fatalf("Want between requests: %d %v", data, line)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -75,16 +76,24 @@ func run(getenv func(string) string) error {
 	}
 	popTimeout := time.Duration(ev.int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond
 	scfg := server.Config{
-		Addr:          net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
-		Logger:        log,
-		Version:       version,
-		MaxBodyBytes:  ev.int64("QUEEN_MAX_BODY_BYTES"),
-		PopTimeout:    popTimeout,
-		HeaderTimeout: time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
-		IdleTimeout:   time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		Loops:         int(ev.int64("QUEEN_EVENT_LOOPS")),
+		Addr:             net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
+		Logger:           log,
+		Version:          version,
+		MaxBodyBytes:     ev.int64("QUEEN_MAX_BODY_BYTES"),
+		PopTimeout:       popTimeout,
+		HeaderTimeout:    time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
+		BodyTimeout:      time.Duration(ev.int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
+		OutboundSoft:     int(ev.int64("QUEEN_OUTBOUND_SOFT_BYTES")),
+		OutboundHard:     int(ev.int64("QUEEN_OUTBOUND_HARD_BYTES")),
+		OutboundSoftTime: time.Duration(ev.int64("QUEEN_OUTBOUND_SOFT_S")) * time.Second,
+		MaxInflightBytes: ev.int64("QUEEN_MAX_INFLIGHT_BYTES"),
+		IdleTimeout:      time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		Loops:            int(ev.int64("QUEEN_EVENT_LOOPS")),
 	}
 	scfg.TenantMsgsPerSecond = ev.int64("QUEEN_EPHEMERAL_TENANT_MSGS_PER_S")
+	if scfg.MaxInflightBytes == 0 {
+		scfg.MaxInflightBytes = inflightDefault(ecfg.MaxBytes)
+	}
 	acfg := server.AuthConfig{
 		Mode:          strings.TrimSpace(ev.str("QUEEN_AUTH_MODE")),
 		JWTSecret:     []byte(ev.str("QUEEN_JWT_SECRET")),
@@ -135,6 +144,8 @@ func run(getenv func(string) string) error {
 	}
 	defer st.Close()
 
+	logLimits(log, getenv, ecfg.MaxBytes)
+
 	e := engine.New(ecfg)
 	defer e.Close()
 	scfg.Engine, scfg.Store = e, st
@@ -154,6 +165,47 @@ func run(getenv func(string) string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// logLimits logs the descriptor limit in force and sets the Go heap's
+// soft limit from the budget unless GOMEMLIMIT is set (docs/server.md,
+// memory and descriptors).
+func logLimits(log *slog.Logger, getenv func(string) string, budget int64) {
+	// The Go runtime already raised the soft descriptor limit toward the
+	// hard one at start (syscall's init, since Go 1.19); this says what it
+	// got, since a limit below the connections expected is an operator's
+	// problem to see at boot.
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
+		log.Info("descriptor limit", "soft", rl.Cur, "hard", rl.Max)
+	}
+	if getenv("GOMEMLIMIT") != "" {
+		log.Info("heap limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+		return
+	}
+	if budget <= 0 {
+		budget = 256 << 20 // the engine's default
+	}
+	limit := memLimit(budget)
+	debug.SetMemoryLimit(limit)
+	log.Info("heap limit derived from QUEEN_EPHEMERAL_MAX_BYTES (set GOMEMLIMIT to choose another)", "bytes", limit)
+}
+
+// memLimit is the heap's soft limit for a payload budget: the budget, a
+// quarter more for what carries it (queue and message headers, buffers of
+// requests and answers in flight), and 64 MiB for the rest of the process.
+// Past it the collector runs harder instead of the heap growing to twice
+// the live data, so a broker near its budget stays near its budget.
+func memLimit(budget int64) int64 { return budget + budget/4 + 64<<20 }
+
+// inflightDefault is QUEEN_MAX_INFLIGHT_BYTES's default: a quarter of the
+// payload budget, at least 16 MiB. Bodies being read are held beside what
+// the budget counts, so they get a share of the same memory.
+func inflightDefault(budget int64) int64 {
+	if budget <= 0 {
+		budget = 256 << 20
+	}
+	return max(budget/4, 16<<20)
 }
 
 // servePprof serves net/http/pprof on its own listener, apart from the
