@@ -1,0 +1,145 @@
+//go:build reliability
+
+package reliability
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sampler reads the broker's VmRSS and VmHWM from /proc/PID/status every
+// 50 ms. The peak is the larger of the highest sample and VmHWM, so a spike
+// between two samples still counts. Once RSS passes rssCap it cancels the
+// attack's context (over).
+type sampler struct {
+	pid    int
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	rss     int64 // last sample
+	peak    int64 // max of samples and VmHWM since the last mark
+	capHit  bool
+	stopped chan struct{}
+	stop    chan struct{}
+}
+
+func startSampler(pid int, cancel context.CancelFunc) *sampler {
+	s := &sampler{pid: pid, cancel: cancel, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s.sample()
+	go func() {
+		defer close(s.stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+				s.sample()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) sample() {
+	rss, hwm, err := readStatus(s.pid)
+	if err != nil {
+		return // the process is gone (or being restarted); keep the last figures
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rss = rss
+	s.peak = max(s.peak, rss, hwm)
+	if rss > rssCap && !s.capHit {
+		s.capHit = true
+		if s.cancel != nil {
+			s.cancel()
+		}
+	}
+}
+
+// Close stops the sampling goroutine.
+func (s *sampler) Close() {
+	close(s.stop)
+	<-s.stopped
+}
+
+// now is the latest RSS, sampled afresh.
+func (s *sampler) now() int64 {
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rss
+}
+
+func (s *sampler) peakRSS() int64 {
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}
+
+func (s *sampler) hitCap() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capHit
+}
+
+// readStatus returns VmRSS and VmHWM of pid in bytes.
+func readStatus(pid int) (rss, hwm int64, err error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		var dst *int64
+		switch {
+		case strings.HasPrefix(line, "VmRSS:"):
+			dst = &rss
+		case strings.HasPrefix(line, "VmHWM:"):
+			dst = &hwm
+		default:
+			continue
+		}
+		fields := strings.Fields(line) // "VmRSS:", "12345", "kB"
+		if len(fields) < 2 {
+			return 0, 0, fmt.Errorf("/proc/%d/status: %q", pid, line)
+		}
+		kb, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		*dst = kb << 10
+	}
+	if rss == 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	}
+	return rss, hwm, sc.Err()
+}
+
+// settle polls RSS until it is at most bound, for up to d: the broker gives
+// memory back on its own schedule (the collector, the scavenger), so a
+// fixed sleep would either waste time or be too short. It returns the last
+// RSS and how long it took.
+func (s *sampler) settle(bound int64, d time.Duration) (int64, time.Duration) {
+	start := time.Now()
+	for {
+		rss := s.now()
+		if rss <= bound || time.Since(start) >= d {
+			return rss, time.Since(start)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
