@@ -14,8 +14,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
+
+// hs256 is a token for a broker in jwt mode with QUEEN_JWT_SECRET = secret.
+func hs256(secret, role string) string {
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"role": role, "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString([]byte(secret))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
 
 // figures is what one case measured: one greppable line in the test log
 // ("RELIABILITY case=…") and, with QUEEN_RELIABILITY_OUT, one JSON file that
@@ -76,7 +88,11 @@ func newCase(t *testing.T, env map[string]string) *rcase {
 	c.ctx = ctx
 	c.rss = startSampler(c.b.PID(), cancel)
 	c.f.BaseRSSMiB = mib(c.rss.now())
-	c.probe = startProbe(c.b.URL(), "probe")
+	auth := ""
+	if secret := e["QUEEN_JWT_SECRET"]; e["QUEEN_AUTH_MODE"] == "jwt" && secret != "" {
+		auth = "Bearer " + hs256(secret, "read-write")
+	}
+	c.probe = startProbe(c.b.URL(), "probe", auth)
 	t.Cleanup(func() {
 		cancel()
 		c.probe.Stop()

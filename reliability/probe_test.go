@@ -18,6 +18,7 @@ import (
 type probe struct {
 	base  string
 	queue string
+	auth  string // an Authorization header value, for a broker in jwt mode
 	hc    *http.Client
 	codes *codes
 
@@ -36,9 +37,9 @@ type probe struct {
 // no exemption, and the spec's answer for that is a 503 or a 403).
 var probeAnswers = []string{"200", "201", "403 ephemeral_quota_exceeded", "503 ephemeral_unavailable"}
 
-func startProbe(base, queue string) *probe {
+func startProbe(base, queue, auth string) *probe {
 	p := &probe{
-		base: base, queue: queue, codes: newCodes(),
+		base: base, queue: queue, auth: auth, codes: newCodes(),
 		hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true,
 		}},
@@ -76,6 +77,9 @@ func (p *probe) do(method, path string, body []byte) {
 	req, _ := http.NewRequest(method, p.base+path, bytes.NewReader(body))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if p.auth != "" {
+		req.Header.Set("Authorization", p.auth)
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
