@@ -205,7 +205,7 @@ loop:
 // every next returns nil; next(conn) makes the conn-th pipe's requests.
 // Connection errors are counted under "conn error" in cs.
 func flood(ctx context.Context, addr string, conns, window int, cs *codes,
-	next func(conn int) func() []byte, onAnswer func(status int, lat time.Duration)) {
+	next func(conn int) func() []byte, onAnswer func(status int, body []byte, lat time.Duration)) {
 	var wg sync.WaitGroup
 	for i := range conns {
 		wg.Go(func() {
@@ -218,7 +218,7 @@ func flood(ctx context.Context, addr string, conns, window int, cs *codes,
 			err = p.run(ctx, next(i), func(status int, body []byte, lat time.Duration) {
 				cs.add(status, body)
 				if onAnswer != nil {
-					onAnswer(status, lat)
+					onAnswer(status, body, lat)
 				}
 			})
 			if err != nil {

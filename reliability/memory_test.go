@@ -114,7 +114,7 @@ func TestQueueNameFlood(t *testing.T) {
 			made[conn]++
 			return pushReq(fmt.Sprintf("qn-%d-%d", conn, made[conn]), "", 1, "1")
 		}
-	}, func(_ int, lat time.Duration) { tt.add(lat) })
+	}, func(_ int, _ []byte, lat time.Duration) { tt.add(lat) })
 	c.endLoad()
 	total := 0
 	for _, n := range made {
@@ -161,7 +161,7 @@ func TestPartitionFlood(t *testing.T) {
 			i++
 			return pushReq("parts", fmt.Sprintf("p-%d-%d", conn, i), 1, "1")
 		}
-	}, func(_ int, lat time.Duration) { tt.add(lat) })
+	}, func(_ int, _ []byte, lat time.Duration) { tt.add(lat) })
 	c.endLoad()
 	c.f.Extra["partitions"] = float64(cs.get("201"))
 	c.checkCodes("push ", cs, pushAnswers...)
@@ -193,7 +193,7 @@ func TestGroupFlood(t *testing.T) {
 			i++
 			return request("GET", fmt.Sprintf("/api/v1/ephemeral/pop?queue=grp&group=g-%d-%d&batch=1", conn, i), nil)
 		}
-	}, func(_ int, lat time.Duration) { tt.add(lat) })
+	}, func(_ int, _ []byte, lat time.Duration) { tt.add(lat) })
 	c.endLoad()
 	c.f.Extra["groups"] = float64(cs.get("200"))
 	// A pop that would create a group past a budget is refused like a push

@@ -96,6 +96,12 @@ func (p *probe) do(method, path string, body []byte) {
 	p.codes.add(resp.StatusCode, b)
 }
 
+func (p *probe) samples() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.health)
+}
+
 // probeFigures is what a probe measured.
 type probeFigures struct {
 	HealthP50, HealthP99, PushPopP50, PushPopP99 time.Duration

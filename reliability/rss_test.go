@@ -18,10 +18,11 @@ import (
 // between two samples still counts. Once RSS passes rssCap it cancels the
 // attack's context (over).
 type sampler struct {
-	pid    int
 	cancel context.CancelFunc
+	cap    int64
 
 	mu      sync.Mutex
+	pid     int
 	rss     int64 // last sample
 	peak    int64 // max of samples and VmHWM since the last mark
 	capHit  bool
@@ -29,8 +30,8 @@ type sampler struct {
 	stop    chan struct{}
 }
 
-func startSampler(pid int, cancel context.CancelFunc) *sampler {
-	s := &sampler{pid: pid, cancel: cancel, stop: make(chan struct{}), stopped: make(chan struct{})}
+func startSampler(pid int, capBytes int64, cancel context.CancelFunc) *sampler {
+	s := &sampler{pid: pid, cap: capBytes, cancel: cancel, stop: make(chan struct{}), stopped: make(chan struct{})}
 	s.sample()
 	go func() {
 		defer close(s.stopped)
@@ -49,20 +50,41 @@ func startSampler(pid int, cancel context.CancelFunc) *sampler {
 }
 
 func (s *sampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	rss, hwm, err := readStatus(s.pid)
 	if err != nil {
 		return // the process is gone (or being restarted); keep the last figures
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.rss = rss
 	s.peak = max(s.peak, rss, hwm)
-	if rss > rssCap && !s.capHit {
+	if rss > s.cap && !s.capHit {
 		s.capHit = true
 		if s.cancel != nil {
 			s.cancel()
 		}
 	}
+}
+
+// follow makes the sampler read another process: the broker restarted.
+func (s *sampler) follow(pid int) {
+	s.mu.Lock()
+	s.pid = pid
+	s.mu.Unlock()
+}
+
+// mark starts a new peak from the current RSS: it resets VmHWM too
+// (writing 5 to /proc/PID/clear_refs, Linux 4.0 and later), so that the
+// peak is that of what follows, not of what came before.
+func (s *sampler) mark() int64 {
+	s.mu.Lock()
+	_ = os.WriteFile("/proc/"+strconv.Itoa(s.pid)+"/clear_refs", []byte("5"), 0)
+	s.peak = 0
+	s.mu.Unlock()
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rss
 }
 
 // Close stops the sampling goroutine.
