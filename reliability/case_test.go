@@ -173,7 +173,7 @@ func (c *rcase) checkCodes(prefix string, cs *codes, allowed ...string) {
 func (c *rcase) fallback() {
 	c.t.Helper()
 	bound := int64(c.f.BaseRSSMiB*(1<<20)) + c.budget/2
-	rss, took := c.rss.settle(bound, scaled(30*time.Second, 15*time.Second))
+	rss, took := c.rss.settle(bound, scaled(30*time.Second, 10*time.Second))
 	c.f.AfterRSSMiB, c.f.AfterS = mib(rss), took.Seconds()
 	if rss > bound {
 		c.fail("RSS %.0f MiB %.0f s after the load stopped; want ≤ %.0f MiB (idle %.0f + budget/2)",

@@ -229,33 +229,46 @@ func flood(ctx context.Context, addr string, conns, window int, cs *codes,
 	wg.Wait()
 }
 
-// tenths records latencies by the tenth of the attack's planned duration
-// they started in, to compare the cost of an operation at the start and at
-// the end of a flood.
+// tenths records latencies with the time they started at, to compare the
+// cost of an operation at the start and at the end of a flood: the span
+// from the first to the last sample is cut in tenths afterwards, so a flood
+// that ends early (a count reached) still has a last tenth.
 type tenths struct {
 	start time.Time
-	d     time.Duration
 	mu    sync.Mutex
-	lat   [10][]time.Duration
+	at    []time.Duration // since start
+	lat   []time.Duration
 }
 
-func newTenths(d time.Duration) *tenths { return &tenths{start: time.Now(), d: d} }
+func newTenths() *tenths { return &tenths{start: time.Now()} }
 
 func (t *tenths) add(lat time.Duration) {
-	i := int(time.Since(t.start) * 10 / t.d)
-	if i > 9 {
-		i = 9
-	}
+	at := time.Since(t.start)
 	t.mu.Lock()
-	t.lat[i] = append(t.lat[i], lat)
+	t.at = append(t.at, at)
+	t.lat = append(t.lat, lat)
 	t.mu.Unlock()
 }
 
-// firstLast is the p50 latency and count of the first and last tenths.
-func (t *tenths) firstLast() (p50First, p50Last time.Duration, nFirst, nLast int) {
+// firstLast is the p50 latency and the rate of the first and last tenths.
+func (t *tenths) firstLast() (p50First, p50Last time.Duration, rateFirst, rateLast float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return percentile(t.lat[0], 0.5), percentile(t.lat[9], 0.5), len(t.lat[0]), len(t.lat[9])
+	if len(t.at) == 0 {
+		return 0, 0, 0, 0
+	}
+	span := slices.Max(t.at)
+	var first, last []time.Duration
+	for i, at := range t.at {
+		switch {
+		case at < span/10:
+			first = append(first, t.lat[i])
+		case at >= span-span/10:
+			last = append(last, t.lat[i])
+		}
+	}
+	tenth := (span / 10).Seconds()
+	return percentile(first, 0.5), percentile(last, 0.5), float64(len(first)) / tenth, float64(len(last)) / tenth
 }
 
 // percentile sorts d in place and returns its q-th quantile (0 when empty).
