@@ -131,12 +131,15 @@ func (c *rcase) endLoad() {
 	c.f.ProbeErrors = pf.Errors
 	peak := c.rss.peakRSS()
 	c.f.PeakRSSMiB = mib(peak)
-	c.f.CapHit = c.rss.hitCap()
-	if c.f.CapHit {
+	capHit, killed := c.rss.hitCap()
+	c.f.CapHit = capHit
+	if capHit {
+		c.f.Extra["rssCapMiB"] = mib(c.rss.cap)
 		c.fail("RSS passed the safety cap of %.0f MiB: the attack was stopped there", mib(c.rss.cap))
 	}
-	if c.f.CapHit {
-		c.f.Extra["rssCapMiB"] = mib(c.rss.cap)
+	if killed {
+		c.f.Extra["killedAtMiB"] = mib(2 * c.rss.cap)
+		c.fail("RSS passed twice the safety cap: the broker was killed")
 	}
 	if bound := rssBound(c.budget); peak > bound {
 		c.fail("peak RSS %.0f MiB > bound %.0f MiB (1.25 × budget + 64 MiB)", mib(peak), mib(bound))
@@ -169,11 +172,15 @@ func (c *rcase) checkCodes(prefix string, cs *codes, allowed ...string) {
 
 // fallback asserts that memory falls back once the load has stopped (and
 // what the case does to end it, e.g. deleting its queues, is done): RSS at
-// most the idle RSS at the start + half the budget, polled for up to 30 s.
+// most the idle RSS at the start + half the budget, polled for up to 20 s.
 func (c *rcase) fallback() {
 	c.t.Helper()
 	bound := int64(c.f.BaseRSSMiB*(1<<20)) + c.budget/2
-	rss, took := c.rss.settle(bound, scaled(30*time.Second, 10*time.Second))
+	if _, killed := c.rss.hitCap(); killed {
+		c.fail("no fallback to measure: the broker was killed past twice the safety cap")
+		return
+	}
+	rss, took := c.rss.settle(bound, scaled(20*time.Second, 10*time.Second))
 	c.f.AfterRSSMiB, c.f.AfterS = mib(rss), took.Seconds()
 	if rss > bound {
 		c.fail("RSS %.0f MiB %.0f s after the load stopped; want ≤ %.0f MiB (idle %.0f + budget/2)",

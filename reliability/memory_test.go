@@ -18,17 +18,17 @@ import (
 // kib1 is a 1 KiB payload (a JSON string of 1,022 characters and its quotes).
 var kib1 = `"` + strings.Repeat("x", 1022) + `"`
 
-// TestPayloadFlood: 1 KiB payloads over 16 connections and 128 queues, no
+// TestPayloadFlood: 1 KiB payloads over 64 connections and 512 queues, no
 // consumer, for 60 s. Before the fixes: peak RSS 148–154 MiB on a 64 MiB
 // budget, 155 MiB after every queue was reset and deleted.
 func TestPayloadFlood(t *testing.T) {
 	c := newCase(t, nil)
-	const conns, perConn = 16, 8
+	const conns, perConn = 64, 8
 	d := scaled(60*time.Second, 10*time.Second)
 	ctx, cancel := context.WithTimeout(c.ctx, d)
 	defer cancel()
 	cs := newCodes()
-	flood(ctx, c.addr, conns, 8, cs, func(conn int) func() []byte {
+	flood(ctx, c.addr, conns, 4, cs, func(conn int) func() []byte {
 		i := 0
 		return func() []byte {
 			i++

@@ -128,6 +128,12 @@ func TestParkedPopFlood(t *testing.T) {
 		c.fail("of the reset half's %d queues, %d kept their message", (n+1)/2, kept.get("kept"))
 	}
 	c.endLoad()
+	for i, conn := range conns {
+		if conn != nil {
+			conn.Close()
+			conns[i] = nil
+		}
+	}
 	c.fallback()
 }
 

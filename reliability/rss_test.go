@@ -10,13 +10,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // sampler reads the broker's VmRSS and VmHWM from /proc/PID/status every
 // 50 ms. The peak is the larger of the highest sample and VmHWM, so a spike
-// between two samples still counts. Once RSS passes rssCap it cancels the
-// attack's context (over).
+// between two samples still counts. Once RSS passes its cap it cancels the
+// attack's context; past twice the cap it kills the broker (SIGKILL), since
+// a broker without its bounds can go on growing after the attack stopped
+// (it still answers what it was sent) and the machine is shared.
 type sampler struct {
 	cancel context.CancelFunc
 	cap    int64
@@ -26,6 +29,7 @@ type sampler struct {
 	rss     int64 // last sample
 	peak    int64 // max of samples and VmHWM since the last mark
 	capHit  bool
+	killed  bool
 	stopped chan struct{}
 	stop    chan struct{}
 }
@@ -58,6 +62,10 @@ func (s *sampler) sample() {
 	}
 	s.rss = rss
 	s.peak = max(s.peak, rss, hwm)
+	if rss > 2*s.cap && !s.killed {
+		s.killed = true
+		_ = syscall.Kill(s.pid, syscall.SIGKILL)
+	}
 	if rss > s.cap && !s.capHit {
 		s.capHit = true
 		if s.cancel != nil {
@@ -108,10 +116,10 @@ func (s *sampler) peakRSS() int64 {
 	return s.peak
 }
 
-func (s *sampler) hitCap() bool {
+func (s *sampler) hitCap() (capHit, killed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.capHit
+	return s.capHit, s.killed
 }
 
 // readStatus returns VmRSS and VmHWM of pid in bytes.
