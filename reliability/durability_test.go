@@ -20,7 +20,7 @@ import (
 
 // What survives a crash and a database outage, under load (spec, configure:
 // "written to PostgreSQL first and applied to memory second"; ack: stale;
-// docs/engine.md and D16).
+// docs/server.md, Declaration writes).
 
 // needPG returns the run's PostgreSQL, or skips (never under CI=true:
 // storetest.MainWithPostgres failed the run already).

@@ -13,7 +13,7 @@ import (
 // The engine's floods: what a client can make the broker hold by naming
 // things (payloads, queues, partitions, groups). Each pushes against the
 // 64 MiB budget; the bound is on the process, not on the payload bytes the
-// budget counted (docs/engine.md, budgets; D5).
+// budget counted (docs/engine.md, Bounds).
 
 // kib1 is a 1 KiB payload (a JSON string of 1,022 characters and its quotes).
 var kib1 = `"` + strings.Repeat("x", 1022) + `"`

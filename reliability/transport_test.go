@@ -18,7 +18,7 @@ import (
 
 // The transport's attacks: what a client can make the broker hold without
 // naming anything (answers it does not read, bodies it sends slowly or
-// without a credential, connections), bounded by docs/server.md's limits.
+// without a credential, connections), bounded by the limits of docs/server.md, Connections.
 
 // TestUnreadPipelinedAnswers: 1,000 queue listings pipelined on one
 // connection (50 KB sent), the answers never read, after 10,000 queues
