@@ -232,7 +232,8 @@ func TestUnauthenticatedBodies(t *testing.T) {
 func TestBodyTrickle(t *testing.T) {
 	c := newCase(t, map[string]string{"QUEEN_BODY_TIMEOUT_MS": "3000"})
 	const timeout, margin = 3 * time.Second, 5 * time.Second
-	ctx, cancel := context.WithTimeout(c.ctx, 15*time.Second)
+	// Watched 2 s past the bound: enough to tell closed from never closed.
+	ctx, cancel := context.WithTimeout(c.ctx, timeout+margin+2*time.Second)
 	defer cancel()
 	cs := newCodes()
 	var wg sync.WaitGroup
