@@ -84,9 +84,6 @@ func (b *Broker) PID() int {
 	return b.cmd.Process.Pid
 }
 
-// Logs is what the broker wrote to stdout and stderr so far.
-func (b *Broker) Logs() string { return b.logs.String() }
-
 // StartOn starts the broker (again, on the same data) on port.
 func (b *Broker) StartOn(t testing.TB, port int) {
 	t.Helper()
