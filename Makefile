@@ -11,7 +11,14 @@ LINT_DIRS = $(patsubst %/...,%,$(LINT_PKGS))
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 
-.PHONY: help run test bench bench-peers bench-compare bench-ab fuzz lint profile
+# The reliability suite (RELIABILITY.md): RELIABILITY_SCALE multiplies every
+# attack's duration and count (1: full, under 10 minutes; CI runs 0.2);
+# RELIABILITY_OUT receives one JSON file of figures per case.
+RELIABILITY_SCALE ?= 1
+RELIABILITY_OUT ?=
+RELIABILITY_RUN ?= .
+
+.PHONY: help run test bench bench-peers bench-compare bench-ab fuzz lint profile reliability
 
 help:
 	@echo "run            start the broker (go run ./cmd/queen)"
@@ -23,12 +30,18 @@ help:
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
 	@echo "fuzz           every Fuzz* target for FUZZTIME ($(FUZZTIME)) each"
 	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
+	@echo "reliability    the memory-bound attacks against the real broker (RELIABILITY.md); RELIABILITY_SCALE=0.2 briefly"
 
 run:
 	$(GO) run ./cmd/queen
 
 test:
 	$(GO) test -race -count=1 ./...
+
+# make reliability [RELIABILITY_SCALE=0.2] [RELIABILITY_OUT=reliability/results] [RELIABILITY_RUN=regexp]
+reliability:
+	QUEEN_RELIABILITY_SCALE=$(RELIABILITY_SCALE) QUEEN_RELIABILITY_OUT=$(RELIABILITY_OUT) \
+		$(GO) test -tags reliability -count=1 -timeout 15m -v -run '$(RELIABILITY_RUN)' ./reliability/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./arena

@@ -73,6 +73,17 @@ func (b *Broker) URL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(b.port)
 }
 
+// PID is the process id of the broker now running (0 before the first
+// start): what /proc/PID/status and prlimit need.
+func (b *Broker) PID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
 // StartOn starts the broker (again, on the same data) on port.
 func (b *Broker) StartOn(t testing.TB, port int) {
 	t.Helper()
