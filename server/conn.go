@@ -107,8 +107,8 @@ func (cs *conn) onTraffic() gnet.Action {
 		}
 		// Requests wait behind the answer being made; whoever ends the
 		// busy spell serves them.
-		if cs.c.InboundBuffered() > cs.s.cfg.MaxPipelined {
-			return gnet.Close // requests queue behind a busy one without bound
+		if !cs.holdQueued() {
+			return gnet.Close
 		}
 		return gnet.None
 	}
@@ -121,7 +121,7 @@ func (cs *conn) serveBuffered() gnet.Action {
 	for cs.state.Load() == stIdle && !cs.closeAfter {
 		if cs.overSince.Load() != 0 && !cs.outboundDrained() {
 			// Requests wait, unread, until the client reads its answers.
-			if cs.c.InboundBuffered() > cs.s.cfg.MaxPipelined {
+			if !cs.holdQueued() {
 				return gnet.Close
 			}
 			break
@@ -330,6 +330,30 @@ func (cs *conn) reserve(n int64) bool {
 			return true
 		}
 	}
+}
+
+// queuedFree is what a connection may queue unread behind a busy request
+// (or while stopped for its unread answers) without holding any of the
+// bound on request bytes in flight: a few pipelined requests cost nothing.
+const queuedFree = 64 << 10
+
+// holdQueued counts the bytes queued unread behind a busy or stopped
+// connection against the bound on request bytes in flight, so that many
+// connections each queueing up to MaxPipelined cannot add up without
+// bound (docs/server.md, request bodies). It reports false, and the
+// connection is closed, past the connection's own MaxPipelined or when the
+// bound cannot hold them. The hold is given back with the next request's
+// body (bodyDone) or when the connection closes.
+func (cs *conn) holdQueued() bool {
+	n := cs.c.InboundBuffered()
+	if n > cs.s.cfg.MaxPipelined {
+		return false
+	}
+	if n <= queuedFree || cs.reserve(int64(n)) {
+		return true
+	}
+	cs.s.tm.bodyRefused.Inc()
+	return false
 }
 
 // bodyDone ends the body of the request just served (or of a connection

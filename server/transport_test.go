@@ -280,3 +280,44 @@ func TestBodiesArrivingInPiecesServedInOrder(t *testing.T) {
 		t.Fatalf("%d bytes still reserved", n)
 	}
 }
+
+// Requests queued behind a parked pop hold the bound on request bytes in
+// flight past their first 64 KiB, so many busy connections cannot each
+// queue MaxPipelined: one whose queue the bound cannot hold is closed, its
+// hold given back; a short queue costs nothing and is served in order.
+func TestQueuedBehindABusyRequestHoldsTheBound(t *testing.T) {
+	ts := startConfigured(t, Config{MaxInflightBytes: 1 << 20})
+	pop := "GET /api/v1/ephemeral/pop?queue=q&wait=true&timeout=10000 HTTP/1.1\r\nHost: t\r\n\r\n"
+
+	short := dialRaw(t, ts.addr)
+	short.send(pop + "GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+
+	long := dialRaw(t, ts.addr)
+	long.send(pop)
+	if !eventually(func() bool { return parkedPops(ts.e) == 2 }) {
+		t.Fatal("the two pops did not park")
+	}
+	filler := postHead(1<<20) + strings.Repeat("x", 1<<20) // 1 MiB behind the parked pop
+	go func() { _, _ = io.WriteString(long.c, filler) }()
+	long.wantEOF(5 * time.Second)
+	if !eventually(func() bool { return ts.s.inflight.Load() == 0 }) {
+		t.Fatalf("%d bytes still held after the connection closed", ts.s.inflight.Load())
+	}
+
+	if st, _ := ts.do(t, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`); st != 201 {
+		t.Fatalf("push: %d", st)
+	}
+	if st, body, _ := short.answer(); st != 200 || !strings.Contains(body, `"payload":1`) {
+		t.Fatalf("the parked pop: %d %s", st, body)
+	}
+	if st, _, _ := short.answer(); st != 200 {
+		t.Fatalf("the request queued behind it: %d", st)
+	}
+}
+
+// parkedPops counts the pops parked in e, every tenant.
+func parkedPops(e *engine.Engine) int64 {
+	var n int64
+	e.TenantGauges(func(_ string, _ int64, _, _ int, parked int64) { n += parked })
+	return n
+}
