@@ -55,37 +55,37 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 	switch string(rest) {
 	case "push":
 		cs.reqRoute = routePush
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accWrite, true) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accWrite) {
 			cs.pushVerb(req)
 		}
 		return
 	case "pop":
 		cs.reqRoute = routePop
-		if cs.method(req, wire.MethodGet) && cs.admit(req, accReadWrite, true) {
+		if cs.method(req, wire.MethodGet) && cs.admit(req, accReadWrite) {
 			cs.pop(req)
 		}
 		return
 	case "ack":
 		cs.reqRoute = routeAck
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite) {
 			cs.ackVerb(req)
 		}
 		return
 	case "configure":
 		cs.reqRoute = routeConfigure
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite) {
 			cs.configure(req)
 		}
 		return
 	case "reset":
 		cs.reqRoute = routeReset
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite, true) {
+		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite) {
 			cs.reset(req)
 		}
 		return
 	case "queues":
 		cs.reqRoute = routeQueues
-		if cs.method(req, wire.MethodGet) && cs.admit(req, accRead, true) {
+		if cs.method(req, wire.MethodGet) && cs.admit(req, accRead) {
 			cs.listQueues(req)
 		}
 		return
@@ -99,7 +99,7 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 		seg := rest[len("queue/"):]
 		if bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
-		} else if cs.method(req, wire.MethodDelete) && cs.admit(req, accReadWrite, true) {
+		} else if cs.method(req, wire.MethodDelete) && cs.admit(req, accReadWrite) {
 			if len(seg) == 0 {
 				cs.refuse(req, errEmptyPathQueue)
 			} else {
@@ -112,7 +112,7 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 		seg := rest[len("queues/") : len(rest)-len(depthTail)]
 		if bytes.IndexByte(seg, '/') >= 0 {
 			cs.refuse(req, errNoRoute)
-		} else if cs.method(req, wire.MethodGet) && cs.admit(req, accRead, true) {
+		} else if cs.method(req, wire.MethodGet) && cs.admit(req, accRead) {
 			if len(seg) == 0 {
 				cs.refuse(req, errEmptyPathQueue)
 			} else {

@@ -200,9 +200,9 @@ var (
 	errDisabled     = &wire.Error{Status: 503, Code: "ephemeral_disabled", Msg: errDisabledMsg}
 )
 
-// admit runs identity, then for the family's routes the kill switch and the
+// admit runs identity, then the kill switch and the
 // grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
-func (cs *conn) admit(req *wire.Request, need Access, family bool) bool {
+func (cs *conn) admit(req *wire.Request, need Access) bool {
 	s := cs.s
 	tenant, level, werr := s.auth.identify(req)
 	if werr != nil {
@@ -214,9 +214,6 @@ func (cs *conn) admit(req *wire.Request, need Access, family bool) bool {
 		return false
 	}
 	cs.tenant = tenant
-	if !family {
-		return true
-	}
 	if s.paused.Load() {
 		head := req.Head(0)
 		head.RetryAfter = int(s.retryAfter.Load())
