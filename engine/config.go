@@ -131,6 +131,11 @@ type Config struct {
 	Incarnation uint64
 	// SegmentSize is the arena's segment size (default 1 MiB).
 	SegmentSize int
+
+	// payloadOnly turns every object charge off, so budgets count payload
+	// bytes alone. Tests of the payload rules use it; the charges have
+	// tests of their own (docs/engine.md, "What the budgets count").
+	payloadOnly bool
 }
 
 // Clock tells engine time in nanoseconds.

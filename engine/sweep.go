@@ -24,7 +24,7 @@ type sweeper struct {
 // nearBudget is the share of QUEEN_EPHEMERAL_MAX_BYTES above which the
 // sweeper frees reclaimable messages ahead of need (7/8).
 func (e *Engine) nearBudget() bool {
-	return e.bytes.Load() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
+	return e.footprint.Load() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
 }
 
 func (s *sweeper) Fire(now int64) {
