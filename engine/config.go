@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -131,6 +132,11 @@ type Config struct {
 	Incarnation uint64
 	// SegmentSize is the arena's segment size (default 1 MiB).
 	SegmentSize int
+	// FreeOSMemory is called when the sweeper has released a meaningful
+	// amount of pooled memory, at most once every 30 s of engine time. The
+	// default runs runtime/debug.FreeOSMemory on a goroutine of its own, so
+	// the timing wheel never waits for it.
+	FreeOSMemory func()
 
 	// payloadOnly turns every object charge off, so budgets count payload
 	// bytes alone. Tests of the payload rules use it; the charges have
@@ -209,6 +215,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = time.Second
+	}
+	if c.FreeOSMemory == nil {
+		c.FreeOSMemory = func() { go debug.FreeOSMemory() }
 	}
 }
 
