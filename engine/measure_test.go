@@ -46,9 +46,9 @@ func TestMeasureCharges(t *testing.T) {
 		{"group", c.group + nameLen,
 			func(e *Engine) { must(t, e.Configure("default", "q", OptionSet{})) },
 			func(e *Engine, i int) { e.Pop(&PopRequest{Tenant: "default", Queue: "q", Group: names[i]}, d) }},
-		{"cursor (100 groups x 1,000 partitions)", c.cursor,
+		{"cursor (groups x 1,000 partitions)", c.cursor,
 			func(e *Engine) {
-				for g := 0; g < 100; g++ { // groups first: no partition, no cursor
+				for g := 0; g < n/1000; g++ { // groups first: no partition, no cursor
 					e.Pop(&PopRequest{Tenant: "default", Queue: "q", Group: names[g]}, d)
 				}
 				for p := 0; p < 1000; p++ {
@@ -62,6 +62,7 @@ func TestMeasureCharges(t *testing.T) {
 			}},
 		{"lease of one message (beyond an autoAck cursor)", c.entry,
 			func(e *Engine) {
+				must(t, e.Configure("default", "q", OptionSet{Has: HasMaxLength, Options: Options{MaxLength: 1_000_000}}))
 				for p := 0; p < n; p++ { // g's cursor in every partition, one message left
 					e.Push("default", "q", names[p], batchOf(2, 1))
 					e.Pop(&PopRequest{Tenant: "default", Queue: "q", Partition: names[p], Group: "g", AutoAck: true}, d)

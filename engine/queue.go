@@ -24,7 +24,10 @@ type Queue struct {
 	parts  atomic.Pointer[[]*partition]
 	indexP atomic.Pointer[xsync.Map[string, *partition]]
 
-	groups atomic.Pointer[[]*group] // copy-on-write, few entries
+	// groups lists the live groups, read without a lock: appended to like
+	// parts, copied on removal; indexG finds one by name once there are many.
+	groups atomic.Pointer[[]*group]
+	indexG atomic.Pointer[xsync.Map[string, *group]]
 
 	waitMu  sync.Mutex // guards waiters: parked pops without a partition
 	waiters waitList
@@ -127,11 +130,13 @@ type group struct {
 }
 
 func (q *Queue) findGroup(name string) *group {
-	if gs := q.groups.Load(); gs != nil {
-		for _, g := range *gs {
-			if g.name == name {
-				return g
-			}
+	if idx := q.indexG.Load(); idx != nil {
+		g, _ := idx.Load(name)
+		return g
+	}
+	for _, g := range q.groupList() {
+		if g.name == name {
+			return g
 		}
 	}
 	return nil
@@ -156,8 +161,16 @@ func (q *Queue) groupFor(name string) (*group, error) {
 	}
 	g := &group{name: strings.Clone(name)}
 	g.lastActive.Store(q.e.nowNanos())
-	old := q.groupList()
-	next := append(old[:len(old):len(old)], g) // a copy: readers keep the old list
+	next := append(q.groupList(), g) // written past what readers see, as in addPartition
+	if idx := q.indexG.Load(); idx != nil {
+		idx.Store(g.name, g)
+	} else if len(next) >= indexAt {
+		idx := xsync.NewMap[string, *group]()
+		for _, x := range next {
+			idx.Store(x.name, x)
+		}
+		q.indexG.Store(idx)
+	}
 	q.groups.Store(&next)
 	return g, nil
 }
@@ -170,7 +183,10 @@ func (q *Queue) dropGroupLocked(g *group) {
 		return
 	}
 	q.t.force(-q.e.charge.ofGroup(g.name))
-	next := make([]*group, 0, len(*gs))
+	if idx := q.indexG.Load(); idx != nil {
+		idx.Delete(g.name)
+	}
+	next := make([]*group, 0, len(*gs)) // a copy: readers keep the old list
 	for _, x := range *gs {
 		if x != g {
 			next = append(next, x)
