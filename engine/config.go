@@ -103,10 +103,11 @@ type Ceilings struct {
 	WindowCount  int64 // 10,000
 }
 
-// Config is the engine's configuration; zero fields take the defaults named
-// in the spec and DESIGN.md.
+// Config is the engine's configuration; zero fields take the defaults of
+// the specification (docs/engine.md records the ones we chose).
 type Config struct {
-	// MaxBytes is the broker's total payload budget, QUEEN_EPHEMERAL_MAX_BYTES.
+	// MaxBytes is the broker's total budget, QUEEN_EPHEMERAL_MAX_BYTES: payload
+	// bytes plus object charges (docs/engine.md, "What the budgets count").
 	MaxBytes int64
 	// Defaults are a queue's options when not declared (the tenant defaults):
 	// QUEEN_EPHEMERAL_QUEUE_MAX_BYTES, _QUEUE_MAX_LENGTH, _TTL_S, _LEASE_S,
