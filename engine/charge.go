@@ -32,11 +32,11 @@ type charges struct {
 // plus at least one ring slot. A lease has no object of its own (its timer
 // is part of the cursor); its messages are entries of the cursor's window.
 var measuredCharges = charges{
-	queue:     576,
+	queue:     336,
 	partition: 288,
-	group:     96,
-	cursor:    144,
-	parked:    176,
+	group:     128,
+	cursor:    176,
+	parked:    160,
 	slot:      int64(unsafe.Sizeof(slot{})),
 	entry:     int64(unsafe.Sizeof(entry{})),
 	perName:   1,

@@ -13,7 +13,8 @@ import (
 // count"). It creates 100,000 objects of a kind in a fresh engine and reads
 // the live heap (runtime.MemStats.HeapAlloc, after two collections) before
 // and after: map entries, list slots and name copies are included. It fails
-// when a charge in force is below what it measured. It is slow, so it runs
+// when a charge in force is below what it measured (by more than half a
+// byte of noise). It is slow, so it runs
 // only when asked:
 //
 //	MEASURE_CHARGES=1 go test -run TestMeasureCharges -count=1 -v ./engine
@@ -89,7 +90,7 @@ func TestMeasureCharges(t *testing.T) {
 		runtime.KeepAlive(e)
 		per := float64(after-before) / float64(n)
 		t.Logf("%-48s %7.1f B measured, %4d B charged", m.kind, per, m.charge)
-		if per > float64(m.charge) {
+		if per > float64(m.charge)+0.5 { // half a byte of noise: heap figures move a little run to run
 			t.Errorf("%s: measured %.1f B, charged %d B", m.kind, per, m.charge)
 		}
 		e.Close()
