@@ -286,18 +286,27 @@ func (p *partition) freeReclaimableFor(overN, overB int64) {
 }
 
 // trimOthers drops from the heads of q's other partitions while the queue is
-// still over a bound after a dropOldest push filled its own partition. Best
+// still over a bound after a dropOldest push filled its own partition. It
+// goes round the partitions from where the previous trim stopped and stops
+// as soon as the queue fits, so a push does not walk every partition of a
+// queue that has many (docs/engine.md, "Push cost does not grow"). Best
 // effort: concurrent pushes may each see the excess for a moment.
 func (q *Queue) trimOthers(skip *partition, opts *Options) {
-	for _, p := range q.partitions() {
+	over := func() bool { return q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes }
+	parts := q.partitions()
+	start := int(q.trimAt.Load() % uint64(len(parts)))
+	for i := 0; i < len(parts) && over(); i++ {
+		k := (start + i) % len(parts)
+		p := parts[k]
 		if p == skip {
 			continue
 		}
 		p.mu.Lock()
-		for p.held() > 0 && (q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes) {
+		for p.held() > 0 && over() {
 			p.freeHead(1, CauseBounds)
 		}
 		p.mu.Unlock()
+		q.trimAt.Store(uint64(k))
 	}
 }
 

@@ -41,6 +41,7 @@ type Queue struct {
 	lastActive atomic.Int64 // last push or pop (D8)
 	parked     atomic.Int32 // parked pops on this queue
 	rr         atomic.Uint32
+	trimAt     atomic.Uint64 // where trimOthers resumes
 	dead       atomic.Bool // collected or deleted; lookups retry
 }
 
