@@ -42,7 +42,7 @@ type Queue struct {
 	parked     atomic.Int32 // parked pops on this queue
 	rr         atomic.Uint32
 	trimAt     atomic.Uint64 // where trimOthers resumes
-	dead       atomic.Bool // collected or deleted; lookups retry
+	dead       atomic.Bool   // collected or deleted; lookups retry
 }
 
 // indexAt is the partition count from which lookups use the index map.
