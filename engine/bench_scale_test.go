@@ -90,3 +90,19 @@ func benchPushNewQueue(b *testing.B, n int) {
 		}
 	}
 }
+
+// BenchmarkSweep100kQueues is one pass of the sweeper over 100,000 idle
+// implicit queues that are not yet due for collection: the work the timing
+// wheel does once a second, off the push path.
+func BenchmarkSweep100kQueues(b *testing.B) {
+	e := benchEngine(b)
+	ps := batchOf(1, 64)
+	for _, q := range nameList("q", 100_000) {
+		e.Push("default", q, "", ps)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.Sweep(e.nowNanos())
+	}
+}
