@@ -30,9 +30,10 @@ func (e *Engine) PushBy(by any, tenant, queue, partition string, payloads [][]by
 	if partition == "" {
 		partition = DefaultPartition
 	}
-	var nb int64
+	var nb, largest int64
 	for _, pl := range payloads {
 		nb += int64(len(pl))
+		largest = max(largest, int64(len(pl)))
 	}
 	var tried reclaimScope
 	for {
@@ -47,7 +48,7 @@ func (e *Engine) PushBy(by any, tenant, queue, partition string, payloads [][]by
 			p.mu.Unlock()
 			return 0, nil // an empty push passes no bound; it names the queue
 		}
-		scope, err := p.push(&tgt, payloads, nb, tried, by)
+		scope, err := p.push(&tgt, payloads, nb, largest, tried, by)
 		switch scope { // p.push unlocked p.mu
 		case reclaimNone:
 			if err != nil {
@@ -151,16 +152,14 @@ func (t *pushTarget) publish() (reclaimScope, error) {
 // either policy: a message larger than maxBytes, and under reject a batch
 // that passes maxBytes or maxLength on its own. Answering 429 would promise
 // that a retry can work (docs/engine.md, "A push that can never fit").
-func neverFits(queue string, opts *Options, payloads [][]byte, nb int64) error {
-	for _, pl := range payloads {
-		if int64(len(pl)) > opts.MaxBytes {
-			return badRequest("a message of %d bytes can never fit queue %s's maxBytes %d", len(pl), queue, opts.MaxBytes)
-		}
+func neverFits(queue string, opts *Options, n, nb, largest int64) error {
+	if largest > opts.MaxBytes {
+		return badRequest("a message of %d bytes can never fit queue %s's maxBytes %d", largest, queue, opts.MaxBytes)
 	}
 	if opts.Policy != PolicyReject {
 		return nil
 	}
-	if n := int64(len(payloads)); n > opts.MaxLength {
+	if n > opts.MaxLength {
 		return badRequest("a batch of %d messages can never fit queue %s's maxLength %d", n, queue, opts.MaxLength)
 	}
 	if nb > opts.MaxBytes {
@@ -174,11 +173,11 @@ func neverFits(queue string, opts *Options, payloads [][]byte, nb int64) error {
 // messages there and call again; tried says which scopes were freed already.
 // A refused push changes nothing: fresh objects of tgt are published only
 // once every bound has admitted the push.
-func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb int64, tried reclaimScope, by any) (reclaimScope, error) {
+func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, tried reclaimScope, by any) (reclaimScope, error) {
 	q, t := p.q, p.q.t
 	n := int64(len(payloads))
 	opts := q.options()
-	if err := neverFits(q.name, opts, payloads, nb); err != nil {
+	if err := neverFits(q.name, opts, n, nb, largest); err != nil {
 		p.mu.Unlock()
 		return reclaimNone, err
 	}
