@@ -122,7 +122,11 @@ func TestCreationPastTheTenantAllowanceIsRefused(t *testing.T) {
 func TestCreationPastTheBrokerTotalIsRefusedAfterTheTenant(t *testing.T) {
 	h := newHarness(t, nil)
 	h.push("q", "p", "abc")
+	h.pop(PopRequest{Queue: "q", Group: "old", AutoAck: true})
 	h.e.cfg.MaxBytes = h.e.CellBytes()
+	if err := popErr(h, PopRequest{Queue: "q", Group: "old", Wait: true, Timeout: time.Minute}); err != ErrBrokerFull {
+		t.Fatalf("a pop that would park past the broker total: %v, want ErrBrokerFull", err)
+	}
 	if err := pushErr(h, "q", "p2", ""); err != ErrBrokerFull {
 		t.Fatalf("new partition past the broker total: %v, want ErrBrokerFull", err)
 	}
