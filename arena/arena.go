@@ -124,6 +124,9 @@ type Arena struct {
 	freeIdx []uint32   // dropped slots, reused before growing the table
 	pool    []*segment // recycled ordinary segments, refs == 0; len <= maxFree
 	maxFree int
+	// poolLow is the fewest segments the pool held since the last TrimIdle:
+	// that many were needed by no Alloc in the whole interval.
+	poolLow int
 }
 
 // New returns an arena whose ordinary segments are segmentSize bytes (0 means
@@ -336,5 +339,31 @@ func (a *Arena) popPool() *segment {
 	seg := a.pool[k]
 	a.pool[k] = nil
 	a.pool = a.pool[:k]
+	a.poolLow = min(a.poolLow, k)
 	return seg
+}
+
+// Pooled returns the number of recycled segments waiting in the free pool.
+func (a *Arena) Pooled() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.pool)
+}
+
+// TrimIdle releases to the GC the pooled segments that no Alloc needed since
+// the previous call (the pool's low-water mark over that interval) and
+// returns their bytes. Called every period P, it gives back the spare
+// segments of a load that fell within 2P, while a steady load keeps the
+// segments it cycles through.
+func (a *Arena) TrimIdle() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var released int64
+	for idle := min(a.poolLow, len(a.pool)); idle > 0; idle-- {
+		seg := a.popPool()
+		released += int64(len(seg.buf))
+		a.drop(seg)
+	}
+	a.poolLow = len(a.pool)
+	return released
 }

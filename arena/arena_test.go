@@ -363,3 +363,46 @@ func TestZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TrimIdle releases the pooled segments that no Alloc needed since the last
+// call (the pool's low-water mark), and keeps those a load cycled through.
+func TestTrimIdleReleasesOnlyWhatNoAllocNeeded(t *testing.T) {
+	a := New(1024, 1)
+	alloc := func(k int) []Handle { // k allocations of a whole segment each
+		hs := make([]Handle, k)
+		for i := range hs {
+			hs[i], _ = a.Alloc(0, 1024)
+		}
+		return hs
+	}
+	free := func(hs []Handle) {
+		for _, h := range hs {
+			a.Free(h)
+		}
+	}
+	counts := func(step string, pooled, segments int) {
+		t.Helper()
+		if a.Pooled() != pooled || a.Segments() != segments {
+			t.Fatalf("%s: pooled %d, segments %d; want %d and %d", step, a.Pooled(), a.Segments(), pooled, segments)
+		}
+	}
+	free(alloc(6)) // five sealed segments pooled, the sixth still open
+	counts("after a burst", 5, 6)
+	if got := a.TrimIdle(); got != 0 {
+		t.Fatalf("first trim released %d bytes; the pool was empty earlier in the interval", got)
+	}
+	counts("after the first trim", 5, 6)
+	free(alloc(2)) // the load takes two segments from the pool and gives one back
+	counts("after a small load", 5, 6)
+	if got := a.TrimIdle(); got != 4*1024 {
+		t.Fatalf("second trim released %d bytes, want the 4 segments no Alloc needed", got)
+	}
+	counts("after the second trim", 1, 2)
+	if got := a.TrimIdle(); got != 1024 {
+		t.Fatalf("idle trim released %d bytes, want the last pooled segment", got)
+	}
+	counts("after an idle interval", 0, 1)
+	if a.Held() != 0 || a.Footprint() != 1024 {
+		t.Fatalf("held %d footprint %d, want 0 and the open segment", a.Held(), a.Footprint())
+	}
+}

@@ -41,9 +41,10 @@ func (e *Engine) Configure(tenant, queue string, sent OptionSet) error {
 }
 
 // CheckDeclare reports whether configure may declare the queue now: it
-// exists already, or the tenant's queue allowance has room for it. The
-// server asks before it writes the declaration, so a refused configure
-// stores nothing (D14). Configure checks again, atomically.
+// exists already, or the tenant's queue allowance, then its byte allowance
+// and the broker's total have room for its charge. The server asks before it
+// writes the declaration, so a refused configure stores nothing (D14).
+// Configure checks again, atomically.
 func (e *Engine) CheckDeclare(tenant, queue string) error {
 	if err := CheckName("queue", queue); err != nil {
 		return err
@@ -55,7 +56,7 @@ func (e *Engine) CheckDeclare(tenant, queue string) error {
 	if m := t.maxQueues.Load(); m > 0 && t.nqueues.Load() >= m {
 		return ErrTenantQueues
 	}
-	return nil
+	return t.wouldFit(e.charge.ofQueue(queue))
 }
 
 // Reset drops every message of a queue, voids every lease and moves every
@@ -134,7 +135,6 @@ func (q *Queue) remove(onlyIfIdle bool) bool {
 		q.mu.Unlock()
 		return false
 	}
-	q.dead.Store(true)
 	var done doneList
 	for _, p := range parts {
 		p.freeHead(p.held(), causeNone)
@@ -144,7 +144,15 @@ func (q *Queue) remove(onlyIfIdle bool) bool {
 		}
 		p.waiters.claimAll(&done)
 		e.raiseSeqFloor(p.tail)
+		p.release()
 	}
+	for _, g := range q.groupList() {
+		g.dead.Store(true) // so a forget in flight gives nothing back twice
+		q.t.force(-q.e.charge.ofGroup(g.name))
+	}
+	q.t.force(-q.e.charge.ofQueue(q.name))
+	// Every charge is given back: from here on nothing of q charges again.
+	q.dead.Store(true)
 	unlockAll()
 	q.mu.Unlock()
 	q.waitMu.Lock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -102,10 +103,11 @@ type Ceilings struct {
 	WindowCount  int64 // 10,000
 }
 
-// Config is the engine's configuration; zero fields take the defaults named
-// in the spec and DESIGN.md.
+// Config is the engine's configuration; zero fields take the defaults of
+// the specification (docs/engine.md records the ones we chose).
 type Config struct {
-	// MaxBytes is the broker's total payload budget, QUEEN_EPHEMERAL_MAX_BYTES.
+	// MaxBytes is the broker's total budget, QUEEN_EPHEMERAL_MAX_BYTES: payload
+	// bytes plus object charges (docs/engine.md, "What the budgets count").
 	MaxBytes int64
 	// Defaults are a queue's options when not declared (the tenant defaults):
 	// QUEEN_EPHEMERAL_QUEUE_MAX_BYTES, _QUEUE_MAX_LENGTH, _TTL_S, _LEASE_S,
@@ -131,6 +133,16 @@ type Config struct {
 	Incarnation uint64
 	// SegmentSize is the arena's segment size (default 1 MiB).
 	SegmentSize int
+	// FreeOSMemory is called when the sweeper has released a meaningful
+	// amount of pooled memory, at most once every 30 s of engine time. The
+	// default runs runtime/debug.FreeOSMemory on a goroutine of its own, so
+	// the timing wheel never waits for it.
+	FreeOSMemory func()
+
+	// payloadOnly turns every object charge off, so budgets count payload
+	// bytes alone. Tests of the payload rules use it; the charges have
+	// tests of their own (docs/engine.md, "What the budgets count").
+	payloadOnly bool
 }
 
 // Clock tells engine time in nanoseconds.
@@ -204,6 +216,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = time.Second
+	}
+	if c.FreeOSMemory == nil {
+		c.FreeOSMemory = func() { go debug.FreeOSMemory() }
 	}
 }
 

@@ -119,9 +119,9 @@ func (c *cursor) take(limit int, autoAck bool, d Consumer, now int64) int {
 		case autoAck && c.win.len() == 0:
 			c.settled = c.next // nothing unsettled below: the cursor moves
 		case autoAck:
-			c.win.push(entry{state: stSettled})
+			c.push(entry{state: stSettled})
 		default:
-			c.win.push(entry{state: stInflight})
+			c.push(entry{state: stInflight})
 			c.inflight++
 		}
 		c.deliver(d, seq, 0)
@@ -139,6 +139,20 @@ func (c *cursor) take(limit int, autoAck bool, d Consumer, now int64) int {
 	c.compact()
 	p.updateReclaim()
 	return n
+}
+
+// push appends e to the window, charging the footprint when the window's
+// capacity grows (docs/engine.md, "What the budgets count").
+func (c *cursor) push(e entry) {
+	if grew := c.win.push(e); grew != 0 && !c.p.q.dead.Load() {
+		c.p.q.t.force(int64(grew) * c.p.q.e.charge.entry)
+	}
+}
+
+// charge is what the cursor holds against the budgets: itself and its
+// window's capacity.
+func (c *cursor) charge() int64 {
+	return c.p.q.e.charge.cursor + int64(cap(c.win.buf))*c.p.q.e.charge.entry
 }
 
 func (c *cursor) deliver(d Consumer, seq uint64, attempts uint32) {
@@ -259,8 +273,15 @@ type window struct {
 
 func (w *window) len() int        { return len(w.buf) - w.off }
 func (w *window) at(i int) *entry { return &w.buf[w.off+i] }
-func (w *window) push(e entry)    { w.makeRoom(); w.buf = append(w.buf, e) }
 func (w *window) reset()          { w.buf, w.off = w.buf[:0], 0 }
+
+// push appends e and returns by how many entries the capacity grew.
+func (w *window) push(e entry) (grew int) {
+	w.makeRoom()
+	c := cap(w.buf)
+	w.buf = append(w.buf, e)
+	return cap(w.buf) - c
+}
 func (w *window) popFront(k int) {
 	w.off += k
 	if w.off >= len(w.buf) {

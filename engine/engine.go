@@ -48,11 +48,15 @@ type Engine struct {
 	manual      Clock // non-nil when the caller drives time
 	now         atomic.Int64
 	defaultOpts *Options // shared by every implicit queue
+	charge      charges  // what each object costs the budgets
 
 	tenants *xsync.Map[string, *tenant]
 
-	bytes       atomic.Int64 // payload bytes held, every tenant (cellBytes)
-	reclaimable atomic.Int64 // of which reclaimable (D3)
+	// footprint is what the broker total counts (cellBytes): payload bytes
+	// held plus the charges of every object, every tenant, and the bytes
+	// taken with Charge (docs/engine.md, "What the budgets count").
+	footprint   atomic.Int64
+	reclaimable atomic.Int64 // payload bytes of reclaimable messages (D3)
 	drops       [numCauses]atomic.Int64
 
 	// seqFloor is at least every seq a removed partition ever issued, so a
@@ -82,6 +86,10 @@ func New(cfg Config) *Engine {
 	}
 	if e.inc == 0 {
 		e.inc = newIncarnation()
+	}
+	e.charge = measuredCharges
+	if cfg.payloadOnly {
+		e.charge = charges{}
 	}
 	e.incHex = fmt.Sprintf("%x", e.inc)
 	e.idPrefix = "e:" + e.incHex + ":"
@@ -136,8 +144,11 @@ func (e *Engine) nowNanos() int64 { return e.now.Load() }
 // Incarnation is this engine's random incarnation, as it appears in ids.
 func (e *Engine) Incarnation() string { return e.incHex }
 
-// CellBytes is the payload bytes this broker holds, every tenant included.
-func (e *Engine) CellBytes() int64 { return e.bytes.Load() }
+// CellBytes is the broker's whole ephemeral footprint: payload bytes held,
+// every tenant included, plus the charge of every queue, partition, group,
+// cursor and parked pop, plus what Charge took (docs/engine.md, "What the
+// budgets count"). It is what QUEEN_EPHEMERAL_MAX_BYTES bounds.
+func (e *Engine) CellBytes() int64 { return e.footprint.Load() }
 
 // Drops is the number of messages dropped for cause since start.
 func (e *Engine) Drops(c Cause) int64 { return e.drops[c].Load() }
@@ -157,10 +168,11 @@ func (e *Engine) Close() {
 
 // tenant holds one tenant's queues and its allowance.
 type tenant struct {
+	e           *Engine
 	name        string
 	queues      *xsync.Map[string, *Queue]
-	bytes       atomic.Int64
-	reclaimable atomic.Int64
+	footprint   atomic.Int64 // payload bytes plus charges: what maxBytes bounds
+	reclaimable atomic.Int64 // payload bytes of reclaimable messages
 	nqueues     atomic.Int64
 	maxBytes    atomic.Int64 // 0 = unlimited
 	maxQueues   atomic.Int64 // 0 = unlimited
@@ -172,7 +184,7 @@ func (e *Engine) tenant(name string) *tenant {
 	}
 	name = strings.Clone(name) // callers may pass views of request buffers
 	t, _ := e.tenants.LoadOrCompute(name, func() (*tenant, bool) {
-		t := &tenant{name: name, queues: xsync.NewMap[string, *Queue]()}
+		t := &tenant{e: e, name: name, queues: xsync.NewMap[string, *Queue]()}
 		t.maxBytes.Store(e.cfg.TenantMaxBytes)
 		t.maxQueues.Store(e.cfg.TenantMaxQueues)
 		return t, false
@@ -207,28 +219,42 @@ func (e *Engine) lookup(tenant, name string) *Queue {
 }
 
 // queueFor returns the live queue, creating an implicit one when it is not
-// there; creation is refused past the tenant's queue allowance.
+// there. Creation is refused past the tenant's queue allowance, and past its
+// byte allowance or the broker's total once the queue's charge is counted.
 func (e *Engine) queueFor(tenant, name string) (*Queue, error) {
 	if q := e.lookup(tenant, name); q != nil {
 		return q, nil
 	}
 	t := e.tenant(tenant)
-	name = strings.Clone(name) // kept as the map key and the queue's name
-	var refused bool
-	q, _ := t.queues.Compute(name, func(old *Queue, loaded bool) (*Queue, xsync.ComputeOp) {
+	if err := t.reserve(e.charge.ofQueue(name)); err != nil {
+		return nil, err
+	}
+	q, created, err := t.publishQueue(newQueue(e, t, strings.Clone(name)))
+	if !created {
+		t.force(-e.charge.ofQueue(name))
+	}
+	return q, err
+}
+
+// publishQueue puts fresh, a queue nobody else has seen, in the tenant's
+// map, unless a live queue of that name is there already (then that one is
+// returned) or the queue allowance is full. The caller reserved its charge.
+func (t *tenant) publishQueue(fresh *Queue) (q *Queue, created bool, err error) {
+	q, _ = t.queues.Compute(fresh.name, func(old *Queue, loaded bool) (*Queue, xsync.ComputeOp) {
 		if loaded && !old.dead.Load() {
 			return old, xsync.CancelOp
 		}
 		if !t.admitQueue() {
-			refused = true
+			err = ErrTenantQueues
 			return old, xsync.CancelOp
 		}
-		return newQueue(e, t, name), xsync.UpdateOp
+		created = true
+		return fresh, xsync.UpdateOp
 	})
-	if refused {
-		return nil, ErrTenantQueues
+	if err != nil {
+		return nil, false, err
 	}
-	return q, nil
+	return q, created, nil
 }
 
 // admitQueue counts one more queue unless that passes the allowance.
@@ -241,12 +267,12 @@ func (t *tenant) admitQueue() bool {
 	return true
 }
 
-// accountBytes moves the byte gauges of a queue, its tenant and the broker.
+// accountBytes moves the payload gauges of a queue, and the footprint of
+// its tenant and the broker.
 func (q *Queue) accountBytes(held, reclaimable int64) {
 	if held != 0 {
 		q.bytes.Add(held)
-		q.t.bytes.Add(held)
-		q.e.bytes.Add(held)
+		q.t.force(held)
 	}
 	if reclaimable != 0 {
 		q.reclaimBytes.Add(reclaimable)

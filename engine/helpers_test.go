@@ -26,6 +26,11 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	return &harness{t: t, e: e, clk: clk}
 }
 
+// payloadOnly is a harness option for the tests of payload rules: object
+// charges off, so budgets count payload bytes alone (charge_test.go tests
+// the charges).
+func payloadOnly(c *Config) { c.payloadOnly = true }
+
 // advance moves time and fires whatever is due.
 func (h *harness) advance(d time.Duration) {
 	h.clk.Add(d)

@@ -185,7 +185,7 @@ func TestIncarnationIsRandomPerEngine(t *testing.T) {
 
 // spec (reset): every message dropped (and reported), the declaration stays; reset drops are not counted under a cause.
 func TestResetDropsEveryMessageAndKeepsDeclaration(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 50, Policy: PolicyDropOldest}))
 	h.push("q", "p1", "a", "b", "c")
 	h.push("q", "p2", "d", "e")

@@ -1,10 +1,11 @@
 package engine
 
-// TenantGauges calls fn once per tenant the engine knows, with the payload
-// bytes it holds, its live queues by tier (declared, implicit) and the pops
-// parked on them. It reads atomics only, takes no partition lock and does
-// not allocate per queue: it is meant for a metrics scrape. Tenants come in
-// no particular order.
+// TenantGauges calls fn once per tenant the engine knows, with its
+// footprint (payload bytes plus charges: what its allowance counts), its
+// live queues by tier (declared, implicit) and the pops parked on them. It
+// reads atomics only, takes no partition lock and does not allocate per
+// queue: it is meant for a metrics scrape. Tenants come in no particular
+// order.
 func (e *Engine) TenantGauges(fn func(tenant string, bytes int64, declared, implicit int, parked int64)) {
 	e.tenants.Range(func(name string, t *tenant) bool {
 		var declared, implicit int
@@ -21,7 +22,7 @@ func (e *Engine) TenantGauges(fn func(tenant string, bytes int64, declared, impl
 			parked += int64(q.parked.Load())
 			return true
 		})
-		fn(name, t.bytes.Load(), declared, implicit, parked)
+		fn(name, t.footprint.Load(), declared, implicit, parked)
 		return true
 	})
 }

@@ -19,7 +19,7 @@ func readGauges(e *Engine) map[string]gauges {
 // TenantGauges reads each tenant's bytes, queues by tier and parked pops;
 // a deleted queue no longer counts.
 func TestTenantGauges(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	must(t, h.e.Configure("a", "decl", OptionSet{}))
 	if _, err := h.e.Push("a", "imp", "p", payloads("12345", "678")); err != nil {
 		t.Fatal(err)

@@ -73,12 +73,36 @@ func (p *partition) reserve(n int) {
 	p.resize(size)
 }
 
+// ringGrowth is the bytes reserve(n) would add to the ring: a push counts
+// them against the budgets before it appends.
+func (p *partition) ringGrowth(n int) int64 {
+	need := p.held() + uint64(n)
+	if need <= uint64(len(p.ring)) {
+		return 0
+	}
+	size := uint64(max(len(p.ring), 2))
+	for size < need {
+		size *= 2
+	}
+	return int64(size-uint64(len(p.ring))) * p.q.e.charge.slot
+}
+
 func (p *partition) resize(size int) {
 	next := make([]slot, size)
 	for s := p.head; s < p.tail; s++ {
 		next[s&uint64(size-1)] = *p.slotOf(s)
 	}
-	p.ring = next
+	p.setRing(next)
+}
+
+// setRing replaces the ring and moves the footprint by the change in its
+// capacity (docs/engine.md, "What the budgets count"). A dead queue gave
+// back everything it held when it died, so it charges nothing more.
+func (p *partition) setRing(r []slot) {
+	if !p.q.dead.Load() {
+		p.q.t.force(int64(len(r)-len(p.ring)) * p.q.e.charge.slot)
+	}
+	p.ring = r
 }
 
 // append copies payloads (nb bytes in all) into the arena, one allocation
@@ -155,7 +179,7 @@ func (p *partition) shrink() {
 		p.resize(max(8, len(p.ring)/4))
 	}
 	if p.held() == 0 && len(p.ring) > 8 {
-		p.ring = nil
+		p.setRing(nil)
 	}
 }
 
@@ -196,6 +220,11 @@ func (p *partition) cursorFor(g *group) *cursor {
 	}
 	c := &cursor{p: p, g: g, settled: p.head, next: p.head}
 	p.cursors = append(p.cursors, c)
+	if !p.q.dead.Load() {
+		// Forced: a cursor follows from a group and a partition that were
+		// admitted; a dead queue gave back everything when it died.
+		p.q.t.force(p.q.e.charge.cursor)
+	}
 	return c
 }
 
@@ -230,9 +259,13 @@ func (p *partition) findCursor(g *group) *cursor {
 	return nil
 }
 
-// removeCursor forgets c (its group was forgotten or the queue went away).
+// removeCursor forgets c (its group was forgotten) and gives back its
+// charge, unless the queue's death gave it back already.
 func (p *partition) removeCursor(c *cursor) {
 	c.dropLease()
+	if !p.q.dead.Load() {
+		p.q.t.force(-c.charge())
+	}
 	for i, x := range p.cursors {
 		if x == c {
 			last := len(p.cursors) - 1
@@ -243,6 +276,17 @@ func (p *partition) removeCursor(c *cursor) {
 		}
 	}
 	p.updateReclaim()
+}
+
+// release gives back everything p holds against the budgets but payload
+// bytes (freeHead gives those back): its own charge, its ring and its
+// cursors. p.mu is held; the queue is dying, so nothing charges again.
+func (p *partition) release() {
+	n := p.q.e.charge.ofPartition(p.name) + int64(len(p.ring))*p.q.e.charge.slot
+	for _, c := range p.cursors {
+		n += c.charge()
+	}
+	p.q.t.force(-n)
 }
 
 // armTTL schedules the ttl timer for the head message when ttl is on.

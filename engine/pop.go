@@ -70,11 +70,22 @@ func (e *Engine) Pop(r *PopRequest, c Consumer) (int, Parked, error) {
 		}
 		now := e.nowNanos()
 		q.lastActive.Store(now)
-		g := q.groupFor(queueModeName(r.Group))
+		g, err := q.groupFor(queueModeName(r.Group))
+		if err != nil {
+			return 0, Parked{}, err
+		}
+		if g == nil {
+			continue // the queue was collected under us
+		}
 		g.lastActive.Store(now)
 		w := waiter{q: q, g: g, c: c, batch: batch, autoAck: r.AutoAck}
 		if r.Partition != "" {
-			w.p = q.partitionFor(r.Partition)
+			if w.p, err = q.partitionFor(r.Partition); err != nil {
+				return 0, Parked{}, err
+			}
+			if w.p == nil {
+				continue
+			}
 		}
 		n, ok := e.takeNow(&w, now)
 		if !ok || (n == 0 && g.dead.Load()) {
@@ -82,6 +93,12 @@ func (e *Engine) Pop(r *PopRequest, c Consumer) (int, Parked, error) {
 		}
 		if n > 0 || !r.Wait || r.Timeout <= 0 {
 			return n, Parked{}, nil
+		}
+		// A parked pop is charged like any object: refused when it would
+		// pass the tenant's allowance or the broker's total; unpark gives
+		// the charge back (docs/engine.md, "What the budgets count").
+		if err := q.t.reserve(q.e.charge.parked); err != nil {
+			return 0, Parked{}, err
 		}
 		pw := new(waiter)
 		*pw = waiter{q: q, p: w.p, g: g, c: c, batch: batch, autoAck: r.AutoAck}

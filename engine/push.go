@@ -1,5 +1,7 @@
 package engine
 
+import "strings"
+
 // Push appends payloads to one partition of a queue, all or nothing (D7),
 // and returns how many were appended. Bounds are checked from the narrowest
 // outwards: the queue's maxLength and maxBytes (429 queue_full under reject;
@@ -28,44 +30,38 @@ func (e *Engine) PushBy(by any, tenant, queue, partition string, payloads [][]by
 	if partition == "" {
 		partition = DefaultPartition
 	}
-	var nb int64
+	var nb, largest int64
 	for _, pl := range payloads {
 		nb += int64(len(pl))
+		largest = max(largest, int64(len(pl)))
 	}
 	var tried reclaimScope
 	for {
-		q, err := e.queueFor(tenant, queue)
-		if err != nil {
-			return 0, err
-		}
-		p := q.partitionFor(partition)
+		tgt := e.pushTarget(tenant, queue, partition)
+		p := tgt.p
 		p.mu.Lock()
-		if q.dead.Load() {
+		if tgt.q.dead.Load() {
 			p.mu.Unlock()
 			continue
 		}
-		if len(payloads) == 0 {
+		if len(payloads) == 0 && !tgt.fresh() {
 			p.mu.Unlock()
 			return 0, nil // an empty push passes no bound; it names the queue
 		}
-		scope, err := p.push(payloads, nb, tried, by)
-		if scope == reclaimNone { // p.push unlocked p.mu
+		scope, err := p.push(&tgt, payloads, nb, largest, tried, by)
+		switch scope { // p.push unlocked p.mu
+		case reclaimNone:
 			if err != nil {
 				return 0, err
 			}
 			return len(payloads), nil
+		case retryPush:
+			continue // another push created the queue or partition first
 		}
 		// Reclaimable bytes elsewhere could make the room: free them with no
 		// partition lock held, then try once more.
 		tried |= scope
-		switch scope {
-		case reclaimQueue:
-			q.reclaimAll()
-		case reclaimTenant:
-			q.t.reclaimAll()
-		case reclaimBroker:
-			e.reclaimAll()
-		}
+		e.reclaimIn(scope, tgt.q, tgt.q.t)
 	}
 }
 
@@ -77,22 +73,125 @@ const (
 	reclaimQueue  reclaimScope = 1
 	reclaimTenant reclaimScope = 2
 	reclaimBroker reclaimScope = 4
+	// retryPush is not a scope: the push lost the race to publish a queue
+	// or partition and starts again, with nothing freed.
+	retryPush reclaimScope = 8
 )
+
+// pushTarget is the queue and partition a push goes to. Either may be fresh:
+// made for this push and seen by nobody yet. A fresh object is published
+// only once the push is admitted, so a refused push leaves no queue and no
+// partition behind (docs/engine.md, "A refused push changes nothing").
+type pushTarget struct {
+	q          *Queue
+	p          *partition
+	freshQueue bool
+	freshPart  bool
+}
+
+func (t *pushTarget) fresh() bool { return t.freshPart }
+
+// pushTarget finds the queue and partition, or makes fresh ones.
+func (e *Engine) pushTarget(tenant, queue, partition string) pushTarget {
+	q := e.lookup(tenant, queue)
+	if q == nil {
+		q = newQueue(e, e.tenant(tenant), strings.Clone(queue))
+		p := newPartition(q, strings.Clone(partition))
+		return pushTarget{q: q, p: p, freshQueue: true, freshPart: true}
+	}
+	if p := q.findPartition(partition); p != nil {
+		return pushTarget{q: q, p: p}
+	}
+	return pushTarget{q: q, p: newPartition(q, strings.Clone(partition)), freshPart: true}
+}
+
+// charge is the footprint the fresh objects add.
+func (t *pushTarget) charge() int64 {
+	var n int64
+	if t.freshQueue {
+		n += t.q.e.charge.ofQueue(t.q.name)
+	}
+	if t.freshPart {
+		n += t.q.e.charge.ofPartition(t.p.name)
+	}
+	return n
+}
+
+// publish makes the fresh objects visible, queue first; t.p.mu is held (a
+// fresh partition's lock, which nobody else can be waiting for, so taking
+// Queue.mu under it cannot deadlock). It fails with ErrTenantQueues past the
+// queue allowance, or with retryPush when another push published the same
+// queue or partition first; a queue it published stays (and keeps its
+// charge) even when the partition then fails.
+func (t *pushTarget) publish() (reclaimScope, error) {
+	if t.freshQueue {
+		_, created, err := t.q.t.publishQueue(t.q)
+		if err != nil {
+			return reclaimNone, err
+		}
+		if !created {
+			return retryPush, nil
+		}
+		t.freshQueue = false
+	}
+	if !t.freshPart {
+		return reclaimNone, nil
+	}
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.dead.Load() || q.findPartition(t.p.name) != nil {
+		return retryPush, nil
+	}
+	q.addPartition(t.p)
+	t.freshPart = false
+	return reclaimNone, nil
+}
+
+// neverFits refuses a push that no state of the queue could admit, under
+// either policy: a message larger than maxBytes, and under reject a batch
+// that passes maxBytes or maxLength on its own. Answering 429 would promise
+// that a retry can work (docs/engine.md, "A push that can never fit").
+func neverFits(queue string, opts *Options, n, nb, largest int64) error {
+	if largest > opts.MaxBytes {
+		return badRequest("a message of %d bytes can never fit queue %s's maxBytes %d", largest, queue, opts.MaxBytes)
+	}
+	if opts.Policy != PolicyReject {
+		return nil
+	}
+	if n > opts.MaxLength {
+		return badRequest("a batch of %d messages can never fit queue %s's maxLength %d", n, queue, opts.MaxLength)
+	}
+	if nb > opts.MaxBytes {
+		return badRequest("a batch of %d bytes can never fit queue %s's maxBytes %d", nb, queue, opts.MaxBytes)
+	}
+	return nil
+}
 
 // push admits and appends under p.mu, and unlocks it. It returns a reclaim
 // scope (with p.mu already unlocked) when the caller should free reclaimable
 // messages there and call again; tried says which scopes were freed already.
-func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope, by any) (reclaimScope, error) {
-	q, t, e := p.q, p.q.t, p.q.e
+// A refused push changes nothing: fresh objects of tgt are published only
+// once every bound has admitted the push.
+func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, tried reclaimScope, by any) (reclaimScope, error) {
+	q, t := p.q, p.q.t
 	n := int64(len(payloads))
 	opts := q.options()
+	if err := neverFits(q.name, opts, n, nb, largest); err != nil {
+		p.mu.Unlock()
+		return reclaimNone, err
+	}
 
 	// The queue's own bounds. Reserve first, so concurrent pushes to other
-	// partitions of the queue cannot both pass the check.
+	// partitions of the queue cannot both pass the check. An empty push
+	// passes no bound.
 	q.length.Add(n)
 	q.bytes.Add(nb)
-	overN := q.length.Load() - opts.MaxLength
-	overB := q.bytes.Load() - opts.MaxBytes
+	var overN, overB int64
+	if n > 0 {
+		overN = q.length.Load() - opts.MaxLength
+		overB = q.bytes.Load() - opts.MaxBytes
+	}
 	if overN > 0 || overB > 0 {
 		p.freeReclaimableFor(overN, overB)
 		overN = q.length.Load() - opts.MaxLength
@@ -130,34 +229,33 @@ func (p *partition) push(payloads [][]byte, nb int64, tried reclaimScope, by any
 			dropNewB += l
 		}
 	}
-	net := nb - dropOldB - dropNewB
 
-	// The tenant's allowance, then the broker's total, on what the push adds.
-	tb := t.bytes.Add(nb)
-	if m := t.maxBytes.Load(); m > 0 && net > 0 && tb-dropOldB-dropNewB > m {
-		t.bytes.Add(-nb)
+	// The tenant's allowance, then the broker's total, on what the push adds
+	// (payload, the charges of fresh objects, ring growth) net of what it
+	// drops.
+	objects := tgt.charge()
+	reserved := nb + objects
+	scope, err := t.tryReserve(reserved, dropOldB+dropNewB, p.ringGrowth(len(payloads)), tried)
+	if scope != reclaimNone || err != nil {
 		unreserveQueue()
 		p.mu.Unlock()
-		if t.reclaimable.Load() > 0 && tried&reclaimTenant == 0 {
-			return reclaimTenant, nil
-		}
-		return reclaimNone, ErrTenantBytes
+		return scope, err
 	}
-	eb := e.bytes.Add(nb)
-	if net > 0 && eb-dropOldB-dropNewB > e.cfg.MaxBytes {
-		e.bytes.Add(-nb)
-		t.bytes.Add(-nb)
+	if scope, err := tgt.publish(); scope != reclaimNone || err != nil {
+		t.force(-(nb + tgt.charge())) // what publish did not keep
 		unreserveQueue()
 		p.mu.Unlock()
-		if e.reclaimable.Load() > 0 && tried&reclaimBroker == 0 {
-			return reclaimBroker, nil
-		}
-		return reclaimNone, ErrBrokerFull
+		return scope, err
+	}
+	if n == 0 {
+		p.mu.Unlock()
+		return reclaimNone, nil
 	}
 
 	// Admitted: append, then drop from the head what the policy drops (the
 	// push's own oldest messages too when the partition alone could not
 	// make the room). freeHead counts the drops and the groups' skips.
+	e := q.e
 	now := e.nowNanos()
 	p.append(payloads, nb, now)
 	p.freeHead(dropOld+uint64(dropNew), CauseBounds)
@@ -187,18 +285,27 @@ func (p *partition) freeReclaimableFor(overN, overB int64) {
 }
 
 // trimOthers drops from the heads of q's other partitions while the queue is
-// still over a bound after a dropOldest push filled its own partition. Best
+// still over a bound after a dropOldest push filled its own partition. It
+// goes round the partitions from where the previous trim stopped and stops
+// as soon as the queue fits, so a push does not walk every partition of a
+// queue that has many (docs/engine.md, "Push cost does not grow"). Best
 // effort: concurrent pushes may each see the excess for a moment.
 func (q *Queue) trimOthers(skip *partition, opts *Options) {
-	for _, p := range q.partitions() {
+	over := func() bool { return q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes }
+	parts := q.partitions()
+	start := int(q.trimAt.Load() % uint64(len(parts)))
+	for i := 0; i < len(parts) && over(); i++ {
+		k := (start + i) % len(parts)
+		p := parts[k]
 		if p == skip {
 			continue
 		}
 		p.mu.Lock()
-		for p.held() > 0 && (q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes) {
+		for p.held() > 0 && over() {
 			p.freeHead(1, CauseBounds)
 		}
 		p.mu.Unlock()
+		q.trimAt.Store(uint64(k))
 	}
 }
 

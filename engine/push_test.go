@@ -25,7 +25,7 @@ func TestPushIsAllOrNothingUnderReject(t *testing.T) {
 
 // spec (push) + D7: a budget above the queue that refuses appends nothing either.
 func TestPushIsAllOrNothingWhenTenantAllowanceRefuses(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.e.SetTenantLimits("default", 10, 0)
 	h.push("q", "", "aaaaa")
 	if _, err := h.pushErr("q", "", "bbb", "ccc"); !errors.Is(err, ErrTenantBytes) {
@@ -204,16 +204,44 @@ func TestDropOldestOnMaxBytesDropsFromTheHead(t *testing.T) {
 	}
 }
 
-// engine.md (bounds): a message bigger than maxBytes under dropOldest is admitted and dropped at once, and counted.
-func TestDropOldestMessageBiggerThanMaxBytesIsAdmittedAndDropped(t *testing.T) {
-	h := newHarness(t, nil)
-	h.configure("q", declare(HasMaxBytes|HasPolicy, Options{MaxBytes: 4, Policy: PolicyDropOldest}))
-	if n, err := h.pushErr("q", "", "12345"); n != 1 || err != nil {
-		t.Fatalf("oversized push: n=%d err=%v, want admitted", n, err)
+// D5, engine.md (a push that can never fit): a message bigger than maxBytes is a 400 naming the bound under
+// either policy, and appends nothing; under dropOldest it is no longer admitted and dropped.
+func TestMessageBiggerThanMaxBytesIsBadRequestUnderEitherPolicy(t *testing.T) {
+	for _, policy := range []Policy{PolicyReject, PolicyDropOldest} {
+		h := newHarness(t, nil)
+		h.configure("q", declare(HasMaxBytes|HasPolicy, Options{MaxBytes: 4, Policy: policy}))
+		h.push("q", "", "1234")
+		n, err := h.pushErr("q", "", "x", "12345")
+		const want = "a message of 5 bytes can never fit queue q's maxBytes 4"
+		if n != 0 || CodeOf(err) != CodeBadRequest || err.Error() != want {
+			t.Fatalf("%s: oversized push: n=%d err=%v, want 400 %q", policy, n, err, want)
+		}
+		qi := h.infoOf("q")
+		if qi.Depth != 1 || qi.Bytes != 4 || qi.Drops.Bounds != 0 {
+			t.Fatalf("%s: depth=%d bytes=%d bounds=%d, want the queue unchanged (1, 4, 0)", policy, qi.Depth, qi.Bytes, qi.Drops.Bounds)
+		}
 	}
-	qi := h.infoOf("q")
-	if qi.Depth != 0 || qi.Bytes != 0 || qi.Drops.Bounds != 1 || h.e.CellBytes() != 0 {
-		t.Fatalf("depth=%d bytes=%d bounds=%d cell=%d, want 0, 0, 1, 0", qi.Depth, qi.Bytes, qi.Drops.Bounds, h.e.CellBytes())
+}
+
+// engine.md (a push that can never fit): under reject, a batch that passes maxLength or maxBytes on its own
+// is a 400 (a 429 would promise that a retry can work); filling a bound exactly is still admitted.
+func TestRejectBatchThatCanNeverFitIsBadRequest(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxBytes|HasMaxLength, Options{MaxBytes: 6, MaxLength: 3}))
+	for _, c := range []struct {
+		ps   []string
+		want string
+	}{
+		{[]string{"a", "b", "c", "d"}, "a batch of 4 messages can never fit queue q's maxLength 3"},
+		{[]string{"abcd", "efg"}, "a batch of 7 bytes can never fit queue q's maxBytes 6"},
+	} {
+		if n, err := h.pushErr("q", "", c.ps...); n != 0 || CodeOf(err) != CodeBadRequest || err.Error() != c.want {
+			t.Fatalf("push %v: n=%d err=%v, want 400 %q", c.ps, n, err, c.want)
+		}
+	}
+	h.push("q", "", "ab", "cd", "ef")
+	if n, err := h.pushErr("q", "", "g"); n != 0 || err != ErrQueueFull {
+		t.Fatalf("push into a full queue: n=%d err=%v, want queue_full (it can fit later)", n, err)
 	}
 }
 
@@ -268,7 +296,7 @@ func TestLoweringABoundKeepsWhatIsHeld(t *testing.T) {
 
 // D7 / D14: the tenant byte allowance refuses the push that would pass it (403 quota), filling it exactly is admitted.
 func TestTenantByteAllowanceRefusesPushThatWouldPassIt(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.e.SetTenantLimits("default", 10, 0)
 	h.push("q1", "", "123456")
 	h.push("q2", "", "7890") // exactly 10, across queues
@@ -311,7 +339,7 @@ func TestTenantQueueAllowanceRefusesQueueCreation(t *testing.T) {
 
 // D7: the broker total (QUEEN_EPHEMERAL_MAX_BYTES) refuses with 503 ephemeral_unavailable; exact fill admitted.
 func TestBrokerTotalRefusesWithUnavailable(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxBytes = 100 })
+	h := newHarness(t, func(c *Config) { c.payloadOnly = true; c.MaxBytes = 100 })
 	if _, err := h.e.Push("a", "q", "", payloads(strings.Repeat("x", 60))); err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +356,7 @@ func TestBrokerTotalRefusesWithUnavailable(t *testing.T) {
 
 // spec (bounds) + D7: budgets are checked from the narrowest outwards; the first to refuse is the answer.
 func TestRefusalOrderQueueThenTenantThenBroker(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxBytes = 100 })
+	h := newHarness(t, func(c *Config) { c.payloadOnly = true; c.MaxBytes = 100 })
 	h.e.SetTenantLimits("default", 30, 0)
 	h.configure("q", declare(HasMaxLength, Options{MaxLength: 1}))
 	h.push("q", "", strings.Repeat("x", 30)) // tenant at its allowance
@@ -381,7 +409,7 @@ func TestDropOldestFreesReclaimableBeforeDroppingPending(t *testing.T) {
 
 // D3: the broker never refuses with 503 while reclaimable bytes could make the room.
 func TestBrokerReclaimsConsumedMessagesBeforeRefusing(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxBytes = 100 })
+	h := newHarness(t, func(c *Config) { c.payloadOnly = true; c.MaxBytes = 100 })
 	if _, err := h.e.Push("a", "q", "", payloads(strings.Repeat("x", 60))); err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +430,7 @@ func TestBrokerReclaimsConsumedMessagesBeforeRefusing(t *testing.T) {
 
 // D3: the tenant allowance never refuses (403) while reclaimable bytes could make the room.
 func TestTenantReclaimsConsumedMessagesBeforeRefusing(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.e.SetTenantLimits("default", 100, 0)
 	h.push("q1", "", strings.Repeat("x", 60))
 	h.ack("q1", "g", AckCompleted, h.pop(PopRequest{Queue: "q1", Group: "g"})...)
@@ -513,7 +541,7 @@ func TestPayloadBytesAreReturnedVerbatim(t *testing.T) {
 
 // spec (push) + engine Push doc: a refused push appends nothing, so it reports 0 pushed.
 func TestRefusedPushReportsZeroPushed(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxBytes = 100 })
+	h := newHarness(t, func(c *Config) { c.payloadOnly = true; c.MaxBytes = 100 })
 	h.configure("full", declare(HasMaxLength, Options{MaxLength: 1}))
 	h.push("full", "", "a")
 	h.e.SetTenantLimits("small", 5, 0)
@@ -526,7 +554,7 @@ func TestRefusedPushReportsZeroPushed(t *testing.T) {
 		want                error
 	}{
 		{"bad request", "default", "q", numbered("m", MaxBatch+1), nil},
-		{"queue_full", "default", "full", []string{"b", "c"}, ErrQueueFull},
+		{"queue_full", "default", "full", []string{"b"}, ErrQueueFull},
 		{"quota", "small", "q", []string{"abc", "def"}, ErrTenantBytes},
 		{"broker", "big", "q2", []string{"0123456789", "x"}, ErrBrokerFull},
 	} {
@@ -542,7 +570,7 @@ func TestRefusedPushReportsZeroPushed(t *testing.T) {
 
 // engine.md (bounds): the tenant allowance is checked on the bytes a push adds net of what dropOldest drops.
 func TestTenantAllowanceCountsPushNetOfDropOldest(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.e.SetTenantLimits("default", 10, 0)
 	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 2, Policy: PolicyDropOldest}))
 	h.push("q", "", "aaaaa", "bbbbb")
@@ -556,7 +584,7 @@ func TestTenantAllowanceCountsPushNetOfDropOldest(t *testing.T) {
 
 // D7: a dropOldest push refused by a budget above the queue is refused whole: it drops nothing either.
 func TestRefusedDropOldestPushDropsNothing(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.e.SetTenantLimits("default", 10, 0)
 	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 1, Policy: PolicyDropOldest}))
 	h.push("q", "", "aaaaa")

@@ -18,12 +18,16 @@ type Queue struct {
 	declared atomic.Bool
 	opts     atomic.Pointer[Options] // in force; replaced whole, never mutated
 
-	// parts lists partitions in creation order (copy-on-write, read without
-	// a lock); index finds one by name once there are many.
+	// parts lists partitions in creation order, read without a lock. It is
+	// append-only (see addPartition); indexP finds one by name once there
+	// are many.
 	parts  atomic.Pointer[[]*partition]
 	indexP atomic.Pointer[xsync.Map[string, *partition]]
 
-	groups atomic.Pointer[[]*group] // copy-on-write, few entries
+	// groups lists the live groups, read without a lock: appended to like
+	// parts, copied on removal; indexG finds one by name once there are many.
+	groups atomic.Pointer[[]*group]
+	indexG atomic.Pointer[xsync.Map[string, *group]]
 
 	waitMu  sync.Mutex // guards waiters: parked pops without a partition
 	waiters waitList
@@ -37,7 +41,8 @@ type Queue struct {
 	lastActive atomic.Int64 // last push or pop (D8)
 	parked     atomic.Int32 // parked pops on this queue
 	rr         atomic.Uint32
-	dead       atomic.Bool // collected or deleted; lookups retry
+	trimAt     atomic.Uint64 // where trimOthers resumes
+	dead       atomic.Bool   // collected or deleted; lookups retry
 }
 
 // indexAt is the partition count from which lookups use the index map.
@@ -59,21 +64,38 @@ func (q *Queue) partitions() []*partition {
 	return nil
 }
 
-// partitionFor returns the named partition, creating it.
-func (q *Queue) partitionFor(name string) *partition {
+// partitionFor returns the named partition, creating it when its charge
+// fits the tenant's allowance and the broker's total. It returns nil and no
+// error when the queue died meanwhile: the caller looks the queue up again.
+func (q *Queue) partitionFor(name string) (*partition, error) {
 	if p := q.findPartition(name); p != nil {
-		return p
+		return p, nil
+	}
+	charge := q.e.charge.ofPartition(name)
+	if err := q.t.reserve(charge); err != nil {
+		return nil, err
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if p := q.findPartition(name); p != nil {
-		return p
+	p := q.findPartition(name)
+	if p == nil && !q.dead.Load() {
+		p = newPartition(q, strings.Clone(name))
+		q.addPartition(p)
+		q.mu.Unlock()
+		return p, nil
 	}
-	p := newPartition(q, strings.Clone(name))
-	old := q.partitions()
-	next := make([]*partition, len(old)+1)
-	copy(next, old)
-	next[len(old)] = p
+	q.mu.Unlock()
+	q.t.force(-charge) // found after all, or the queue died
+	return p, nil
+}
+
+// addPartition appends p to the partition list; q.mu is held. The list is
+// append-only: while its backing array has room, p is written past the end
+// that published readers see (they never look there) and a longer view is
+// published; when it has none, append doubles it. Adding a partition is
+// O(1) amortized instead of a copy of the whole list each time
+// (docs/engine.md, "Push cost does not grow").
+func (q *Queue) addPartition(p *partition) {
+	next := append(q.partitions(), p)
 	if idx := q.indexP.Load(); idx != nil {
 		idx.Store(p.name, p)
 	} else if len(next) >= indexAt {
@@ -84,7 +106,6 @@ func (q *Queue) partitionFor(name string) *partition {
 		q.indexP.Store(idx)
 	}
 	q.parts.Store(&next)
-	return p
 }
 
 func (q *Queue) findPartition(name string) *partition {
@@ -110,46 +131,63 @@ type group struct {
 }
 
 func (q *Queue) findGroup(name string) *group {
-	if gs := q.groups.Load(); gs != nil {
-		for _, g := range *gs {
-			if g.name == name {
-				return g
-			}
+	if idx := q.indexG.Load(); idx != nil {
+		g, _ := idx.Load(name)
+		return g
+	}
+	for _, g := range q.groupList() {
+		if g.name == name {
+			return g
 		}
 	}
 	return nil
 }
 
-// groupFor returns the named group, creating it at its first pop (D4).
-func (q *Queue) groupFor(name string) *group {
+// groupFor returns the named group, creating it at its first pop (D4) when
+// its charge fits the tenant's allowance and the broker's total. It returns
+// nil and no error when the queue died meanwhile.
+func (q *Queue) groupFor(name string) (*group, error) {
 	if g := q.findGroup(name); g != nil {
-		return g
+		return g, nil
+	}
+	charge := q.e.charge.ofGroup(name)
+	if err := q.t.reserve(charge); err != nil {
+		return nil, err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if g := q.findGroup(name); g != nil {
-		return g
+	if g := q.findGroup(name); g != nil || q.dead.Load() {
+		q.t.force(-charge)
+		return g, nil
 	}
 	g := &group{name: strings.Clone(name)}
 	g.lastActive.Store(q.e.nowNanos())
-	var old []*group
-	if gs := q.groups.Load(); gs != nil {
-		old = *gs
+	next := append(q.groupList(), g) // written past what readers see, as in addPartition
+	if idx := q.indexG.Load(); idx != nil {
+		idx.Store(g.name, g)
+	} else if len(next) >= indexAt {
+		idx := xsync.NewMap[string, *group]()
+		for _, x := range next {
+			idx.Store(x.name, x)
+		}
+		q.indexG.Store(idx)
 	}
-	next := make([]*group, len(old)+1)
-	copy(next, old)
-	next[len(old)] = g
 	q.groups.Store(&next)
-	return g
+	return g, nil
 }
 
-// dropGroupLocked removes g from the group list; q.mu is held.
+// dropGroupLocked removes g from the group list and gives back its charge;
+// q.mu is held.
 func (q *Queue) dropGroupLocked(g *group) {
 	gs := q.groups.Load()
 	if gs == nil {
 		return
 	}
-	next := make([]*group, 0, len(*gs))
+	q.t.force(-q.e.charge.ofGroup(g.name))
+	if idx := q.indexG.Load(); idx != nil {
+		idx.Delete(g.name)
+	}
+	next := make([]*group, 0, len(*gs)) // a copy: readers keep the old list
 	for _, x := range *gs {
 		if x != g {
 			next = append(next, x)

@@ -257,7 +257,7 @@ func TestReclaimPointWaitsForExistingGroupThatHasNotReadThePartition(t *testing.
 
 // D3 + engine.md (time): reclaimable messages are freed when the broker is near its total budget (above 7/8).
 func TestReclaimableFreedWhenBrokerNearBudget(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxBytes = 80 })
+	h := newHarness(t, func(c *Config) { c.payloadOnly = true; c.MaxBytes = 80 })
 	h.push("q", "", strings.Repeat("x", 71)) // above 70 = 7/8 of 80
 	h.ack("q", "g", AckCompleted, h.pop(PopRequest{Queue: "q", Group: "g"})...)
 	h.advance(time.Second)
@@ -268,7 +268,7 @@ func TestReclaimableFreedWhenBrokerNearBudget(t *testing.T) {
 
 // D3: far from every budget, reclaimable messages are kept (so a later group can read them).
 func TestReclaimableKeptWhenNoPressure(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxBytes = 80 })
+	h := newHarness(t, func(c *Config) { c.payloadOnly = true; c.MaxBytes = 80 })
 	h.configure("q", OptionSet{})
 	h.push("q", "", strings.Repeat("x", 60))
 	h.ack("q", "g", AckCompleted, h.pop(PopRequest{Queue: "q", Group: "g"})...)

@@ -101,7 +101,7 @@ func TestDepthFields(t *testing.T) {
 
 // D5: per-partition figures add up to the queue's, and the listing agrees with the depth read.
 func TestDepthPerPartitionFiguresAddUp(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	for i, p := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
 		h.push("q", p, numbered(p, i+1)...)
 	}
@@ -127,7 +127,7 @@ func TestDepthPerPartitionFiguresAddUp(t *testing.T) {
 
 // D5: bytes counts the payload memory held, reclaimable included, and is 0 when nothing is held.
 func TestBytesCountReclaimableAndAreZeroWhenEmpty(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.configure("q", OptionSet{})
 	if d := h.depthOf("q", ""); d.Bytes != 0 || d.Pending != 0 || len(d.Partitions) != 0 {
 		t.Fatalf("declared empty queue %+v", d)
@@ -395,7 +395,7 @@ func TestDropCountersAreSplitByCause(t *testing.T) {
 
 // spec (status reads): cellBytes is the whole broker's ephemeral footprint, every tenant included.
 func TestCellBytesIsBrokerWide(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.push("q", "", "12345")
 	if _, err := h.e.Push("other", "q", "x", payloads("123", "4567")); err != nil {
 		t.Fatal(err)

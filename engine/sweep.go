@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/queenmq/ephemeral/engine/wheel"
@@ -19,12 +21,41 @@ const (
 type sweeper struct {
 	e     *Engine
 	timer wheel.Timer
+
+	lastTrim   int64 // engine time of the last arena trim
+	unreturned int64 // bytes trimmed since memory was last given to the OS
+}
+
+const (
+	// trimEvery is how often the arena's idle pooled segments are released:
+	// a segment no push needed for a whole period goes, so memory a fallen
+	// load no longer uses is released within two periods (docs/engine.md,
+	// "Memory goes back when the load falls").
+	trimEvery = int64(30 * time.Second)
+	// returnAt is how many trimmed bytes are worth asking the runtime to give
+	// memory back to the operating system at once (it stops the world).
+	returnAt = 4 << 20
+)
+
+// returnMemory trims the arena's free pool every trimEvery and, once a
+// meaningful amount was released, calls Config.FreeOSMemory: at most once
+// per trimEvery.
+func (s *sweeper) returnMemory(now int64) {
+	if now-s.lastTrim < trimEvery {
+		return
+	}
+	s.lastTrim = now
+	s.unreturned += s.e.arena.TrimIdle()
+	if s.unreturned >= returnAt {
+		s.unreturned = 0
+		s.e.cfg.FreeOSMemory()
+	}
 }
 
 // nearBudget is the share of QUEEN_EPHEMERAL_MAX_BYTES above which the
 // sweeper frees reclaimable messages ahead of need (7/8).
 func (e *Engine) nearBudget() bool {
-	return e.bytes.Load() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
+	return e.footprint.Load() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
 }
 
 func (s *sweeper) Fire(now int64) {
@@ -57,6 +88,7 @@ func (e *Engine) Sweep(now int64) {
 	if e.nearBudget() && e.reclaimable.Load() > 0 {
 		e.reclaimAll()
 	}
+	e.sweep.returnMemory(now)
 }
 
 // collectable says whether q is an implicit queue that has been idle for

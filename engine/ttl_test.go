@@ -7,7 +7,7 @@ import (
 
 // spec (ttlSeconds is not retention): ttlSeconds drops messages older than the limit, consumed or not.
 func TestTTLDropsMessagesConsumedOrNot(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, payloadOnly)
 	h.configure("q", declare(HasTTLSeconds, Options{TTLSeconds: 10}))
 	h.push("q", "", "consumed")
 	h.ack("q", "g", AckCompleted, h.pop(PopRequest{Queue: "q", Group: "g"})...)

@@ -139,8 +139,10 @@ func (q *Queue) unlinkWildcard(w *waiter) {
 	q.waitMu.Unlock()
 }
 
-// unpark undoes the parked gauges; the waiter is done.
+// unpark undoes the parked gauges and gives back the parked pop's charge;
+// the waiter is done.
 func (w *waiter) unpark(now int64) {
+	w.q.t.force(-w.q.e.charge.parked)
 	w.q.parked.Add(-1)
 	w.g.parked.Add(-1)
 	w.g.lastActive.Store(now)

@@ -1,4 +1,4 @@
-// Package wheel is a hashed timing wheel with intrusive timers (DESIGN.md P5).
+// Package wheel is a hashed timing wheel with intrusive timers (P5; docs/engine.md, "Time").
 //
 // Leases, TTLs, poll timeouts and idle checks each embed a Timer by value, so
 // arming one costs no allocation and no goroutine. The wheel has no clock of

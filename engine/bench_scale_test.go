@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Benchmarks of a push's cost as the number of partitions or queues grows
+// (docs/engine.md, "Push cost does not grow"). Each op is a push of one
+// 64-byte message to a partition (or queue) that did not exist, next to N
+// that do. N drifts by at most a tenth (at least 10) before the benchmark,
+// timer stopped, puts it back.
+
+var scaleSizes = []int{10, 10_000, 100_000}
+
+// span is how many new objects a round adds before N is put back.
+func span(n int) int { return max(10, n/10) }
+
+func nameList(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%07d", prefix, i)
+	}
+	return out
+}
+
+func BenchmarkPushNewPartition(b *testing.B) {
+	for _, n := range scaleSizes {
+		b.Run(fmt.Sprintf("existing=%d", n), func(b *testing.B) { benchPushNewPartition(b, n) })
+	}
+}
+
+func benchPushNewPartition(b *testing.B, n int) {
+	e := benchEngine(b)
+	base, fresh := nameList("base", n), nameList("new", span(n))
+	ps := batchOf(1, 64)
+	build := func() {
+		e.Delete("default", "q")
+		must(b, e.Configure("default", "q", OptionSet{Has: HasMaxLength, Options: Options{MaxLength: 1_000_000}}))
+		for _, p := range base {
+			if _, err := e.Push("default", "q", p, ps); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	build()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i, k := 0, 0; i < b.N; i, k = i+1, k+1 {
+		if k == len(fresh) {
+			b.StopTimer()
+			build()
+			k = 0
+			b.StartTimer()
+		}
+		if _, err := e.Push("default", "q", fresh[k], ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPushNewQueue(b *testing.B) {
+	for _, n := range scaleSizes {
+		b.Run(fmt.Sprintf("existing=%d", n), func(b *testing.B) { benchPushNewQueue(b, n) })
+	}
+}
+
+func benchPushNewQueue(b *testing.B, n int) {
+	e := benchEngine(b)
+	base, fresh := nameList("base", n), nameList("new", span(n))
+	ps := batchOf(1, 64)
+	for _, q := range base {
+		if _, err := e.Push("default", q, "", ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i, k := 0, 0; i < b.N; i, k = i+1, k+1 {
+		if k == len(fresh) {
+			b.StopTimer()
+			for _, q := range fresh {
+				e.Delete("default", q)
+			}
+			k = 0
+			b.StartTimer()
+		}
+		if _, err := e.Push("default", fresh[k], "", ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSweep100kQueues is one pass of the sweeper over 100,000 idle
+// implicit queues that are not yet due for collection: the work the timing
+// wheel does once a second, off the push path.
+func BenchmarkSweep100kQueues(b *testing.B) {
+	e := benchEngine(b)
+	ps := batchOf(1, 64)
+	for _, q := range nameList("q", 100_000) {
+		e.Push("default", q, "", ps)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.Sweep(e.nowNanos())
+	}
+}

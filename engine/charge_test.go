@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+// D5, engine.md (what the budgets count): the footprint is payload bytes plus
+// the charge of every object, counted exactly; a queue's own bytes stay
+// payload bytes.
+func TestFootprintCountsEachObjectsCharge(t *testing.T) {
+	h := newHarness(t, nil)
+	c := &h.e.charge
+	want := int64(0)
+	step := func(what string, add int64) {
+		t.Helper()
+		want += add
+		if got := h.e.CellBytes(); got != want {
+			t.Fatalf("after %s: cell bytes %d, want %d", what, got, want)
+		}
+		if got := tenantFootprint(h.e, "default"); got != want {
+			t.Fatalf("after %s: tenant footprint %d, want %d", what, got, want)
+		}
+	}
+	h.push("q", "p", "abc")
+	step("a push creating q and p", 3+c.ofQueue("q")+c.ofPartition("p")+2*c.slot) // a ring of 2 slots
+	h.push("q", "p", "de", "f")
+	step("a push growing the ring to 4", 3+2*c.slot)
+	ms := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2})
+	step("a pop creating g, its cursor and a lease of 2", c.ofGroup("g")+c.cursor+2*c.entry)
+	_, parked := h.park(PopRequest{Queue: "q", Partition: "p", Group: "g"}) // g's lease is live: it parks
+	step("a parked pop", c.parked)
+	if !h.e.Cancel(parked) {
+		t.Fatal("cancel failed")
+	}
+	step("the parked pop cancelled", -c.parked)
+	h.ack("q", "g", AckCompleted, ms...)
+	step("the lease settled (the window keeps its capacity)", 0)
+	if qi := h.infoOf("q"); qi.Bytes != 6 {
+		t.Fatalf("queue bytes %d, want payload bytes only (6)", qi.Bytes)
+	}
+	h.advance(h.e.cfg.GroupIdle + h.e.cfg.SweepEvery)
+	step("g forgotten", -(c.ofGroup("g") + c.cursor + 2*c.entry))
+	if _, err := h.e.Delete("default", "q"); err != nil {
+		t.Fatal(err)
+	}
+	step("q deleted", -want)
+}
+
+// D5, engine.md (what the budgets count): after everything is deleted,
+// collected, answered or cancelled, the footprint is exactly 0.
+func TestFootprintReturnsToZeroWhenEverythingGoes(t *testing.T) {
+	h := newHarness(t, nil)
+	// Implicit and declared queues, partitions, groups, cursors, leases,
+	// windows and parked pops of every kind.
+	h.configure("declared", declare(HasPolicy|HasMaxLength, Options{Policy: PolicyDropOldest, MaxLength: 50}))
+	for i := 0; i < 20; i++ {
+		h.push("declared", numbered("p", 20)[i], numbered("m", 10)...)
+		h.push("inbox"+numbered("", 20)[i], "", "reply")
+	}
+	h.pop(PopRequest{Queue: "declared", Group: "lease", Batch: 100})
+	h.pop(PopRequest{Queue: "declared", Group: "auto", Batch: 100, AutoAck: true})
+	h.pop(PopRequest{Queue: "inbox3", Batch: 1})
+	answered, _ := h.park(PopRequest{Queue: "empty", Group: "w"})
+	_, cancelled := h.park(PopRequest{Queue: "empty", Partition: "x", Group: "w2"})
+	h.park(PopRequest{Queue: "declared2", Group: "w"}) // answered by the delete
+	h.push("empty", "", "wake")
+	if !answered.isDone() || !h.e.Cancel(cancelled) {
+		t.Fatal("the parked pops were not answered and cancelled")
+	}
+	if h.e.CellBytes() <= h.e.arena.Held() {
+		t.Fatalf("cell bytes %d, want more than the %d payload bytes", h.e.CellBytes(), h.e.arena.Held())
+	}
+	// Idle implicit queues are collected; the rest are deleted.
+	h.advance(h.e.cfg.ImplicitIdle + h.e.cfg.SweepEvery)
+	for _, q := range h.e.Queues("default", nil) {
+		if _, err := h.e.Delete("default", q.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.e.CellBytes(); got != 0 || tenantFootprint(h.e, "default") != 0 || h.e.arena.Held() != 0 {
+		t.Fatalf("after everything went: cell bytes %d, tenant %d, arena %d; want 0", got, tenantFootprint(h.e, "default"), h.e.arena.Held())
+	}
+}
+
+// D7, D14, engine.md (what the budgets count): creating a queue, partition or
+// group, or parking a pop, past the tenant's allowance is a 403, by push, pop
+// or configure; nothing is created.
+func TestCreationPastTheTenantAllowanceIsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "abc")
+	h.pop(PopRequest{Queue: "q", Group: "g", Batch: 1, AutoAck: true})
+	h.e.SetTenantLimits("default", h.e.CellBytes(), 0) // full to the byte
+	refusals := map[string]error{
+		"push to a new queue":     pushErr(h, "q2", "p", ""),
+		"push to a new partition": pushErr(h, "q", "p2", ""),
+		"empty push, new queue":   emptyPushErr(h, "q3", "p"),
+		"pop creating a group":    popErr(h, PopRequest{Queue: "q", Group: "g2"}),
+		"pop creating a queue":    popErr(h, PopRequest{Queue: "q4"}),
+		"pop creating partition":  popErr(h, PopRequest{Queue: "q", Partition: "p3", Group: "g"}),
+		"pop that would park":     popErr(h, PopRequest{Queue: "q", Group: "g", Wait: true, Timeout: time.Minute}),
+		"configure a new queue":   h.e.Configure("default", "q5", OptionSet{}),
+		"check before declaring":  h.e.CheckDeclare("default", "q5"),
+	}
+	for what, err := range refusals {
+		if err != ErrTenantBytes {
+			t.Errorf("%s: %v, want ErrTenantBytes", what, err)
+		}
+	}
+	if qs := h.e.Queues("default", nil); len(qs) != 1 || qs[0].Partitions != 1 || qs[0].Groups != 1 {
+		t.Fatalf("listing %+v, want q alone with one partition and one group", qs)
+	}
+	// A pop that finds messages still answers: it creates nothing.
+	h.push("q", "p", "") // an empty payload adds no byte, and the ring has room
+	if got := h.pop(PopRequest{Queue: "q", Group: "g", AutoAck: true}); len(got) != 1 {
+		t.Fatalf("pop of an existing group got %d messages, want 1", len(got))
+	}
+}
+
+// D7, engine.md (what the budgets count): past the broker's total the same
+// creations are a 503, and the tenant's 403 comes first when both would refuse.
+func TestCreationPastTheBrokerTotalIsRefusedAfterTheTenant(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "abc")
+	h.pop(PopRequest{Queue: "q", Group: "old", AutoAck: true})
+	h.e.cfg.MaxBytes = h.e.CellBytes()
+	if err := popErr(h, PopRequest{Queue: "q", Group: "old", Wait: true, Timeout: time.Minute}); err != ErrBrokerFull {
+		t.Fatalf("a pop that would park past the broker total: %v, want ErrBrokerFull", err)
+	}
+	if err := pushErr(h, "q", "p2", ""); err != ErrBrokerFull {
+		t.Fatalf("new partition past the broker total: %v, want ErrBrokerFull", err)
+	}
+	if err := popErr(h, PopRequest{Queue: "q", Group: "g"}); err != ErrBrokerFull {
+		t.Fatalf("new group past the broker total: %v, want ErrBrokerFull", err)
+	}
+	h.e.SetTenantLimits("default", h.e.CellBytes(), 0)
+	if err := popErr(h, PopRequest{Queue: "q", Group: "g"}); err != ErrTenantBytes {
+		t.Fatalf("new group past both: %v, want the tenant's ErrTenantBytes first", err)
+	}
+}
+
+// D3, engine.md (what the budgets count): a creation is not refused while
+// reclaimable messages could make its room; they are freed first.
+func TestCreationFreesReclaimableBeforeRefusing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", string(make([]byte, 1000)))
+	h.pop(PopRequest{Queue: "q", Group: "g", AutoAck: true}) // now reclaimable
+	h.e.cfg.MaxBytes = h.e.CellBytes()
+	if err := popErr(h, PopRequest{Queue: "q", Group: "g2"}); err != nil {
+		t.Fatalf("a new group with 1000 reclaimable bytes held: %v, want admitted", err)
+	}
+	if b := h.infoOf("q").Bytes; b != 0 {
+		t.Fatalf("queue bytes %d, want the reclaimable message freed", b)
+	}
+}
+
+// engine.md (what the budgets count): Charge counts memory outside the engine
+// against the broker total, refuses past it, and Release gives it back.
+func TestChargeAndRelease(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxBytes = 1000 })
+	if err := h.e.Charge(600); err != nil || h.e.CellBytes() != 600 {
+		t.Fatalf("charge 600: err=%v cell=%d", err, h.e.CellBytes())
+	}
+	if err := h.e.Charge(401); err != ErrBrokerFull || h.e.CellBytes() != 600 {
+		t.Fatalf("charge past the total: err=%v cell=%d, want ErrBrokerFull and 600", err, h.e.CellBytes())
+	}
+	if err := h.e.Charge(400); err != nil || h.e.CellBytes() != 1000 {
+		t.Fatalf("charge to the total exactly: err=%v cell=%d", err, h.e.CellBytes())
+	}
+	if err := pushErr(h, "q", "", "x"); err != ErrBrokerFull {
+		t.Fatalf("push with the total charged: %v, want ErrBrokerFull", err)
+	}
+	h.e.Release(1000)
+	if h.e.CellBytes() != 0 {
+		t.Fatalf("cell %d after release", h.e.CellBytes())
+	}
+}
+
+func pushErr(h *harness, queue, partition, payload string) error {
+	_, err := h.pushErr(queue, partition, payload)
+	return err
+}
+
+func emptyPushErr(h *harness, queue, partition string) error {
+	_, err := h.pushErr(queue, partition)
+	return err
+}
+
+func popErr(h *harness, r PopRequest) error {
+	r.Tenant = "default"
+	_, _, err := h.e.Pop(&r, &discard{})
+	return err
+}
+
+func tenantFootprint(e *Engine, name string) int64 {
+	var n int64
+	e.TenantGauges(func(tenant string, bytes int64, _, _ int, _ int64) {
+		if tenant == name {
+			n = bytes
+		}
+	})
+	return n
+}
