@@ -48,6 +48,11 @@ type Queue struct {
 // indexAt is the partition count from which lookups use the index map.
 const indexAt = 8
 
+// groupIndexAt is the same for groups, looked up on every pop and ack: a
+// scan of a few dozen names is as fast as hashing one, and the index cost
+// a fan-out of 8 groups 6 % (BENCHMARKS.md, issue 11).
+const groupIndexAt = 32
+
 func newQueue(e *Engine, t *tenant, name string) *Queue {
 	q := &Queue{e: e, t: t, name: name}
 	q.opts.Store(e.defaultOpts)
@@ -165,7 +170,7 @@ func (q *Queue) groupFor(name string) (*group, error) {
 	next := append(q.groupList(), g) // written past what readers see, as in addPartition
 	if idx := q.indexG.Load(); idx != nil {
 		idx.Store(g.name, g)
-	} else if len(next) >= indexAt {
+	} else if len(next) >= groupIndexAt {
 		idx := xsync.NewMap[string, *group]()
 		for _, x := range next {
 			idx.Store(x.name, x)
