@@ -30,16 +30,51 @@ func TestIdleArenaSegmentsAreReleased(t *testing.T) {
 			h.advance(time.Second)
 		}
 	}
-	idle(30 * time.Second)
+	idle(5 * time.Second)
 	if h.e.arena.Pooled() != pooled || freed != 0 {
 		t.Fatalf("after one period: pooled %d (want %d kept: the first trim saw an empty pool), freed %d", h.e.arena.Pooled(), pooled, freed)
 	}
-	idle(30 * time.Second)
+	idle(5 * time.Second)
 	if h.e.arena.Pooled() != 0 || freed != 1 {
-		t.Fatalf("after a minute idle: pooled %d, FreeOSMemory called %d times; want 0 and 1", h.e.arena.Pooled(), freed)
+		t.Fatalf("after 10 s idle: pooled %d, FreeOSMemory called %d times; want 0 and 1", h.e.arena.Pooled(), freed)
 	}
 	idle(60 * time.Second)
 	if freed != 1 {
 		t.Fatalf("FreeOSMemory called %d times with nothing more released, want 1", freed)
+	}
+}
+
+// engine.md (memory goes back when the load falls): queues that went leave
+// heap the runtime keeps, so a footprint fallen by a quarter of its peak
+// (and 4 MiB) asks for memory to be returned too, once, within two trim
+// periods; a footprint that does not fall asks nothing.
+func TestFallenFootprintReturnsMemory(t *testing.T) {
+	freed := 0
+	h := newHarness(t, func(c *Config) { c.FreeOSMemory = func() { freed++ } })
+	names := numbered("q", 10000) // about 6.5 MiB of queue and partition charges
+	for _, q := range names {
+		h.push(q, "", "1")
+	}
+	idle := func(d time.Duration) {
+		for step := time.Duration(0); step < d; step += time.Second {
+			h.advance(time.Second)
+		}
+	}
+	idle(20 * time.Second)
+	if freed != 0 {
+		t.Fatalf("FreeOSMemory called %d times while the footprint held, want 0", freed)
+	}
+	for _, q := range names {
+		if _, err := h.e.Delete("default", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle(10 * time.Second)
+	if freed != 1 {
+		t.Fatalf("FreeOSMemory called %d times within 10 s of the footprint falling, want 1", freed)
+	}
+	idle(30 * time.Second)
+	if freed != 1 {
+		t.Fatalf("FreeOSMemory called %d times with nothing more freed, want 1", freed)
 	}
 }

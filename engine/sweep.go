@@ -23,6 +23,8 @@ type sweeper struct {
 	timer wheel.Timer
 
 	lastTrim   int64 // engine time of the last arena trim
+	lastReturn int64 // engine time memory was last given to the OS
+	peak       int64 // the highest footprint seen at a trim since then
 	unreturned int64 // bytes trimmed since memory was last given to the OS
 }
 
@@ -31,23 +33,35 @@ const (
 	// a segment no push needed for a whole period goes, so memory a fallen
 	// load no longer uses is released within two periods (docs/engine.md,
 	// "Memory goes back when the load falls").
-	trimEvery = int64(30 * time.Second)
-	// returnAt is how many trimmed bytes are worth asking the runtime to give
-	// memory back to the operating system at once (it stops the world).
+	trimEvery = int64(5 * time.Second)
+	// returnEvery is the least time between two calls of FreeOSMemory,
+	// which forces a collection: under a churning load it runs no more
+	// often than this.
+	returnEvery = int64(10 * time.Second)
+	// returnAt is how much memory freed is worth asking the runtime to give
+	// back to the operating system at once.
 	returnAt = 4 << 20
 )
 
-// returnMemory trims the arena's free pool every trimEvery and, once a
-// meaningful amount was released, calls Config.FreeOSMemory: at most once
-// per trimEvery.
+// returnMemory trims the arena's free pool every trimEvery and calls
+// Config.FreeOSMemory, at most once per returnEvery, once a meaningful
+// amount was freed: segments trimmed, or a footprint fallen by at least a
+// quarter from its peak (queues, partitions and groups that went are heap
+// the runtime keeps for itself until told).
 func (s *sweeper) returnMemory(now int64) {
 	if now-s.lastTrim < trimEvery {
 		return
 	}
 	s.lastTrim = now
 	s.unreturned += s.e.arena.TrimIdle()
-	if s.unreturned >= returnAt {
-		s.unreturned = 0
+	fp := s.e.footprint.Load()
+	s.peak = max(s.peak, fp)
+	fell := s.peak - fp
+	if now-s.lastReturn < returnEvery {
+		return
+	}
+	if s.unreturned >= returnAt || fell >= returnAt && fell >= s.peak/4 {
+		s.unreturned, s.lastReturn, s.peak = 0, now, fp
 		s.e.cfg.FreeOSMemory()
 	}
 }
