@@ -106,3 +106,45 @@ func BenchmarkSweep100kQueues(b *testing.B) {
 		e.Sweep(e.nowNanos())
 	}
 }
+
+// BenchmarkPopNewGroup is an explicit-ack pop of one message by a group that
+// did not exist, next to N groups that each hold a lease on the queue (the
+// group flood of the reliability suite).
+func BenchmarkPopNewGroup(b *testing.B) {
+	for _, n := range scaleSizes {
+		b.Run(fmt.Sprintf("existing=%d", n), func(b *testing.B) { benchPopNewGroup(b, n) })
+	}
+}
+
+func benchPopNewGroup(b *testing.B, n int) {
+	e := benchEngine(b)
+	base, fresh := nameList("base", n), nameList("new", span(n))
+	c := &discard{}
+	pop := func(g string) {
+		r := PopRequest{Tenant: "default", Queue: "q", Group: g, Batch: 1}
+		if got, _, err := e.Pop(&r, c); err != nil || got != 1 {
+			b.Fatalf("pop by %s: %d, %v", g, got, err)
+		}
+	}
+	build := func() {
+		e.Delete("default", "q")
+		if _, err := e.Push("default", "q", "", batchOf(100, 64)); err != nil {
+			b.Fatal(err)
+		}
+		for _, g := range base {
+			pop(g)
+		}
+	}
+	build()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i, k := 0, 0; i < b.N; i, k = i+1, k+1 {
+		if k == len(fresh) {
+			b.StopTimer()
+			build()
+			k = 0
+			b.StartTimer()
+		}
+		pop(fresh[k])
+	}
+}
