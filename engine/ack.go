@@ -85,7 +85,6 @@ func (e *Engine) AckBy(by any, tenant, queue, groupName string, items []AckItem,
 	done := doneList{by: by}
 	unlock := func() {
 		if locked != nil {
-			locked.updateReclaim()
 			locked.wakeLocked(&done)
 			locked.mu.Unlock()
 			locked = nil

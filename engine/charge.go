@@ -33,9 +33,9 @@ type charges struct {
 // is part of the cursor); its messages are entries of the cursor's window.
 var measuredCharges = charges{
 	queue:     336,
-	partition: 288,
+	partition: 304,
 	group:     128,
-	cursor:    176,
+	cursor:    208,
 	parked:    160,
 	slot:      int64(unsafe.Sizeof(slot{})),
 	entry:     int64(unsafe.Sizeof(entry{})),

@@ -81,8 +81,17 @@ func (c *cursor) compact() {
 	}
 	if k > 0 {
 		c.win.popFront(k)
-		c.settled += uint64(k)
+		c.moveSettled(c.settled + uint64(k))
 	}
+}
+
+// moveSettled moves settled up to to and lets the partition's reclaim point
+// follow (D3). Every move of a live cursor but normalize's (its caller looks
+// at every cursor after) goes through here.
+func (c *cursor) moveSettled(to uint64) {
+	before := c.settled
+	c.settled = to
+	c.p.settledMoved(c, before)
 }
 
 // take delivers up to max messages to d: redeliveries first (lowest seq
@@ -117,7 +126,7 @@ func (c *cursor) take(limit int, autoAck bool, d Consumer, now int64) int {
 		c.next++
 		switch {
 		case autoAck && c.win.len() == 0:
-			c.settled = c.next // nothing unsettled below: the cursor moves
+			c.moveSettled(c.next) // nothing unsettled below: the cursor moves
 		case autoAck:
 			c.push(entry{state: stSettled})
 		default:
@@ -137,7 +146,6 @@ func (c *cursor) take(limit int, autoAck bool, d Consumer, now int64) int {
 	}
 	c.g.lastActive.Store(now)
 	c.compact()
-	p.updateReclaim()
 	return n
 }
 
@@ -204,7 +212,6 @@ func (c *cursor) expire(now int64) bool {
 	}
 	c.leased = false
 	c.compact()
-	c.p.updateReclaim()
 	return true
 }
 

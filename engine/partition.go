@@ -33,7 +33,9 @@ type partition struct {
 	ring       []slot
 	bytes      int64
 	cursors    []*cursor
-	waiters    waitList // parked pops that named this partition
+	byGroup    map[*group]*cursor // the cursors by group, from cursorIndexAt cursors on
+	holders    int                // live cursors at or below the reclaim point (settledMoved)
+	waiters    waitList           // parked pops that named this partition
 	ttlAt      int64    // when the ttl timer is armed for, 0 = not armed
 	ttlTimer   wheel.Timer
 }
@@ -169,6 +171,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	for _, c := range p.cursors {
 		c.normalize()
 	}
+	p.updateReclaim() // normalize moved cursors without settledMoved
 	p.shrink()
 	return dropped
 }
@@ -197,29 +200,70 @@ func (p *partition) updateReclaim() {
 			m = min(m, c.settled)
 		}
 	}
-	if live == 0 || live < len(p.q.groupList()) || m <= p.reclaim {
+	if live == 0 || live < len(p.q.groupList()) {
+		p.holders = 0 // unknown: the next move of a cursor looks again
 		return
 	}
-	var n, bytes int64
-	for s := max(p.reclaim, p.head); s < m; s++ {
-		n++
-		bytes += int64(p.slotOf(s).h.Len)
+	if m > p.reclaim {
+		var n, bytes int64
+		for s := max(p.reclaim, p.head); s < m; s++ {
+			n++
+			bytes += int64(p.slotOf(s).h.Len)
+		}
+		p.reclaim = m
+		p.q.reclaimN.Add(n)
+		p.q.accountBytes(0, bytes)
 	}
-	p.reclaim = m
-	p.q.reclaimN.Add(n)
-	p.q.accountBytes(0, bytes)
+	p.holders = 0
+	for _, c := range p.cursors {
+		if !c.g.dead.Load() && c.settled <= p.reclaim {
+			p.holders++
+		}
+	}
 }
+
+// settledMoved runs after c.settled moved up from before. The reclaim point
+// is the lowest settled of the live cursors, so it can move only when c held
+// it (was at or below it), no longer does, and no other cursor holds it:
+// every other move costs nothing instead of a pass over the cursors of
+// every group here, which made a pop or an ack cost grow with the number of
+// groups (docs/engine.md, "Push cost does not grow"). holders may count too
+// few (then updateReclaim runs early and counts again), never too many: a
+// cursor moved by any other path is followed by updateReclaim.
+func (p *partition) settledMoved(c *cursor, before uint64) {
+	if before > p.reclaim || c.settled <= p.reclaim {
+		return
+	}
+	p.holders--
+	if p.holders <= 0 {
+		p.updateReclaim()
+	}
+}
+
+// cursorIndexAt is the number of cursors from which a partition finds them
+// through a map rather than by scanning its list.
+const cursorIndexAt = 8
 
 // cursorFor returns g's cursor here, creating it at the oldest message held
 // (D4: a new group starts there).
 func (p *partition) cursorFor(g *group) *cursor {
-	for _, c := range p.cursors {
-		if c.g == g {
-			return c
-		}
+	if c := p.findCursor(g); c != nil {
+		return c
 	}
 	c := &cursor{p: p, g: g, settled: p.head, next: p.head}
 	p.cursors = append(p.cursors, c)
+	switch {
+	case p.byGroup != nil:
+		p.byGroup[g] = c
+	case len(p.cursors) >= cursorIndexAt:
+		p.byGroup = make(map[*group]*cursor, 2*len(p.cursors))
+		for _, x := range p.cursors {
+			p.byGroup[x.g] = x
+		}
+	}
+	if c.settled <= p.reclaim {
+		p.holders++ // it starts at the oldest message held: it holds the point
+	}
 	if !p.q.dead.Load() {
 		// Forced: a cursor follows from a group and a partition that were
 		// admitted; a dead queue gave back everything when it died.
@@ -250,7 +294,11 @@ func (p *partition) ensureCursors() {
 	}
 }
 
+// findCursor returns g's cursor here, or nil.
 func (p *partition) findCursor(g *group) *cursor {
+	if p.byGroup != nil {
+		return p.byGroup[g]
+	}
 	for _, c := range p.cursors {
 		if c.g == g {
 			return c
@@ -265,6 +313,9 @@ func (p *partition) removeCursor(c *cursor) {
 	c.dropLease()
 	if !p.q.dead.Load() {
 		p.q.t.force(-c.charge())
+	}
+	if p.byGroup != nil {
+		delete(p.byGroup, c.g)
 	}
 	for i, x := range p.cursors {
 		if x == c {
