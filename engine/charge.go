@@ -111,24 +111,12 @@ func (t *tenant) wouldFit(n int64) error {
 }
 
 // Charge adds n bytes that live outside the engine (the server's
-// connections, their buffers) to the broker's footprint, so the broker
-// total bounds them too: it answers ErrBrokerFull, after freeing
-// reclaimable messages (D3), when they would pass it. Give them back with
-// Release. They count against no tenant.
-func (e *Engine) Charge(n int64) error {
-	var tried reclaimScope
-	for {
-		if e.footprint.Add(n) <= e.cfg.MaxBytes || n <= 0 {
-			return nil
-		}
-		e.footprint.Add(-n)
-		if e.reclaimable.Load() == 0 || tried != 0 {
-			return ErrBrokerFull
-		}
-		tried = reclaimBroker
-		e.reclaimAll()
-	}
-}
+// connections) to the broker's footprint, so the broker total bounds them
+// too. It never refuses: what it counts exists already, and a connection is
+// how a consumer drains a full broker; pushes and creations past the total
+// are refused sooner instead. They count against no tenant. Give them back
+// with Release.
+func (e *Engine) Charge(n int64) { e.footprint.Add(n) }
 
 // Release gives back n bytes taken with Charge.
 func (e *Engine) Release(n int64) { e.footprint.Add(-n) }
