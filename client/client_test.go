@@ -266,15 +266,19 @@ func TestErrorCodes(t *testing.T) {
 }
 
 // TestBudgetRefusals: 503 at the broker's byte total, 403 at the tenant's
-// queue allowance.
+// queue allowance. The total counts each queue's charges too (about 700
+// bytes for a queue with one small message, docs/engine.md, "What the
+// budgets count"): 2048 holds two such queues but not a 2000-byte payload.
+// A refused push leaves no queue (docs/engine.md, "A refused push changes
+// nothing"), so an allowance of 1 queue admits "two" and refuses "three".
 func TestBudgetRefusals(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, map[string]string{
-		"QUEEN_EPHEMERAL_MAX_BYTES": "1024",
+		"QUEEN_EPHEMERAL_MAX_BYTES": "2048",
 		// The queue bound must sit above the broker total, or it refuses first.
 		"QUEEN_EPHEMERAL_CEILING_MAX_BYTES": "1048576",
 		"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES":   "1048576",
-		"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES": "2",
+		"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES": "1",
 	})
 	c := newClient(t, b.URL())
 	ctx := testCtx(t)
@@ -363,10 +367,13 @@ func TestBufferedFlushFailureReported(t *testing.T) {
 	c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 150 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
 		WithFlushErrorHandler(func(*FlushError) { handled.Add(1) }))
 	ctx := testCtx(t)
-	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
+	// Full at 3: the buffered batch of 3 fits the empty queue, so it is
+	// refused with queue_full (a batch that could never fit would be a
+	// permanent 400, docs/engine.md, "A push that can never fit").
+	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 3, Policy: PolicyReject}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Push(ctx, "full", []any{0}, PushOptions{}); err != nil {
+	if _, err := c.Push(ctx, "full", []any{0, 0, 0}, PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Push(ctx, "full", []any{1, 2, 3}, PushOptions{Buffered: true}); err != nil {

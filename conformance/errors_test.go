@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -185,6 +186,9 @@ func TestUnknownOptionNamesKeys(t *testing.T) {
 // TestQueueFull: a push that would pass maxLength or maxBytes under
 // `reject` is 429 queue_full and appends nothing; filling a bound exactly
 // is admitted; reclaimable messages make room first (spec, bounds; D3, D7).
+// A push that could never fit, a batch passing a bound on its own under
+// `reject` or a message larger than maxBytes under either policy, is a 400
+// naming the bound (D5; docs/engine.md, "A push that can never fit").
 func TestQueueFull(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -198,11 +202,22 @@ func TestQueueFull(t *testing.T) {
 		t.Fatalf("after refusals: %+v", r)
 	}
 
-	// All or nothing: a push of 3 into an empty queue bounded at 2.
+	// A push of 3 into a queue bounded at 2 could never fit: 400, naming
+	// the bound, and nothing appended.
 	b.configure(t, "all", `{"maxLength":2,"policy":"reject"}`)
-	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("all", "", "1", "2", "3")).wantErr(t, 429, "queue_full")
+	e := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("all", "", "1", "2", "3")).wantErr(t, 400, "ephemeral_bad_request")
+	if want := "a batch of 3 messages can never fit queue all's maxLength 2"; e.Error != want {
+		t.Fatalf("refusal %q, want %q", e.Error, want)
+	}
 	if d := b.depth(t, "all", ""); d.Pending != 0 || d.Bytes != 0 {
 		t.Fatalf("a refused push appended: %+v", d)
+	}
+	// All or nothing: a batch of 2 fits the empty queue but not one
+	// holding 1, so it is a 429 and appends neither message.
+	b.push(t, "all", "", "1")
+	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("all", "", "2", "3")).wantErr(t, 429, "queue_full")
+	if d := b.depth(t, "all", ""); d.Pending != 1 || d.Bytes != 1 {
+		t.Fatalf("a refused push appended: %+v; want pending 1, bytes 1", d)
 	}
 
 	// maxBytes counts payload bytes as sent: 4+4 = 8 of 10, a third 4 is
@@ -213,6 +228,31 @@ func TestQueueFull(t *testing.T) {
 	b.push(t, "bytes", "", `""`)
 	if r := b.row(t, "bytes"); r.Bytes != 10 || r.Depth != 3 {
 		t.Fatalf("bytes row %+v: want bytes 10, depth 3", r)
+	}
+	// A batch of 12 bytes could never fit maxBytes 10 under reject, and a
+	// message of 11 bytes never fits it under either policy: 400s.
+	for _, c := range []struct {
+		queue, options string
+		payloads       []string
+		want           string
+	}{
+		{"bytes", "", []string{`"ab"`, `"cd"`, `"ef"`}, "a batch of 12 bytes can never fit queue bytes's maxBytes 10"},
+		{"bytes", "", []string{str(11)}, "a message of 11 bytes can never fit queue bytes's maxBytes 10"},
+		{"drop", `{"maxBytes":10,"policy":"dropOldest"}`, []string{str(11)}, "a message of 11 bytes can never fit queue drop's maxBytes 10"},
+	} {
+		if c.options != "" {
+			b.configure(t, c.queue, c.options)
+		}
+		e := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody(c.queue, "", c.payloads...)).wantErr(t, 400, "ephemeral_bad_request")
+		if e.Error != c.want {
+			t.Fatalf("refusal %q, want %q", e.Error, c.want)
+		}
+	}
+	if r := b.row(t, "bytes"); r.Bytes != 10 || r.Depth != 3 {
+		t.Fatalf("bytes row %+v after refusals: want bytes 10, depth 3", r)
+	}
+	if r := b.row(t, "drop"); r.Bytes != 0 || r.Depth != 0 || r.Drops != (drops{}) {
+		t.Fatalf("drop row %+v after a refusal: want empty, no drops", r)
 	}
 
 	// Lowering a bound does not drop what is held; it applies to the next
@@ -243,46 +283,68 @@ func TestQueueFull(t *testing.T) {
 
 // TestBrokerBudget: past QUEEN_EPHEMERAL_MAX_BYTES a push is 503
 // ephemeral_unavailable and appends nothing, unless reclaimable messages
-// can make the room (D3, D7).
+// can make the room (D3, D7); filling the total exactly is admitted. The
+// total counts payload bytes plus the charges of what the broker keeps
+// (D5; charges_test.go), so the budget is set from them: qa with one
+// 60-byte message, the queue-mode group that leases it (its cursor and a
+// window of one), and a new queue qb with room for 40 payload bytes.
 func TestBrokerBudget(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_MAX_BYTES": "100"})
-	sixty := `"` + strings.Repeat("x", 58) + `"` // 60 payload bytes
-	b.push(t, "qa", "", sixty)
+	const room = 40
+	qa := queueCharge("qa") + partitionCharge("Default") + ringCharge(1) + 60
+	consumer := groupCharge("") + chargeCursor + windowCharge(1)
+	qb := queueCharge("qb") + partitionCharge("Default") + ringCharge(1) // before its payload
+	budget := qa + consumer + qb + room
+	b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_MAX_BYTES": strconv.FormatInt(budget, 10)})
+	cellBytes := func(want int64, when string) listing {
+		t.Helper()
+		l := b.queues(t)
+		if l.CellBytes != want {
+			t.Fatalf("cellBytes %d %s, want %d", l.CellBytes, when, want)
+		}
+		return l
+	}
+
+	b.push(t, "qa", "", str(60))
 	// The queue's default maxBytes is clamped to the ceiling, which is the
 	// broker total by default (D9).
-	if r := b.row(t, "qa"); r.Options.MaxBytes != 100 {
-		t.Fatalf("qa maxBytes in force %d, want 100 (the ceiling)", r.Options.MaxBytes)
+	if r := b.row(t, "qa"); r.Options.MaxBytes != budget {
+		t.Fatalf("qa maxBytes in force %d, want %d (the ceiling)", r.Options.MaxBytes, budget)
 	}
-	// qb's own bound (100) admits 60; the broker's total does not.
-	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qb", "", sixty)).wantErr(t, 503, "ephemeral_unavailable")
-	l := b.queues(t)
-	if l.CellBytes != 60 {
-		t.Fatalf("cellBytes %d after a refused push, want 60", l.CellBytes)
+	// Lease qa's message: it is held, not reclaimable, until acked.
+	leased := b.pop(t, popq{"queue": "qa"})
+	if len(leased.Messages) != 1 {
+		t.Fatalf("pop qa: %+v", leased)
 	}
-	if r, ok := l.find("qb"); ok && (r.Depth != 0 || r.Bytes != 0) {
-		t.Fatalf("the refused push appended: %+v", r)
-	}
-	// Smaller pushes that fit are admitted; filling exactly is admitted.
-	forty := `"` + strings.Repeat("y", 38) + `"`
-	b.push(t, "qb", "", forty)
-	if l := b.queues(t); l.CellBytes != 100 {
-		t.Fatalf("cellBytes %d, want 100", l.CellBytes)
-	}
-	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qc", "", "1")).wantErr(t, 503, "ephemeral_unavailable")
+	cellBytes(qa+consumer, "with qa's message leased")
 
-	// Consume qa: its 60 bytes become reclaimable, and the broker frees
-	// them rather than refuse (D3).
-	if p := b.pop(t, popq{"queue": "qa", "autoAck": "true"}); len(p.Messages) != 1 {
-		t.Fatalf("pop qa: %+v", p)
+	// qb's own bound (the budget) admits room+1 bytes; the broker's total
+	// does not, by one byte.
+	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qb", "", str(room+1))).wantErr(t, 503, "ephemeral_unavailable")
+	l := cellBytes(qa+consumer, "after a refused push")
+	if r, ok := l.find("qb"); ok {
+		t.Fatalf("the refused push left queue qb: %+v", r)
 	}
-	b.push(t, "qc", "", sixty)
-	l = b.queues(t)
-	if l.CellBytes != 100 {
-		t.Fatalf("cellBytes %d, want 100 (qa's consumed message freed)", l.CellBytes)
+	// Filling the total exactly is admitted; then even a new queue with a
+	// 1-byte message passes it.
+	b.push(t, "qb", "", str(room))
+	cellBytes(budget, "at the total")
+	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qc", "", "1")).wantErr(t, 503, "ephemeral_unavailable")
+	cellBytes(budget, "after a refused push")
+
+	// Ack qa's message: its 60 bytes become reclaimable, and the broker
+	// frees them rather than refuse (D3): 60 bytes more into qb (whose ring
+	// has a free slot) fill the total exactly again.
+	if got := b.ackAll(t, "qa", "", "", leased); !equalStrings(got, []string{"acked"}) {
+		t.Fatalf("ack qa: %v, want acked", got)
 	}
+	b.push(t, "qb", "", str(60))
+	l = cellBytes(budget, "after qa's consumed message was freed")
 	if r, _ := l.find("qa"); r.Bytes != 0 || r.Drops != (drops{}) {
 		t.Fatalf("qa %+v: want bytes 0 and no drop (a reclaimable message is not a drop)", r)
+	}
+	if r, _ := l.find("qb"); r.Bytes != room+60 || r.Depth != 2 {
+		t.Fatalf("qb %+v: want bytes %d, depth 2", r, room+60)
 	}
 }
 
@@ -337,20 +399,62 @@ func TestTenantAllowance(t *testing.T) {
 	t.Parallel()
 	t.Run("bytes", func(t *testing.T) {
 		t.Parallel()
-		b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_TENANT_MAX_BYTES": "100"})
-		sixty := `"` + strings.Repeat("x", 58) + `"`
-		b.push(t, "qa", "", sixty)
-		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qb", "", sixty)).wantErr(t, 403, "ephemeral_quota_exceeded")
-		if l := b.queues(t); l.CellBytes != 60 {
-			t.Fatalf("cellBytes %d after a refused push, want 60", l.CellBytes)
+		// The allowance counts payload bytes plus the charges (D5;
+		// charges_test.go), so it is set from them: qa with one 60-byte
+		// message and the queue-mode group that leases it (its cursor and a
+		// window of one), small with one 1-byte message, and a new queue qb
+		// with room for 40 payload bytes.
+		const room = 40
+		qa := queueCharge("qa") + partitionCharge("Default") + ringCharge(1) + 60
+		consumer := groupCharge("") + chargeCursor + windowCharge(1)
+		small := queueCharge("small") + partitionCharge("Default") + ringCharge(1) + 1
+		qb := queueCharge("qb") + partitionCharge("Default") + ringCharge(1) // before its payload
+		allowance := qa + consumer + small + qb + room
+		b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_TENANT_MAX_BYTES": strconv.FormatInt(allowance, 10)})
+		cellBytes := func(want int64, when string) listing {
+			t.Helper()
+			l := b.queues(t)
+			if l.CellBytes != want {
+				t.Fatalf("cellBytes %d %s, want %d", l.CellBytes, when, want)
+			}
+			return l
 		}
-		// The queue's own bound is checked first (D7).
+
+		b.push(t, "qa", "", str(60))
+		leased := b.pop(t, popq{"queue": "qa"}) // held, not reclaimable, until acked
+		if len(leased.Messages) != 1 {
+			t.Fatalf("pop qa: %+v", leased)
+		}
 		b.configure(t, "small", `{"maxLength":1}`)
 		b.push(t, "small", "", "1")
-		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("small", "", sixty)).wantErr(t, 429, "queue_full")
-		// Consumed bytes are freed rather than refused.
-		b.pop(t, popq{"queue": "qa", "autoAck": "true"})
-		b.push(t, "qb", "", sixty)
+		cellBytes(qa+consumer+small, "before qb")
+
+		// One byte past the allowance is refused; filling it exactly is
+		// admitted.
+		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qb", "", str(room+1))).wantErr(t, 403, "ephemeral_quota_exceeded")
+		l := cellBytes(qa+consumer+small, "after a refused push")
+		if r, ok := l.find("qb"); ok {
+			t.Fatalf("the refused push left queue qb: %+v", r)
+		}
+		b.push(t, "qb", "", str(room))
+		cellBytes(allowance, "at the allowance")
+		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qc", "", "1")).wantErr(t, 403, "ephemeral_quota_exceeded")
+		// The queue's own bound is checked first (D7): small is full, and
+		// the push would pass the allowance too.
+		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("small", "", str(60))).wantErr(t, 429, "queue_full")
+		cellBytes(allowance, "after refused pushes")
+
+		// Consumed bytes are freed rather than refused (D3): ack qa's
+		// message, and 60 bytes more into qb (whose ring has a free slot)
+		// fill the allowance exactly again.
+		if got := b.ackAll(t, "qa", "", "", leased); !equalStrings(got, []string{"acked"}) {
+			t.Fatalf("ack qa: %v, want acked", got)
+		}
+		b.push(t, "qb", "", str(60))
+		l = cellBytes(allowance, "after qa's consumed message was freed")
+		if r, _ := l.find("qa"); r.Bytes != 0 || r.Drops != (drops{}) {
+			t.Fatalf("qa %+v: want bytes 0 and no drop", r)
+		}
 	})
 	t.Run("queues", func(t *testing.T) {
 		t.Parallel()

@@ -43,7 +43,11 @@ func TestExample35(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[1]), &l); err != nil {
 			t.Fatalf("line 2 is not the listing: %q", lines[1])
 		}
-		want := listing{Count: 1, CellBytes: nb, Queues: []queueRow{{
+		// cellBytes is the footprint: the payloads plus the charges of the
+		// queue, its partition room-7 and a ring of 2 slots (docs/engine.md,
+		// "What the budgets count").
+		footprint := nb + queueCharge("presence") + partitionCharge("room-7") + ringCharge(2)
+		want := listing{Count: 1, CellBytes: footprint, Queues: []queueRow{{
 			Queue: "presence", Tier: "declared", Depth: 2, Bytes: nb, Partitions: 1, Groups: 0,
 			Options: options{MaxBytes: 1048576, MaxLength: 1000, Policy: "dropOldest", TTLSeconds: 30, LeaseSeconds: 15, RetryLimit: 3},
 		}}}
@@ -68,8 +72,8 @@ func TestExample35(t *testing.T) {
 			t.Errorf("example35.sh wrote to stderr: %s", stderr.String())
 		}
 		// The script ends with delete: nothing is left.
-		if l := b.queues(t); l.Count != 0 {
-			t.Errorf("after the example: %v", l.names())
+		if l := b.queues(t); l.Count != 0 || l.CellBytes != 0 {
+			t.Errorf("after the example: %v, cellBytes %d; want none and 0", l.names(), l.CellBytes)
 		}
 	})
 }

@@ -52,8 +52,15 @@ func TestStreamedListing(t *testing.T) {
 		}
 		held += q.Bytes
 	}
-	if held != l.CellBytes || held == 0 {
-		t.Fatalf("the rows hold %d bytes, cellBytes %d", held, l.CellBytes)
+	payload := int64(len(`{"reply":true}`))
+	if held != n*payload {
+		t.Fatalf("the rows hold %d bytes, want %d", held, n*payload)
+	}
+	// cellBytes is the footprint: every queue's payload, its own charge,
+	// its Default partition's and a ring of 2 slots (docs/engine.md, "What
+	// the budgets count"; every name is inbox-NNNNN, 11 bytes).
+	if want := held + n*(queueCharge("inbox-00000")+partitionCharge("Default")+ringCharge(1)); l.CellBytes != want {
+		t.Fatalf("cellBytes %d, want %d (the rows' %d payload bytes and the charges)", l.CellBytes, want, held)
 	}
 	b.do(t, "GET", "/health", nil).want(t, 200, nil) // the connection serves on
 }

@@ -51,7 +51,8 @@ func (b *broker) scrape(t testing.TB) (map[string]float64, string) {
 
 // Issue 7, metering and metrics: /metrics shows drops by cause, pushed
 // messages and deliveries per tenant (a parked pop completed later
-// included), refusals by code, parked pops, bytes held, queues by tier and
+// included), refusals by code, parked pops, the footprint (payload bytes
+// plus the documented charges, charges_test.go), queues by tier and
 // request latency per route, with exact values.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
@@ -67,11 +68,24 @@ func TestMetrics(t *testing.T) {
 
 	// A parked pop shows in the gauge, then meters its delivery when a
 	// push completes it.
+	// The footprint so far (docs/engine.md, "What the budgets count"):
+	// feed's queue, partition and ring (the batch of 3 was appended, then
+	// its oldest dropped), the queue-mode group, its cursor and a window of
+	// the 2 leased messages; imp's queue, partition and ring; the payloads.
+	feed := queueCharge("feed") + partitionCharge("Default") + ringCharge(3) +
+		groupCharge("") + chargeCursor + windowCharge(2) + int64(len(`2`)+len(`3`))
+	imp := queueCharge("imp") + partitionCharge("Default") + ringCharge(1) + int64(len(`"x"`))
 	ch := b.asyncPop(popq{"queue": "parkq", "wait": "true", "timeout": "10000"})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		m, _ := b.scrape(t)
 		if m["queen_ephemeral_parked_pops"] == 1 {
+			// The parked pop made parkq and its queue-mode group, and its
+			// waiter is charged while it waits.
+			want := feed + imp + queueCharge("parkq") + groupCharge("") + chargeParked
+			if g := m[`queen_ephemeral_bytes{scope="cell"}`]; g != float64(want) {
+				t.Errorf(`with a parked pop, queen_ephemeral_bytes{scope="cell"} = %v, want %d`, g, want)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -94,9 +108,14 @@ func TestMetrics(t *testing.T) {
 	for _, q := range l.Queues {
 		held += q.Bytes
 	}
-	if held == 0 {
-		t.Fatalf("the queues hold no bytes: %+v", l)
+	if want := int64(len(`2`) + len(`3`) + len(`"x"`) + len(`{"a":1}`)); held != want {
+		t.Fatalf("the queues hold %d payload bytes, want %d: %+v", held, want, l)
 	}
+	// The footprint: payload bytes plus the charges. The answered pop gave
+	// its waiter back; the push made parkq's partition and ring, and the
+	// answer the group's cursor there and a window of one leased message.
+	footprint := feed + imp + queueCharge("parkq") + groupCharge("") + partitionCharge("Default") +
+		ringCharge(1) + chargeCursor + windowCharge(1) + int64(len(`{"a":1}`))
 
 	m, body := b.scrape(t)
 	want := map[string]float64{
@@ -108,8 +127,8 @@ func TestMetrics(t *testing.T) {
 		`queen_ephemeral_refusals_total{code="not_found"}`:                        1,
 		`queen_ephemeral_refusals_total{code="ephemeral_bad_request"}`:            2,
 		`queen_ephemeral_parked_pops`:                                             0,
-		`queen_ephemeral_bytes{scope="cell"}`:                                     float64(held),
-		`queen_ephemeral_tenant_bytes{tenant="default"}`:                          float64(held),
+		`queen_ephemeral_bytes{scope="cell"}`:                                     float64(footprint),
+		`queen_ephemeral_tenant_bytes{tenant="default"}`:                          float64(footprint),
 		`queen_ephemeral_queues{tier="declared"}`:                                 1,
 		`queen_ephemeral_queues{tier="implicit"}`:                                 2,
 		`queen_ephemeral_request_duration_seconds_count{route="push"}`:            5,
@@ -124,8 +143,8 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", series, g, ok, v)
 		}
 	}
-	if held != l.CellBytes {
-		t.Errorf("the listing's cellBytes %d is not the queues' bytes %d", l.CellBytes, held)
+	if l.CellBytes != footprint {
+		t.Errorf("the listing's cellBytes %d, want %d (the queues' %d payload bytes and the charges)", l.CellBytes, footprint, held)
 	}
 	// The parked pop took at least as long as the scrapes before the push.
 	if s := m[`queen_ephemeral_request_duration_seconds_sum{route="pop"}`]; s <= 0 {

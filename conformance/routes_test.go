@@ -39,13 +39,18 @@ func TestRoutes(t *testing.T) {
 		defBytes := int64(len(`{"default":true}`))
 		total := p1Bytes + defBytes
 
-		// The listing: every gauge, and the options in force.
+		// The listing: every gauge, and the options in force. The row's
+		// bytes are payload bytes; cellBytes is the footprint, payload plus
+		// the charges of the queue, its two partitions and their rings
+		// (docs/engine.md, "What the budgets count").
 		l := b.queues(t)
 		wantOpts := defaultOptions
 		wantOpts.MaxLength = 100
 		wantRow := queueRow{Queue: "orders", Tier: "declared", Depth: 6, Bytes: total, Partitions: 2, Groups: 0, Options: wantOpts}
-		if l.Count != 1 || !reflect.DeepEqual(l.Queues, []queueRow{wantRow}) || l.CellBytes != total {
-			t.Fatalf("listing %+v\nwant one row %+v and cellBytes %d", l, wantRow, total)
+		footprint := total + queueCharge("orders") +
+			partitionCharge("p1") + ringCharge(len(payloads)) + partitionCharge("Default") + ringCharge(1)
+		if l.Count != 1 || !reflect.DeepEqual(l.Queues, []queueRow{wantRow}) || l.CellBytes != footprint {
+			t.Fatalf("listing %+v\nwant one row %+v and cellBytes %d", l, wantRow, footprint)
 		}
 
 		// The depth read without a group.
@@ -139,8 +144,8 @@ func TestRoutes(t *testing.T) {
 		if got := b.delete(t, name); got != (deleted{name, true, false}) {
 			t.Fatalf("delete of the implicit queue %+v, want deleted true, declared false", got)
 		}
-		if l := b.queues(t); l.Count != 0 {
-			t.Fatalf("listing after deleting the implicit queue: %v", l.names())
+		if l := b.queues(t); l.Count != 0 || l.CellBytes != 0 {
+			t.Fatalf("listing after deleting the implicit queue: %v, cellBytes %d; want none and 0", l.names(), l.CellBytes)
 		}
 	})
 }
