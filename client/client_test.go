@@ -367,13 +367,10 @@ func TestBufferedFlushFailureReported(t *testing.T) {
 	c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 150 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
 		WithFlushErrorHandler(func(*FlushError) { handled.Add(1) }))
 	ctx := testCtx(t)
-	// Full at 3: the buffered batch of 3 fits the empty queue, so it is
-	// refused with queue_full (a batch that could never fit would be a
-	// permanent 400, docs/engine.md, "A push that can never fit").
-	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 3, Policy: PolicyReject}); err != nil {
+	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Push(ctx, "full", []any{0, 0, 0}, PushOptions{}); err != nil {
+	if _, err := c.Push(ctx, "full", []any{0}, PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Push(ctx, "full", []any{1, 2, 3}, PushOptions{Buffered: true}); err != nil {

@@ -186,9 +186,8 @@ func TestUnknownOptionNamesKeys(t *testing.T) {
 // TestQueueFull: a push that would pass maxLength or maxBytes under
 // `reject` is 429 queue_full and appends nothing; filling a bound exactly
 // is admitted; reclaimable messages make room first (spec, bounds; D3, D7).
-// A push that could never fit, a batch passing a bound on its own under
-// `reject` or a message larger than maxBytes under either policy, is a 400
-// naming the bound (D5; docs/engine.md, "A push that can never fit").
+// A message larger than maxBytes could never fit: under either policy it is
+// a 400 naming the bound (D5; docs/engine.md, "A push that can never fit").
 func TestQueueFull(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -202,13 +201,10 @@ func TestQueueFull(t *testing.T) {
 		t.Fatalf("after refusals: %+v", r)
 	}
 
-	// A push of 3 into a queue bounded at 2 could never fit: 400, naming
-	// the bound, and nothing appended.
+	// A push of 3 into a queue bounded at 2 passes the bound as a whole:
+	// 429 (a client splits it), and nothing appended.
 	b.configure(t, "all", `{"maxLength":2,"policy":"reject"}`)
-	e := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("all", "", "1", "2", "3")).wantErr(t, 400, "ephemeral_bad_request")
-	if want := "a batch of 3 messages can never fit queue all's maxLength 2"; e.Error != want {
-		t.Fatalf("refusal %q, want %q", e.Error, want)
-	}
+	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("all", "", "1", "2", "3")).wantErr(t, 429, "queue_full")
 	if d := b.depth(t, "all", ""); d.Pending != 0 || d.Bytes != 0 {
 		t.Fatalf("a refused push appended: %+v", d)
 	}
@@ -229,14 +225,13 @@ func TestQueueFull(t *testing.T) {
 	if r := b.row(t, "bytes"); r.Bytes != 10 || r.Depth != 3 {
 		t.Fatalf("bytes row %+v: want bytes 10, depth 3", r)
 	}
-	// A batch of 12 bytes could never fit maxBytes 10 under reject, and a
-	// message of 11 bytes never fits it under either policy: 400s.
+	// A message of 11 bytes never fits maxBytes 10 under either policy:
+	// 400, naming the bound.
 	for _, c := range []struct {
 		queue, options string
 		payloads       []string
 		want           string
 	}{
-		{"bytes", "", []string{`"ab"`, `"cd"`, `"ef"`}, "a batch of 12 bytes can never fit queue bytes's maxBytes 10"},
 		{"bytes", "", []string{str(11)}, "a message of 11 bytes can never fit queue bytes's maxBytes 10"},
 		{"drop", `{"maxBytes":10,"policy":"dropOldest"}`, []string{str(11)}, "a message of 11 bytes can never fit queue drop's maxBytes 10"},
 	} {

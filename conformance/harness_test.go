@@ -163,7 +163,11 @@ type broker struct {
 func startBroker(t *testing.T, env map[string]string) *broker {
 	t.Helper()
 	needBinary(t)
-	e := map[string]string{}
+	// Connections count against the broker total (docs/server.md,
+	// accepting connections), and how many the test's HTTP client keeps
+	// open is its own business: the footprints these tests compute leave
+	// them out, and TestConnectionsCharged checks the charge itself.
+	e := map[string]string{"QUEEN_CONNECTION_CHARGE_BYTES": "0"}
 	for k, v := range env {
 		e[k] = v
 	}

@@ -36,7 +36,7 @@ type partition struct {
 	byGroup    map[*group]*cursor // the cursors by group, from cursorIndexAt cursors on
 	holders    int                // live cursors at or below the reclaim point (settledMoved)
 	waiters    waitList           // parked pops that named this partition
-	ttlAt      int64    // when the ttl timer is armed for, 0 = not armed
+	ttlAt      int64              // when the ttl timer is armed for, 0 = not armed
 	ttlTimer   wheel.Timer
 }
 

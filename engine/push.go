@@ -148,22 +148,15 @@ func (t *pushTarget) publish() (reclaimScope, error) {
 	return reclaimNone, nil
 }
 
-// neverFits refuses a push that no state of the queue could admit, under
-// either policy: a message larger than maxBytes, and under reject a batch
-// that passes maxBytes or maxLength on its own. Answering 429 would promise
-// that a retry can work (docs/engine.md, "A push that can never fit").
-func neverFits(queue string, opts *Options, n, nb, largest int64) error {
+// neverFits refuses a push holding a message larger than the queue's
+// maxBytes, under either policy: no state of the queue could admit it, and
+// it cannot be split. A batch that passes a bound only as a whole stays a
+// 429 under reject: a client's buffered push splits a batch refused with
+// queue_full until its parts fit (docs/engine.md, "A push that can never
+// fit").
+func neverFits(queue string, opts *Options, largest int64) error {
 	if largest > opts.MaxBytes {
 		return badRequest("a message of %d bytes can never fit queue %s's maxBytes %d", largest, queue, opts.MaxBytes)
-	}
-	if opts.Policy != PolicyReject {
-		return nil
-	}
-	if n > opts.MaxLength {
-		return badRequest("a batch of %d messages can never fit queue %s's maxLength %d", n, queue, opts.MaxLength)
-	}
-	if nb > opts.MaxBytes {
-		return badRequest("a batch of %d bytes can never fit queue %s's maxBytes %d", nb, queue, opts.MaxBytes)
 	}
 	return nil
 }
@@ -177,7 +170,7 @@ func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, 
 	q, t := p.q, p.q.t
 	n := int64(len(payloads))
 	opts := q.options()
-	if err := neverFits(q.name, opts, n, nb, largest); err != nil {
+	if err := neverFits(q.name, opts, largest); err != nil {
 		p.mu.Unlock()
 		return reclaimNone, err
 	}

@@ -223,25 +223,21 @@ func TestMessageBiggerThanMaxBytesIsBadRequestUnderEitherPolicy(t *testing.T) {
 	}
 }
 
-// engine.md (a push that can never fit): under reject, a batch that passes maxLength or maxBytes on its own
-// is a 400 (a 429 would promise that a retry can work); filling a bound exactly is still admitted.
-func TestRejectBatchThatCanNeverFitIsBadRequest(t *testing.T) {
+// engine.md (a push that can never fit): under reject, a batch that passes
+// maxLength or maxBytes only as a whole is a 429 queue_full, not a 400 (a
+// client's buffered push splits it until its parts fit), and appends
+// nothing; filling a bound exactly is admitted.
+func TestRejectBatchOverABoundIsQueueFull(t *testing.T) {
 	h := newHarness(t, nil)
 	h.configure("q", declare(HasMaxBytes|HasMaxLength, Options{MaxBytes: 6, MaxLength: 3}))
-	for _, c := range []struct {
-		ps   []string
-		want string
-	}{
-		{[]string{"a", "b", "c", "d"}, "a batch of 4 messages can never fit queue q's maxLength 3"},
-		{[]string{"abcd", "efg"}, "a batch of 7 bytes can never fit queue q's maxBytes 6"},
-	} {
-		if n, err := h.pushErr("q", "", c.ps...); n != 0 || CodeOf(err) != CodeBadRequest || err.Error() != c.want {
-			t.Fatalf("push %v: n=%d err=%v, want 400 %q", c.ps, n, err, c.want)
+	for _, ps := range [][]string{{"a", "b", "c", "d"}, {"abcd", "efg"}} {
+		if n, err := h.pushErr("q", "", ps...); n != 0 || err != ErrQueueFull {
+			t.Fatalf("push %v: n=%d err=%v, want queue_full", ps, n, err)
 		}
 	}
 	h.push("q", "", "ab", "cd", "ef")
 	if n, err := h.pushErr("q", "", "g"); n != 0 || err != ErrQueueFull {
-		t.Fatalf("push into a full queue: n=%d err=%v, want queue_full (it can fit later)", n, err)
+		t.Fatalf("push into a full queue: n=%d err=%v, want queue_full", n, err)
 	}
 }
 

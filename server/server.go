@@ -163,19 +163,13 @@ func (s *Server) OnBoot(gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// connCharge is what an open connection counts against the broker total
-// (docs/server.md, accepting connections): its conn, gnet's connection and
-// the buffers an idle one keeps, rounded up from the reliability suite's
-// idle-connections case (1.5–2.5 KB of RSS each).
-const connCharge = 4 << 10
-
 // OnOpen gives the connection its state and charges it to the budget.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cs := newConn(s, c)
 	c.SetContext(cs)
 	s.conns.Store(cs, struct{}{})
 	s.openConns.Add(1)
-	s.e.Charge(connCharge) // given back in OnClose
+	s.e.Charge(s.cfg.ConnCharge) // given back in OnClose
 	return nil, gnet.None
 }
 
@@ -185,7 +179,7 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		cs.closed()
 		s.conns.Delete(cs)
 		s.openConns.Add(-1)
-		s.e.Release(connCharge)
+		s.e.Release(s.cfg.ConnCharge)
 	}
 	return gnet.None
 }

@@ -87,6 +87,7 @@ func run(getenv func(string) string) error {
 		OutboundHard:     int(ev.int64("QUEEN_OUTBOUND_HARD_BYTES")),
 		OutboundSoftTime: time.Duration(ev.int64("QUEEN_OUTBOUND_SOFT_S")) * time.Second,
 		MaxInflightBytes: ev.int64("QUEEN_MAX_INFLIGHT_BYTES"),
+		ConnCharge:       ev.int64("QUEEN_CONNECTION_CHARGE_BYTES"),
 		IdleTimeout:      time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
 		Loops:            int(ev.int64("QUEEN_EVENT_LOOPS")),
 	}
