@@ -53,7 +53,7 @@ func (e *Engine) CheckDeclare(tenant, queue string) error {
 		return nil
 	}
 	t := e.tenant(tenant)
-	if m := t.maxQueues.Load(); m > 0 && t.nqueues.Load() >= m {
+	if t.atQueueAllowance() {
 		return ErrTenantQueues
 	}
 	return t.wouldFit(e.charge.ofQueue(queue))

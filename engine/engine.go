@@ -226,6 +226,9 @@ func (e *Engine) queueFor(tenant, name string) (*Queue, error) {
 		return q, nil
 	}
 	t := e.tenant(tenant)
+	if t.atQueueAllowance() {
+		return nil, ErrTenantQueues // before the bytes and the broker total (D7)
+	}
 	if err := t.reserve(e.charge.ofQueue(name)); err != nil {
 		return nil, err
 	}
@@ -255,6 +258,13 @@ func (t *tenant) publishQueue(fresh *Queue) (q *Queue, created bool, err error) 
 		return nil, false, err
 	}
 	return q, created, nil
+}
+
+// atQueueAllowance reports whether one more queue would pass the tenant's
+// queue allowance now (admitQueue decides for good).
+func (t *tenant) atQueueAllowance() bool {
+	m := t.maxQueues.Load()
+	return m > 0 && t.nqueues.Load() >= m
 }
 
 // admitQueue counts one more queue unless that passes the allowance.

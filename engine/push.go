@@ -223,9 +223,16 @@ func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, 
 		}
 	}
 
-	// The tenant's allowance, then the broker's total, on what the push adds
-	// (payload, the charges of fresh objects, ring growth) net of what it
-	// drops.
+	// The tenant's allowances (queues, then bytes), then the broker's total,
+	// on what the push adds (payload, the charges of fresh objects, ring
+	// growth) net of what it drops. The queue allowance is looked at here so
+	// that it answers before the broker total (D7); publish admits the queue
+	// for good.
+	if tgt.freshQueue && t.atQueueAllowance() {
+		unreserveQueue()
+		p.mu.Unlock()
+		return reclaimNone, ErrTenantQueues
+	}
 	objects := tgt.charge()
 	reserved := nb + objects
 	scope, err := t.tryReserve(reserved, dropOldB+dropNewB, p.ringGrowth(len(payloads)), tried)

@@ -640,3 +640,19 @@ func TestEmptyPushIntoQueueOverALoweredBoundIsAccepted(t *testing.T) {
 		t.Fatalf("empty push into a queue over its lowered bound: n=%d err=%v, want pushed 0", n, err)
 	}
 }
+
+// D7: the tenant's allowance answers before the broker total. A push that
+// would create a queue past both the queue allowance and the broker total is
+// refused for the allowance (403), as pop and configure are.
+func TestQueueAllowanceAnswersBeforeTheBrokerTotal(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxBytes = 1024 })
+	h.e.SetTenantLimits("default", 0, 1)
+	h.push("one", "", "a")
+	big := string(make([]byte, 900)) // passes the broker total too
+	if _, err := h.pushErr("two", "", big); !errors.Is(err, ErrTenantQueues) {
+		t.Fatalf("push creating a second queue past both: %v, want the queue allowance", err)
+	}
+	if _, _, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "two"}, &collector{}); !errors.Is(err, ErrTenantQueues) {
+		t.Fatalf("pop creating a second queue: %v, want the queue allowance", err)
+	}
+}
