@@ -271,10 +271,12 @@ func TestErrorCodes(t *testing.T) {
 // budgets count"): 2048 holds two such queues but not a 2000-byte payload.
 // A refused push leaves no queue (docs/engine.md, "A refused push changes
 // nothing"), so an allowance of 1 queue admits "two" and refuses "three".
+// Connections, which count against the total too, are left out.
 func TestBudgetRefusals(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, map[string]string{
-		"QUEEN_EPHEMERAL_MAX_BYTES": "2048",
+		"QUEEN_EPHEMERAL_MAX_BYTES":     "2048",
+		"QUEEN_CONNECTION_CHARGE_BYTES": "0", // the client's connections are its own business
 		// The queue bound must sit above the broker total, or it refuses first.
 		"QUEEN_EPHEMERAL_CEILING_MAX_BYTES": "1048576",
 		"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES":   "1048576",
