@@ -148,3 +148,30 @@ func benchPopNewGroup(b *testing.B, n int) {
 		pop(fresh[k])
 	}
 }
+
+// BenchmarkForgetIdleGroups is the sweep that forgets N idle groups of one
+// queue (a flood of group names gone quiet), each holding a lease.
+func BenchmarkForgetIdleGroups(b *testing.B) {
+	for _, n := range []int{1_000, 20_000} {
+		b.Run(fmt.Sprintf("groups=%d", n), func(b *testing.B) {
+			e := benchEngine(b)
+			names := nameList("g", n)
+			c := &discard{}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				e.Delete("default", "q")
+				if _, err := e.Push("default", "q", "", batchOf(10, 64)); err != nil {
+					b.Fatal(err)
+				}
+				for _, g := range names {
+					r := PopRequest{Tenant: "default", Queue: "q", Group: g, Batch: 1}
+					e.Pop(&r, c)
+				}
+				later := e.nowNanos() + int64(e.cfg.GroupIdle) + 1
+				b.StartTimer()
+				e.Sweep(later)
+			}
+		})
+	}
+}

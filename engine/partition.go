@@ -307,24 +307,27 @@ func (p *partition) findCursor(g *group) *cursor {
 	return nil
 }
 
-// removeCursor forgets c (its group was forgotten) and gives back its
-// charge, unless the queue's death gave it back already.
-func (p *partition) removeCursor(c *cursor) {
-	c.dropLease()
-	if !p.q.dead.Load() {
-		p.q.t.force(-c.charge())
-	}
-	if p.byGroup != nil {
-		delete(p.byGroup, c.g)
-	}
-	for i, x := range p.cursors {
-		if x == c {
-			last := len(p.cursors) - 1
-			p.cursors[i] = p.cursors[last]
-			p.cursors[last] = nil
-			p.cursors = p.cursors[:last]
-			break
+// removeDeadCursors forgets the cursors of groups that were forgotten, in
+// one pass, and gives back their charges, unless the queue's death gave
+// them back already.
+func (p *partition) removeDeadCursors() {
+	kept := p.cursors[:0]
+	var n int64
+	for _, c := range p.cursors {
+		if !c.g.dead.Load() {
+			kept = append(kept, c)
+			continue
 		}
+		c.dropLease()
+		n += c.charge()
+		if p.byGroup != nil {
+			delete(p.byGroup, c.g)
+		}
+	}
+	clear(p.cursors[len(kept):])
+	p.cursors = kept
+	if !p.q.dead.Load() {
+		p.q.t.force(-n)
 	}
 	p.updateReclaim()
 }

@@ -181,20 +181,23 @@ func (q *Queue) groupFor(name string) (*group, error) {
 	return g, nil
 }
 
-// dropGroupLocked removes g from the group list and gives back its charge;
-// q.mu is held.
-func (q *Queue) dropGroupLocked(g *group) {
-	gs := q.groups.Load()
-	if gs == nil {
+// dropGroupsLocked removes gone, groups just marked dead, from the group
+// list and gives back their charges; q.mu is held.
+func (q *Queue) dropGroupsLocked(gone []*group) {
+	if len(gone) == 0 {
 		return
 	}
-	q.t.force(-q.e.charge.ofGroup(g.name))
-	if idx := q.indexG.Load(); idx != nil {
-		idx.Delete(g.name)
+	idx := q.indexG.Load()
+	for _, g := range gone {
+		q.t.force(-q.e.charge.ofGroup(g.name))
+		if idx != nil {
+			idx.Delete(g.name)
+		}
 	}
-	next := make([]*group, 0, len(*gs)) // a copy: readers keep the old list
-	for _, x := range *gs {
-		if x != g {
+	gs := q.groupList()
+	next := make([]*group, 0, len(gs)-len(gone)) // a copy: readers keep the old list
+	for _, x := range gs {
+		if !x.dead.Load() {
 			next = append(next, x)
 		}
 	}

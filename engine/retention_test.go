@@ -302,3 +302,27 @@ func TestExistingGroupNeverLosesUnreadMessagesSilently(t *testing.T) {
 			payloadsOf(read), err1, err2, lost, skipped)
 	}
 }
+
+// D4, D3: many idle groups are forgotten in one sweep, all at once, while a
+// group still active stays: the forgotten ones stop pinning messages (the
+// active one's position becomes the reclaim point) and give back their
+// charges.
+func TestManyIdleGroupsForgottenTogether(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.GroupIdle = 10 * time.Second })
+	h.configure("q", declare(HasLeaseSeconds, Options{LeaseSeconds: 3600}))
+	h.push("q", "", "a", "b", "c")
+	before := h.e.CellBytes()
+	for _, g := range numbered("idle", 500) {
+		h.pop(PopRequest{Queue: "q", Group: g}) // each leases "a" and goes quiet
+	}
+	h.advance(5 * time.Second)
+	h.ack("q", "live", AckCompleted, h.pop(PopRequest{Queue: "q", Group: "live", Batch: 2})...)
+	h.advance(6 * time.Second) // the 500 are idle past 10 s, "live" is not
+	if qi := h.infoOf("q"); qi.Groups != 1 || qi.Depth != 1 {
+		t.Fatalf("groups %d, depth %d; want only live left, and a and b reclaimable (depth 1)", qi.Groups, qi.Depth)
+	}
+	// What is left above the start is live's group, cursor and window.
+	if got, most := h.e.CellBytes()-before, h.e.charge.ofGroup("live")+h.e.charge.cursor+8*h.e.charge.entry; got > most {
+		t.Fatalf("%d bytes charged above the start after the idle groups went, want at most %d (live's)", got, most)
+	}
+}

@@ -89,7 +89,8 @@ func (e *Engine) Sweep(now int64) {
 		t.queues.Range(func(_ string, q *Queue) bool {
 			for _, g := range q.groupList() {
 				if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
-					q.forget(g, now)
+					q.forgetIdle(now)
+					break
 				}
 			}
 			if q.collectable(now) {
@@ -114,22 +115,30 @@ func (q *Queue) collectable(now int64) bool {
 		now-q.lastActive.Load() >= int64(q.e.cfg.ImplicitIdle)
 }
 
-// forget drops an idle group: its cursors stop pinning messages, and a later
-// pop with its name starts a new group (D4).
-func (q *Queue) forget(g *group, now int64) {
+// forgetIdle drops the groups of q that have neither popped nor acked for
+// GroupIdle and have no parked pop (D4): their cursors stop pinning
+// messages, and a later pop with one of their names starts a new group. They
+// go all at once, with one copy of the group list and one pass over each
+// partition's cursors, so a queue left with many idle groups (a flood of
+// group names) costs the sweep time linear in them rather than quadratic.
+func (q *Queue) forgetIdle(now int64) {
+	idle := int64(q.e.cfg.GroupIdle)
 	q.mu.Lock()
-	if g.dead.Load() || g.parked.Load() != 0 || now-g.lastActive.Load() < int64(q.e.cfg.GroupIdle) {
-		q.mu.Unlock()
+	var gone []*group
+	for _, g := range q.groupList() {
+		if !g.dead.Load() && g.parked.Load() == 0 && now-g.lastActive.Load() >= idle {
+			g.dead.Store(true)
+			gone = append(gone, g)
+		}
+	}
+	q.dropGroupsLocked(gone)
+	q.mu.Unlock()
+	if len(gone) == 0 {
 		return
 	}
-	g.dead.Store(true)
-	q.dropGroupLocked(g)
-	q.mu.Unlock()
 	for _, p := range q.partitions() {
 		p.mu.Lock()
-		if c := p.findCursor(g); c != nil {
-			p.removeCursor(c)
-		}
+		p.removeDeadCursors()
 		p.mu.Unlock()
 	}
 }
