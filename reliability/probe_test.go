@@ -45,6 +45,10 @@ func startProbe(base, queue, auth string) *probe {
 		}},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	// Its connection is opened before the attack starts: the probe is a
+	// client already connected (past the descriptor limit, the broker
+	// serves the connections it has, not new ones).
+	p.do("GET", "/health", nil)
 	go p.loop()
 	return p
 }
