@@ -96,6 +96,7 @@ func New(cfg Config) *Engine {
 	e.now.Store(e.readClock())
 	shards := runtime.GOMAXPROCS(0) * 4
 	e.arena = arena.New(cfg.SegmentSize, shards)
+	e.arena.SetMaxFree(spareSegments(cfg.MaxBytes, cfg.SegmentSize))
 	e.wheels = wheel.NewSharded(shards, cfg.Tick, 4096, e.now.Load())
 	d := e.Resolve(OptionSet{})
 	e.defaultOpts = &d
@@ -289,4 +290,17 @@ func (q *Queue) accountBytes(held, reclaimable int64) {
 		q.t.reclaimable.Add(reclaimable)
 		q.e.reclaimable.Add(reclaimable)
 	}
+}
+
+// spareSegments is how many free segments the arena keeps for reuse: a
+// sixteenth of the broker total, between 2 and arena.DefaultMaxFree (64), so
+// that what the pool holds beyond the budget stays small next to it (4 MiB
+// of 1 MiB segments for a 64 MiB total, 16 for the default 256 MiB) and a
+// fallen load has little to give back (docs/engine.md, "Memory goes back
+// when the load falls").
+func spareSegments(maxBytes int64, segmentSize int) int {
+	if segmentSize <= 0 {
+		segmentSize = arena.DefaultSegmentSize
+	}
+	return int(min(arena.DefaultMaxFree, max(2, maxBytes/int64(segmentSize)/16)))
 }

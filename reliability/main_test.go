@@ -45,6 +45,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if base := os.Getenv("QUEEN_RELIABILITY_PROBE"); base != "" {
+		runProbeChild(base) // this process is a probe (startProbe)
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "queen-reliability-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

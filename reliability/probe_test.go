@@ -3,9 +3,15 @@
 package reliability
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +36,10 @@ type probe struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	onSample func(health, pushPop time.Duration) // the child reports each sample
+	cmd      *exec.Cmd                           // the probe's own process (startProbe)
+	stdin    io.WriteCloser                      // closed to stop it
 }
 
 // probeAnswers are what the probe may be answered: its push may be refused
@@ -37,7 +47,7 @@ type probe struct {
 // no exemption, and the spec's answer for that is a 503 or a 403).
 var probeAnswers = []string{"200", "201", "403 ephemeral_quota_exceeded", "503 ephemeral_unavailable"}
 
-func startProbe(base, queue, auth string) *probe {
+func newLocalProbe(base, queue, auth string) *probe {
 	p := &probe{
 		base: base, queue: queue, auth: auth, codes: newCodes(),
 		hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -49,8 +59,7 @@ func startProbe(base, queue, auth string) *probe {
 	// client already connected (past the descriptor limit, the broker
 	// serves the connections it has, not new ones).
 	p.do("GET", "/health", nil)
-	go p.loop()
-	return p
+	return p // the caller starts p.loop
 }
 
 func (p *probe) loop() {
@@ -70,10 +79,10 @@ func (p *probe) loop() {
 		p.do("POST", "/api/v1/ephemeral/push", push)
 		p.do("GET", "/api/v1/ephemeral/pop?queue="+p.queue+"&autoAck=true&batch=10", nil)
 		t2 := time.Now()
-		p.mu.Lock()
-		p.health = append(p.health, t1.Sub(t0))
-		p.pushPop = append(p.pushPop, t2.Sub(t1))
-		p.mu.Unlock()
+		p.record(t1.Sub(t0), t2.Sub(t1))
+		if p.onSample != nil {
+			p.onSample(t1.Sub(t0), t2.Sub(t1))
+		}
 	}
 }
 
@@ -120,13 +129,112 @@ func (p *probe) Stop() probeFigures {
 	default:
 		close(p.stop)
 	}
+	if p.stdin != nil {
+		p.stdin.Close() // the child stops, reports its errors and codes, and exits
+	}
 	<-p.done
-	p.hc.CloseIdleConnections()
+	if p.cmd != nil {
+		_ = p.cmd.Wait()
+	} else {
+		p.hc.CloseIdleConnections()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return probeFigures{
 		HealthP50: percentile(p.health, 0.5), HealthP99: percentile(p.health, 0.99),
 		PushPopP50: percentile(p.pushPop, 0.5), PushPopP99: percentile(p.pushPop, 0.99),
 		Samples: len(p.health), Errors: p.errors, FirstErr: p.firstErr,
+	}
+}
+
+func (p *probe) record(health, pushPop time.Duration) {
+	p.mu.Lock()
+	p.health = append(p.health, health)
+	p.pushPop = append(p.pushPop, pushPop)
+	p.mu.Unlock()
+}
+
+// startProbe runs the probe in a process of its own (this test binary again,
+// runProbeChild), so that its latencies are the broker's and the kernel's,
+// not those of the attack's goroutines sharing its Go scheduler. It returns
+// once the probe's connection is open and has been answered.
+func startProbe(base, queue, auth string) *probe {
+	p := &probe{codes: newCodes(), stop: make(chan struct{}), done: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), "QUEEN_RELIABILITY_PROBE="+base,
+		"QUEEN_RELIABILITY_PROBE_QUEUE="+queue, "QUEEN_RELIABILITY_PROBE_AUTH="+auth)
+	p.cmd.Stderr = os.Stderr
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		panic(err)
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		panic(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		panic(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			kind, rest, _ := strings.Cut(sc.Text(), " ")
+			switch kind {
+			case "R":
+				close(ready)
+			case "S":
+				h, pp, _ := strings.Cut(rest, " ")
+				hn, _ := strconv.ParseInt(h, 10, 64)
+				pn, _ := strconv.ParseInt(pp, 10, 64)
+				p.record(time.Duration(hn), time.Duration(pn))
+			case "E":
+				n, first, _ := strings.Cut(rest, " ")
+				p.mu.Lock()
+				p.errors, _ = strconv.Atoi(n)
+				p.firstErr = first
+				p.mu.Unlock()
+			case "K":
+				key, n, _ := strings.Cut(rest, "\t")
+				k, _ := strconv.ParseInt(n, 10, 64)
+				for range k {
+					p.codes.addKey(key)
+				}
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+	}
+	return p
+}
+
+// runProbeChild is the probe's process: it probes base until its standard
+// input closes, writing "S health pushPop" (nanoseconds) per sample, then
+// "E errors firstError" and one "K code\tcount" per answer code.
+func runProbeChild(base string) {
+	p := newLocalProbe(base, os.Getenv("QUEEN_RELIABILITY_PROBE_QUEUE"), os.Getenv("QUEEN_RELIABILITY_PROBE_AUTH"))
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	emit := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(w, format, args...)
+		w.Flush()
+		mu.Unlock()
+	}
+	p.onSample = func(h, pp time.Duration) { emit("S %d %d\n", h.Nanoseconds(), pp.Nanoseconds()) }
+	go p.loop()
+	emit("R\n")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	emit("E %d %s\n", p.errors, strings.ReplaceAll(p.firstErr, "\n", " "))
+	p.mu.Unlock()
+	for k, n := range p.codes.snapshot() {
+		emit("K %s\t%d\n", k, n)
 	}
 }

@@ -44,15 +44,14 @@ type Config struct {
 	// already waiting before the last one (QUEEN_OUTBOUND_HARD_BYTES,
 	// 8 MiB); OutboundSoftTime closes it after this long over the soft
 	// limit (QUEEN_OUTBOUND_SOFT_S, 10 s).
-	// ConnCharge is what each open connection counts against the broker
-	// total (QUEEN_CONNECTION_CHARGE_BYTES; cmd/queen defaults it to 4 KiB,
-	// rounded up from what an idle connection measures; 0 = none): its
-	// conn, gnet's connection and the buffers an idle one keeps
-	// (docs/server.md, accepting connections).
-	ConnCharge       int64
 	OutboundSoft     int
 	OutboundHard     int
 	OutboundSoftTime time.Duration
+	// ConnCharge is what each open connection counts against the broker
+	// total (QUEEN_CONNECTION_CHARGE_BYTES; cmd/queen defaults it to 2 KiB,
+	// what a connection measures; 0 = none): its conn, gnet's connection
+	// and the buffers it keeps (docs/server.md, accepting connections).
+	ConnCharge int64
 	// MaxPipelined closes a connection that queues more than this many
 	// bytes of requests behind a busy one (default MaxBodyBytes + 64 KiB).
 	MaxPipelined int

@@ -57,7 +57,7 @@ var settings = []setting{
 	{"QUEEN_METRICS_PUBLIC", "false", "true serves /metrics to anyone; by default it needs what the admin routes need"},
 	{"QUEEN_MAX_BODY_BYTES", "67108864", "largest request body (64 MiB): a larger one is a 400 and the connection closes"},
 	{"QUEEN_MAX_INFLIGHT_BYTES", "", "request bytes all connections may hold while bodies arrive (default: a quarter of QUEEN_EPHEMERAL_MAX_BYTES, at least 16 MiB): a body past it is a 503 ephemeral_unavailable on its head"},
-	{"QUEEN_CONNECTION_CHARGE_BYTES", "4096", "what each open connection counts against QUEEN_EPHEMERAL_MAX_BYTES (measured per idle connection, rounded up; 0 = none)"},
+	{"QUEEN_CONNECTION_CHARGE_BYTES", "2048", "what each open connection counts against QUEEN_EPHEMERAL_MAX_BYTES (what a connection measures; 0 = none)"},
 	{"QUEEN_HEADER_TIMEOUT_MS", "10000", "close a connection whose request head takes longer than this"},
 	{"QUEEN_BODY_TIMEOUT_MS", "30000", "close a connection whose request body takes longer than this"},
 	{"QUEEN_OUTBOUND_SOFT_BYTES", "1048576", "stop serving a connection's requests while its unread answers pass this (1 MiB)"},
