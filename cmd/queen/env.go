@@ -65,7 +65,7 @@ var settings = []setting{
 	{"QUEEN_OUTBOUND_SOFT_S", "10", "close a connection over the soft limit for this long"},
 	{"QUEEN_IDLE_TIMEOUT_S", "120", "close a keep-alive connection idle this long"},
 	{"QUEEN_EVENT_LOOPS", "0", "event loops (0 = half the CPUs, at least one; docs/server.md says why)"},
-	{"GOMEMLIMIT", "", "the Go heap's soft limit (default: 1.25 × QUEEN_EPHEMERAL_MAX_BYTES + 64 MiB; docs/server.md says why)"},
+	{"GOMEMLIMIT", "", "the Go heap's soft limit (default: 1.125 × QUEEN_EPHEMERAL_MAX_BYTES + 48 MiB; docs/server.md says why)"},
 	{"QUEEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"QUEEN_PPROF_ADDR", "", "serve net/http/pprof at this separate address, e.g. 127.0.0.1:6060 (unset = off); also samples mutex and block profiles"},
 }

@@ -8,8 +8,8 @@ import (
 
 func TestDerivedDefaults(t *testing.T) {
 	const mib = 1 << 20
-	if got := memLimit(256 * mib); got != 384*mib {
-		t.Errorf("memLimit(256 MiB) = %d MiB, want 384", got/mib)
+	if got := memLimit(256 * mib); got != 336*mib {
+		t.Errorf("memLimit(256 MiB) = %d MiB, want 336", got/mib)
 	}
 	for budget, want := range map[int64]int64{0: 64 * mib, 64 * mib: 16 * mib, 32 * mib: 16 * mib, 1024 * mib: 256 * mib} {
 		if got := inflightDefault(budget); got != want {
