@@ -26,14 +26,22 @@ func startWithStore(t *testing.T, st store.Store) *testServer {
 // startWith starts a server on a free loopback port over a new engine.
 func startWith(t *testing.T, ecfg engine.Config, st store.Store, loops int) *testServer {
 	t.Helper()
-	e := engine.New(ecfg)
+	return serve(t, engine.New(ecfg), st, Config{Loops: loops})
+}
+
+// serve starts a server over e and st with cfg (Addr, Engine and Store are
+// filled in) on a free loopback port; it is shut down, and e closed, when
+// the test ends.
+func serve(t *testing.T, e *engine.Engine, st store.Store, cfg Config) *testServer {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	cfg.Addr = l.Addr().String()
 	l.Close()
-	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: loops})
+	cfg.Engine, cfg.Store = e, st
+	s := New(cfg)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +51,19 @@ func startWith(t *testing.T, ecfg engine.Config, st store.Store, loops int) *tes
 		s.Shutdown(ctx)
 		e.Close()
 	})
-	return &testServer{s: s, e: e, addr: addr}
+	return &testServer{s: s, e: e, addr: cfg.Addr}
+}
+
+// openStore opens an embedded store in a temporary directory, closed when
+// the test ends (after the server that uses it).
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // D16: boot loads every declaration before the broker serves: each

@@ -18,7 +18,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/engine"
-	"github.com/queenmq/ephemeral/store/embedded"
 )
 
 // startListServer starts a server whose engine holds n queues of tenant
@@ -32,28 +31,7 @@ func startListServer(t *testing.T, n int) *testServer {
 			t.Fatal(err)
 		}
 	}
-	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := New(Config{Addr: addr, Engine: e, Store: st, Loops: 1, MaxBodyBytes: 1 << 20, OutboundHard: 2 << 20})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		e.Close()
-		st.Close()
-	})
-	return &testServer{s: s, e: e, addr: addr}
+	return serve(t, e, openStore(t), Config{Loops: 1, MaxBodyBytes: 1 << 20, OutboundHard: 2 << 20})
 }
 
 // sampleOutbound looks, on each connection's loop, at how many bytes gnet

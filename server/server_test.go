@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/engine"
-	"github.com/queenmq/ephemeral/store/embedded"
 )
 
 // In-process tests of the server under the race detector (T2). The
@@ -28,12 +27,7 @@ type testServer struct {
 
 func startServer(t *testing.T, ecfg engine.Config) *testServer {
 	t.Helper()
-	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return startWith(t, ecfg, st, 2)
+	return startWith(t, ecfg, openStore(t), 2)
 }
 
 func (ts *testServer) do(t *testing.T, method, path, body string) (int, string) {

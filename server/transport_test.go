@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,37 +13,15 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/engine"
-	"github.com/queenmq/ephemeral/store/embedded"
 )
 
 // startConfigured starts a server with cfg (Addr, Engine and Store are
 // filled in) on one loop.
 func startConfigured(t *testing.T, cfg Config) *testServer {
 	t.Helper()
-	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := engine.New(engine.Config{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = l.Addr().String()
-	l.Close()
-	cfg.Engine, cfg.Store, cfg.Loops = e, st, 1
-	s := New(cfg)
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		e.Close()
-		st.Close()
-	})
-	return &testServer{s: s, e: e, addr: cfg.Addr}
+	st := openStore(t)
+	cfg.Loops = 1
+	return serve(t, engine.New(engine.Config{}), st, cfg)
 }
 
 type rawClient struct {
