@@ -1,6 +1,6 @@
 package conformance
 
-// Issue 11: who may use the admin routes and /metrics (docs/server.md,
+// Who may use the admin routes and /metrics (docs/server.md,
 // "Admin scope"), tokens without exp, and empty names in the path.
 
 import (

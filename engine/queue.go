@@ -50,7 +50,7 @@ const indexAt = 8
 
 // groupIndexAt is the same for groups, looked up on every pop and ack: a
 // scan of a few dozen names is as fast as hashing one, and the index cost
-// a fan-out of 8 groups 6 % (BENCHMARKS.md, issue 11).
+// a fan-out of 8 groups 6 % (BENCHMARKS.md, engine).
 const groupIndexAt = 32
 
 func newQueue(e *Engine, t *tenant, name string) *Queue {

@@ -1,4 +1,4 @@
-// Package reliability is the reliability suite of issue 11: every attack on
+// Package reliability is the reliability suite: every attack on
 // the broker's memory bounds reproduced against the real binary, with the
 // bounds asserted (RSS, refusal codes, probe latency, recovery), and the
 // crash and PostgreSQL outage cases. Its tests carry the build tag

@@ -18,7 +18,7 @@ func TestDerivedDefaults(t *testing.T) {
 	}
 }
 
-// Every variable of issue 11 is listed by --help with its default.
+// Every transport and memory variable is listed by --help with its default.
 func TestHelpListsTransportSettings(t *testing.T) {
 	var b bytes.Buffer
 	printHelp(&b)

@@ -1,4 +1,4 @@
-// Command queenprobe runs the transport probes of issue 11 against a broker
+// Command queenprobe runs the transport probes (abusive clients) against a broker
 // on this machine and reports the broker's resident memory (BENCHMARKS.md,
 // transport under abuse):
 //
