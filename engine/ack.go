@@ -85,6 +85,7 @@ func (e *Engine) AckBy(by any, tenant, queue, groupName string, items []AckItem,
 	done := doneList{by: by}
 	unlock := func() {
 		if locked != nil {
+			locked.settleReclaim()
 			locked.wakeLocked(&done)
 			locked.mu.Unlock()
 			locked = nil

@@ -146,6 +146,7 @@ func (c *cursor) take(limit int, autoAck bool, d Consumer, now int64) int {
 	}
 	c.g.lastActive.Store(now)
 	c.compact()
+	p.settleReclaim()
 	return n
 }
 
@@ -212,6 +213,7 @@ func (c *cursor) expire(now int64) bool {
 	}
 	c.leased = false
 	c.compact()
+	c.p.settleReclaim()
 	return true
 }
 

@@ -35,6 +35,7 @@ type partition struct {
 	cursors    []*cursor
 	byGroup    map[*group]*cursor // the cursors by group, from cursorIndexAt cursors on
 	holders    int                // live cursors at or below the reclaim point (settledMoved)
+	reclaimDue bool               // no cursor holds the point any more: settleReclaim moves it
 	waiters    waitList           // parked pops that named this partition
 	ttlAt      int64              // when the ttl timer is armed for, 0 = not armed
 	ttlTimer   wheel.Timer
@@ -192,6 +193,7 @@ func (p *partition) shrink() {
 // it would start at the oldest message held, so it holds the point where it
 // is. Before any group exists the point stays at the start.
 func (p *partition) updateReclaim() {
+	p.reclaimDue = false
 	live := 0
 	m := p.tail
 	for _, c := range p.cursors {
@@ -224,18 +226,28 @@ func (p *partition) updateReclaim() {
 
 // settledMoved runs after c.settled moved up from before. The reclaim point
 // is the lowest settled of the live cursors, so it can move only when c held
-// it (was at or below it), no longer does, and no other cursor holds it:
-// every other move costs nothing instead of a pass over the cursors of
-// every group here, which made a pop or an ack cost grow with the number of
-// groups (docs/engine.md, "Push cost does not grow"). holders may count too
-// few (then updateReclaim runs early and counts again), never too many: a
-// cursor moved by any other path is followed by updateReclaim.
+// it (was at or below it), no longer does, and no other cursor holds it;
+// then the operation's end (settleReclaim) moves it. Every other move costs
+// nothing instead of a pass over the cursors of every group here, which made
+// a pop or an ack cost grow with the number of groups (docs/engine.md, "Push
+// cost does not grow"). holders may count too few (then updateReclaim runs
+// early and counts again), never too many: a cursor moved by any other path
+// is followed by updateReclaim.
 func (p *partition) settledMoved(c *cursor, before uint64) {
 	if before > p.reclaim || c.settled <= p.reclaim {
 		return
 	}
 	p.holders--
 	if p.holders <= 0 {
+		p.reclaimDue = true
+	}
+}
+
+// settleReclaim moves the reclaim point if a cursor let go of it during the
+// operation that is ending (a pop, an ack call, a lease expiry): once per
+// operation rather than once per message a batch settles.
+func (p *partition) settleReclaim() {
+	if p.reclaimDue {
 		p.updateReclaim()
 	}
 }
