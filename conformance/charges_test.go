@@ -107,3 +107,14 @@ func TestConnectionsCharged(t *testing.T) {
 	}
 	b.push(t, "q", "", "1") // room again
 }
+
+// wantCellBytes reads the listing and requires its cellBytes to be want
+// (when says at which step, for the message); it returns the listing.
+func (b *broker) wantCellBytes(t *testing.T, want int64, when string) listing {
+	t.Helper()
+	l := b.queues(t)
+	if l.CellBytes != want {
+		t.Fatalf("cellBytes %d %s, want %d", l.CellBytes, when, want)
+	}
+	return l
+}

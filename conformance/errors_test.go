@@ -291,14 +291,6 @@ func TestBrokerBudget(t *testing.T) {
 	qb := queueCharge("qb") + partitionCharge("Default") + ringCharge(1) // before its payload
 	budget := qa + consumer + qb + room
 	b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_MAX_BYTES": strconv.FormatInt(budget, 10)})
-	cellBytes := func(want int64, when string) listing {
-		t.Helper()
-		l := b.queues(t)
-		if l.CellBytes != want {
-			t.Fatalf("cellBytes %d %s, want %d", l.CellBytes, when, want)
-		}
-		return l
-	}
 
 	b.push(t, "qa", "", str(60))
 	// The queue's default maxBytes is clamped to the ceiling, which is the
@@ -311,21 +303,21 @@ func TestBrokerBudget(t *testing.T) {
 	if len(leased.Messages) != 1 {
 		t.Fatalf("pop qa: %+v", leased)
 	}
-	cellBytes(qa+consumer, "with qa's message leased")
+	b.wantCellBytes(t, qa+consumer, "with qa's message leased")
 
 	// qb's own bound (the budget) admits room+1 bytes; the broker's total
 	// does not, by one byte.
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qb", "", str(room+1))).wantErr(t, 503, "ephemeral_unavailable")
-	l := cellBytes(qa+consumer, "after a refused push")
+	l := b.wantCellBytes(t, qa+consumer, "after a refused push")
 	if r, ok := l.find("qb"); ok {
 		t.Fatalf("the refused push left queue qb: %+v", r)
 	}
 	// Filling the total exactly is admitted; then even a new queue with a
 	// 1-byte message passes it.
 	b.push(t, "qb", "", str(room))
-	cellBytes(budget, "at the total")
+	b.wantCellBytes(t, budget, "at the total")
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qc", "", "1")).wantErr(t, 503, "ephemeral_unavailable")
-	cellBytes(budget, "after a refused push")
+	b.wantCellBytes(t, budget, "after a refused push")
 
 	// Ack qa's message: its 60 bytes become reclaimable, and the broker
 	// frees them rather than refuse (D3): 60 bytes more into qb (whose ring
@@ -334,7 +326,7 @@ func TestBrokerBudget(t *testing.T) {
 		t.Fatalf("ack qa: %v, want acked", got)
 	}
 	b.push(t, "qb", "", str(60))
-	l = cellBytes(budget, "after qa's consumed message was freed")
+	l = b.wantCellBytes(t, budget, "after qa's consumed message was freed")
 	if r, _ := l.find("qa"); r.Bytes != 0 || r.Drops != (drops{}) {
 		t.Fatalf("qa %+v: want bytes 0 and no drop (a reclaimable message is not a drop)", r)
 	}
@@ -406,14 +398,6 @@ func TestTenantAllowance(t *testing.T) {
 		qb := queueCharge("qb") + partitionCharge("Default") + ringCharge(1) // before its payload
 		allowance := qa + consumer + small + qb + room
 		b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_TENANT_MAX_BYTES": strconv.FormatInt(allowance, 10)})
-		cellBytes := func(want int64, when string) listing {
-			t.Helper()
-			l := b.queues(t)
-			if l.CellBytes != want {
-				t.Fatalf("cellBytes %d %s, want %d", l.CellBytes, when, want)
-			}
-			return l
-		}
 
 		b.push(t, "qa", "", str(60))
 		leased := b.pop(t, popq{"queue": "qa"}) // held, not reclaimable, until acked
@@ -422,22 +406,22 @@ func TestTenantAllowance(t *testing.T) {
 		}
 		b.configure(t, "small", `{"maxLength":1}`)
 		b.push(t, "small", "", "1")
-		cellBytes(qa+consumer+small, "before qb")
+		b.wantCellBytes(t, qa+consumer+small, "before qb")
 
 		// One byte past the allowance is refused; filling it exactly is
 		// admitted.
 		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qb", "", str(room+1))).wantErr(t, 403, "ephemeral_quota_exceeded")
-		l := cellBytes(qa+consumer+small, "after a refused push")
+		l := b.wantCellBytes(t, qa+consumer+small, "after a refused push")
 		if r, ok := l.find("qb"); ok {
 			t.Fatalf("the refused push left queue qb: %+v", r)
 		}
 		b.push(t, "qb", "", str(room))
-		cellBytes(allowance, "at the allowance")
+		b.wantCellBytes(t, allowance, "at the allowance")
 		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("qc", "", "1")).wantErr(t, 403, "ephemeral_quota_exceeded")
 		// The queue's own bound is checked first (D7): small is full, and
 		// the push would pass the allowance too.
 		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("small", "", str(60))).wantErr(t, 429, "queue_full")
-		cellBytes(allowance, "after refused pushes")
+		b.wantCellBytes(t, allowance, "after refused pushes")
 
 		// Consumed bytes are freed rather than refused (D3): ack qa's
 		// message, and 60 bytes more into qb (whose ring has a free slot)
@@ -446,7 +430,7 @@ func TestTenantAllowance(t *testing.T) {
 			t.Fatalf("ack qa: %v, want acked", got)
 		}
 		b.push(t, "qb", "", str(60))
-		l = cellBytes(allowance, "after qa's consumed message was freed")
+		l = b.wantCellBytes(t, allowance, "after qa's consumed message was freed")
 		if r, _ := l.find("qa"); r.Bytes != 0 || r.Drops != (drops{}) {
 			t.Fatalf("qa %+v: want bytes 0 and no drop", r)
 		}
