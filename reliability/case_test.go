@@ -32,28 +32,7 @@ func hs256(secret, role string) string {
 // figures is what one case measured: one greppable line in the test log
 // ("RELIABILITY case=…") and, with QUEEN_RELIABILITY_OUT, one JSON file that
 // `go run ./reliability/cmd/report` turns into RELIABILITY.md's table.
-type figures struct {
-	Case        string             `json:"case"`
-	Passed      bool               `json:"passed"`
-	Scale       float64            `json:"scale"`
-	BudgetBytes int64              `json:"budgetBytes"`
-	BoundMiB    float64            `json:"boundMiB"`
-	BaseRSSMiB  float64            `json:"baseRSSMiB"`
-	PeakRSSMiB  float64            `json:"peakRSSMiB"`
-	AfterRSSMiB float64            `json:"afterRSSMiB"`
-	AfterS      float64            `json:"afterSeconds"`
-	CapHit      bool               `json:"capHit"`
-	HealthP50   float64            `json:"probeHealthP50ms"`
-	HealthP99   float64            `json:"probeHealthP99ms"`
-	PushPopP50  float64            `json:"probePushPopP50ms"`
-	PushPopP99  float64            `json:"probePushPopP99ms"`
-	ProbeErrors int                `json:"probeErrors"`
-	DurationS   float64            `json:"durationSeconds"`
-	Codes       map[string]int64   `json:"codes,omitempty"`
-	Extra       map[string]float64 `json:"extra,omitempty"`
-	Failures    []string           `json:"failures,omitempty"`
-	Started     string             `json:"started"`
-}
+type figures = Figures
 
 // rcase is one case against one broker: the broker, the RSS sampler, the
 // probe, and the figures it is building.

@@ -14,26 +14,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/queenmq/ephemeral/reliability"
 )
 
-// figures is the part of the suite's per-case JSON the table shows.
-type figures struct {
-	Case        string             `json:"case"`
-	Passed      bool               `json:"passed"`
-	BoundMiB    float64            `json:"boundMiB"`
-	BaseRSSMiB  float64            `json:"baseRSSMiB"`
-	PeakRSSMiB  float64            `json:"peakRSSMiB"`
-	AfterRSSMiB float64            `json:"afterRSSMiB"`
-	AfterS      float64            `json:"afterSeconds"`
-	CapHit      bool               `json:"capHit"`
-	HealthP99   float64            `json:"probeHealthP99ms"`
-	PushPopP99  float64            `json:"probePushPopP99ms"`
-	ProbeErrors int                `json:"probeErrors"`
-	DurationS   float64            `json:"durationSeconds"`
-	Codes       map[string]int64   `json:"codes"`
-	Extra       map[string]float64 `json:"extra"`
-	Failures    []string           `json:"failures"`
-}
+// figures is one case's file, as the suite writes it.
+type figures = reliability.Figures
 
 func main() {
 	if len(os.Args) != 2 {
