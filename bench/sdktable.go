@@ -46,9 +46,9 @@ func sdkRunOf(r *Result) (SDKRun, bool) {
 		ClientPerOp: r.CPU.ClientPerOp, TargetPerOp: -1, Errors: r.Errors}
 	switch {
 	case r.Target == "broker" && r.Client == ClientSDK:
-		run.Client, run.Role = "Go SDK (client)", "ours"
+		run.Client, run.Role = "client (our SDK)", "ours"
 	case r.Target == "broker":
-		run.Client, run.Role = "rawhttp (bench's raw client)", "reference"
+		run.Client, run.Role = "rawhttp (reference: the bench's raw client)", "reference"
 	case r.Target == "redis":
 		run.Client = "go-redis"
 	case r.Target == "nats":
