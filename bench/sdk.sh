@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make bench-sdk: request/reply through the clients a user has, in one run and
 # one table (issue 12): our JS SDK (queen-mq) against nats.js and ioredis, and
-# our Go SDK (package client) against nats.go and go-redis, with the bench's
-# raw HTTP client against the broker for reference. Same shape everywhere: 32
+# our Go SDK (package client) against nats.go and go-redis; for reference, the
+# broker through a plain undici Pool (JS) and through the bench's raw HTTP
+# client (Go). Same shape everywhere: 32
 # requesters, 4 responders, 64 B payloads, a fresh reply address per request.
 #
 # Installs redis-server and nats-server from Debian's packages when missing
@@ -18,8 +19,8 @@
 # gives each figure's median, and the goals of issue 12 met or missed.
 #
 # Knobs (environment): D (measured seconds per run, 5), WARMUP (seconds, 1),
-# ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis go-sdk go-raw
-# go-nats go-redis), OUT (result directory, bench/results/<UTC time>-sdk),
+# ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis js-undici go-sdk
+# go-raw go-nats go-redis), OUT (result directory, bench/results/<UTC time>-sdk),
 # BROKER_PORT (17632), REDIS_PORT (17379), NATS_PORT (15222), BROKER_ENV (extra
 # VAR=value for the broker), QUEENBENCH_FLAGS and NODE_FLAGS (passed on).
 set -euo pipefail
@@ -30,7 +31,7 @@ D=${D%s} # "5s" works too
 WARMUP=${WARMUP:-1}
 WARMUP=${WARMUP%s}
 ROUNDS=${ROUNDS:-3}
-CLIENTS=${CLIENTS:-js-queen js-nats js-ioredis go-sdk go-nats go-redis go-raw}
+CLIENTS=${CLIENTS:-js-queen js-nats js-ioredis js-undici go-sdk go-nats go-redis go-raw}
 BROKER_PORT=${BROKER_PORT:-17632}
 REDIS_PORT=${REDIS_PORT:-17379}
 NATS_PORT=${NATS_PORT:-15222}
@@ -53,9 +54,9 @@ trap 'exit 130' INT TERM
 
 for c in $CLIENTS; do
 	case $c in
-	js-queen | js-nats | js-ioredis | go-sdk | go-raw | go-nats | go-redis) ;;
+	js-queen | js-nats | js-ioredis | js-undici | go-sdk | go-raw | go-nats | go-redis) ;;
 	*)
-		echo "$name: unknown client $c (js-queen js-nats js-ioredis go-sdk go-raw go-nats go-redis)" >&2
+		echo "$name: unknown client $c (js-queen js-nats js-ioredis js-undici go-sdk go-raw go-nats go-redis)" >&2
 		exit 2
 		;;
 	esac
@@ -113,6 +114,7 @@ run() {
 	js-queen) kind=broker js=queen ;;
 	js-nats) kind=nats js=nats ;;
 	js-ioredis) kind=redis js=ioredis ;;
+	js-undici) kind=broker js=undici ;;
 	go-sdk) kind=broker go_target=broker go_flags="-client sdk" ;;
 	go-raw) kind=broker go_target=broker go_flags="-client raw" ;;
 	go-nats) kind=nats go_target=nats ;;

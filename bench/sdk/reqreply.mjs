@@ -3,6 +3,7 @@
 //   node reqreply.mjs --target queen   --addr 127.0.0.1:16632   (queen-mq)
 //   node reqreply.mjs --target nats    --addr 127.0.0.1:14222   (nats.js)
 //   node reqreply.mjs --target ioredis --addr 127.0.0.1:16379   (ioredis)
+//   node reqreply.mjs --target undici  --addr 127.0.0.1:16632   (the broker through undici, for reference)
 //
 // The shape of queenbench's reqreply with -inbox request: --c requesters
 // (32) each waiting for one round trip at a time, --w responders (4),
@@ -31,6 +32,7 @@
 //   and BLPOP <key> on a key of its own for this request (Redis deletes the
 //   list when BLPOP empties it, so no key lingers); responders BLMPOP up to
 //   --rbatch requests and pipeline an RPUSH of each reply.
+// - undici: see undiciDriver.
 
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -51,9 +53,9 @@ const { values: opt } = parseArgs({
   }
 })
 
-const defaults = { queen: '127.0.0.1:6632', nats: '127.0.0.1:4222', ioredis: '127.0.0.1:6379' }
+const defaults = { queen: '127.0.0.1:6632', nats: '127.0.0.1:4222', ioredis: '127.0.0.1:6379', undici: '127.0.0.1:6632' }
 const target = opt.target
-if (!(target in defaults)) fail(`--target ${target}: queen, nats or ioredis`)
+if (!(target in defaults)) fail(`--target ${target}: queen, nats, ioredis or undici`)
 const addr = opt.addr ?? defaults[target]
 const D = Number(opt.d)
 const warmup = Number(opt.warmup)
@@ -199,6 +201,56 @@ async function ioredisDriver () {
   }
 }
 
+// undici: the broker through a plain HTTP client, for reference (the row of
+// the issue's table): a Pool with its defaults, no pipelining, three calls
+// per round trip (the requester's push, then its pop on the fresh inbox; the
+// responder's reply push), the same JSON the SDK sends.
+async function undiciDriver () {
+  const { Pool } = await import('undici')
+  const url = 'http://' + addr
+  const requesters = new Pool(url)
+  const responders = new Pool(url)
+  const queue = ns + '-requests'
+  const json = { 'content-type': 'application/json' }
+  const seq = new Array(C).fill(0)
+  const call = async (pool, method, path, body, want, signal) => {
+    const res = await pool.request({ method, path, headers: body ? json : undefined, body, signal })
+    if (res.statusCode !== want) throw new Error(`${method} ${path.slice(0, 40)} answered ${res.statusCode}: ${await res.body.text()}`)
+    return res.body.json()
+  }
+  const pop = (q, batch, timeout) => `/api/v1/ephemeral/pop?queue=${q}&batch=${batch}&wait=true&timeout=${timeout}&autoAck=true`
+  return {
+    client: 'undici Pool (reference: 3 plain HTTP calls per round trip)',
+    server: 'broker',
+    role: 'reference',
+    async request (i) {
+      const inbox = `${ns}-inbox-${i}-${++seq[i]}`
+      await call(requesters, 'POST', '/api/v1/ephemeral/push',
+        JSON.stringify({ queue, messages: [{ payload: { replyTo: inbox, payload: text } }] }), 201)
+      for (;;) {
+        const { messages } = await call(requesters, 'GET', pop(inbox, 1, 30000), undefined, 200)
+        if (messages.length > 0) return
+      }
+    },
+    async serve (_, signal) {
+      while (!signal.aborted) {
+        let messages
+        try {
+          ({ messages } = await call(responders, 'GET', pop(queue, rbatch, 1000), undefined, 200, signal))
+        } catch (err) {
+          if (signal.aborted) return
+          throw err
+        }
+        await Promise.all(messages.map(m => call(responders, 'POST', '/api/v1/ephemeral/push',
+          JSON.stringify({ queue: m.payload.replyTo, messages: [{ payload: text }] }), 201)))
+      }
+    },
+    async close () {
+      await Promise.allSettled([requesters.destroy(), responders.destroy()])
+    }
+  }
+}
+
 // --- measuring ---
 
 // The target's user+system CPU so far, in µs (Linux /proc; null without --pid).
@@ -228,7 +280,7 @@ let errors = 0
 let firstError = null
 
 async function main () {
-  const drivers = { queen: queenDriver, nats: natsDriver, ioredis: ioredisDriver }
+  const drivers = { queen: queenDriver, nats: natsDriver, ioredis: ioredisDriver, undici: undiciDriver }
   const drv = await drivers[target]()
   const stopServe = new AbortController()
   let serveError = null
