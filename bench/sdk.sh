@@ -11,7 +11,7 @@
 # bench/sdk/node_modules (npm ci against the committed package-lock.json;
 # queen-mq is copied from clients/js as it is now), builds the broker and
 # queenbench, and for every client of every round starts a fresh server of
-# the kind the client talks to, on a private loopback port, runs the client
+# the kind the client talks to, on a free private loopback port, runs the client
 # against it, and stops exactly the process it started. Only one server and
 # one client run at a time.
 #
@@ -21,7 +21,8 @@
 # Knobs (environment): D (measured seconds per run, 5), WARMUP (seconds, 1),
 # ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis js-undici go-sdk
 # go-raw go-nats go-redis), OUT (result directory, bench/results/<UTC time>-sdk),
-# BROKER_PORT (17632), REDIS_PORT (17379), NATS_PORT (15222), BROKER_ENV (extra
+# BROKER_PORT (19632), REDIS_PORT (19379), NATS_PORT (19222; each the first of
+# the ports tried: a taken one is skipped for the next), BROKER_ENV (extra
 # VAR=value for the broker), QUEENBENCH_FLAGS and NODE_FLAGS (passed on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,9 +33,9 @@ WARMUP=${WARMUP:-1}
 WARMUP=${WARMUP%s}
 ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-js-queen js-nats js-ioredis js-undici go-sdk go-nats go-redis go-raw}
-BROKER_PORT=${BROKER_PORT:-17632}
-REDIS_PORT=${REDIS_PORT:-17379}
-NATS_PORT=${NATS_PORT:-15222}
+BROKER_PORT=${BROKER_PORT:-19632}
+REDIS_PORT=${REDIS_PORT:-19379}
+NATS_PORT=${NATS_PORT:-19222}
 BROKER_ENV=${BROKER_ENV:-}
 OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)-sdk}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
@@ -89,22 +90,24 @@ echo "== D=${D}s, warmup ${WARMUP}s, $ROUNDS rounds; results in $OUT"
 
 # serve KIND: a fresh server for the client; sets addr and started_pid.
 serve() {
+	local port
 	case $1 in
 	broker)
+		port=$(free_port "$BROKER_PORT")
 		# shellcheck disable=SC2086 # BROKER_ENV is a list of VAR=value
-		start_broker "$BROKER_PORT" $BROKER_ENV
-		addr=127.0.0.1:$BROKER_PORT
+		start_broker "$port" $BROKER_ENV
 		;;
 	redis)
-		start_redis "$REDIS_PORT"
-		addr=127.0.0.1:$REDIS_PORT
+		port=$(free_port "$REDIS_PORT")
+		start_redis "$port"
 		;;
 	nats)
-		start_nats "$NATS_PORT"
-		addr=127.0.0.1:$NATS_PORT
+		port=$(free_port "$NATS_PORT")
+		start_nats "$port"
 		;;
 	esac
-	wait_port "${addr##*:}"
+	addr=127.0.0.1:$port
+	wait_port "$port"
 }
 
 # run CLIENT ROUND: one run, its result in $OUT/CLIENT-ROUND.json.

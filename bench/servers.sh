@@ -58,6 +58,20 @@ port_free() {
 	fi
 }
 
+# free_port PORT: PORT, or the first port after it that nothing listens on
+# (the machine may be shared with other benchmarks).
+free_port() {
+	local p=$1
+	while port_busy "$p"; do
+		p=$((p + 1))
+		if [ "$p" -ge $(($1 + 100)) ]; then
+			echo "$name: ports $1 to $p are all taken" >&2
+			exit 1
+		fi
+	done
+	echo "$p"
+}
+
 # start_broker PORT [VAR=value ...]: a fresh broker, embedded store in a new
 # directory, the extra environment variables given.
 start_broker() {
