@@ -76,6 +76,12 @@ echo "== installing the JavaScript clients (bench/sdk)"
 	# it again from clients/js picks up a dependency added there since.
 	npm install --no-audit --no-fund --loglevel=error queen-mq@file:../../clients/js
 )
+# The copy is what `npm pack` of clients/js holds: a module missing from its
+# package.json "files" is missing here too (and from the published package).
+if ! (cd bench/sdk && node -e "import('queen-mq').catch(e => { console.error(e.message); process.exit(1) })"); then
+	echo "$name: queen-mq, as packed from clients/js, does not load; does clients/js/package.json \"files\" list every module it imports?" >&2
+	exit 1
+fi
 if ! git diff --quiet -- bench/sdk/package-lock.json 2>/dev/null; then
 	echo "$name: note: bench/sdk/package-lock.json changed (clients/js's dependencies did); commit it" >&2
 fi
