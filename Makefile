@@ -18,13 +18,14 @@ RELIABILITY_SCALE ?= 1
 RELIABILITY_OUT ?=
 RELIABILITY_RUN ?= .
 
-.PHONY: help run test bench bench-peers bench-compare bench-ab fuzz lint profile reliability
+.PHONY: help run test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability
 
 help:
 	@echo "run            start the broker (go run ./cmd/queen)"
 	@echo "test           go test -race on every package"
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
+	@echo "bench-sdk      request/reply through the SDKs: queen-mq vs nats.js vs ioredis, Go SDK vs nats.go vs go-redis, one table"
 	@echo "bench-compare  micro-benchmarks of engine, arena, wire: working tree vs REV, benchstat"
 	@echo "bench-ab       one scenario end to end, broker A vs broker B alternating (REV_A, ENV_B, ...)"
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
@@ -68,6 +69,12 @@ lint:
 # SCENARIOS, OUT, BROKER_PORT, REDIS_PORT, NATS_PORT, QUEENBENCH_FLAGS.
 bench-peers:
 	bash bench/peers.sh
+
+# Request/reply through each language's clients, ours against the peers'
+# own (bench/README.md, issue 12). Knobs: D, WARMUP, ROUNDS, CLIENTS, OUT,
+# BROKER_PORT, REDIS_PORT, NATS_PORT, BROKER_ENV, QUEENBENCH_FLAGS, NODE_FLAGS.
+bench-sdk:
+	bash bench/sdk.sh
 
 # make bench-compare REV=HEAD~1 [COUNT=10] [BENCH=regexp] [PKGS="./engine ./arena ./wire"]
 bench-compare:

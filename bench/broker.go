@@ -121,12 +121,31 @@ type brokerRequester struct {
 	head []byte // the push body up to the payload
 	body []byte
 	pop  []byte
+	// With a fresh inbox per round trip (-inbox request), head and pop end
+	// where the inbox name goes; it is prefix followed by seq.
+	fresh       bool
+	prefix      []byte
+	seq         uint64
+	headN, popN int // the fixed parts' lengths
 }
 
-func (b *broker) rrRequester(id int) (requester, error) {
+func (b *broker) rrRequester(id int, fresh bool) (requester, error) {
 	c, err := b.dial(0)
 	if err != nil {
 		return nil, err
+	}
+	if fresh {
+		// inbox-<id>-<seq>: a name nobody declared, used once, left for the
+		// broker's idle collector (example 36's model).
+		r := &brokerRequester{
+			c:      c,
+			fresh:  true,
+			prefix: []byte(b.queue("inbox-" + strconv.Itoa(id) + "-")),
+			head:   []byte(`{"queue":"` + b.queue("requests") + `","messages":[{"payload":{"inbox":"`),
+			pop:    []byte("/api/v1/ephemeral/pop?batch=1&wait=true&timeout=30000&autoAck=true&queue="),
+		}
+		r.headN, r.popN = len(r.head), len(r.pop)
+		return r, nil
 	}
 	inbox := b.queue("inbox-" + strconv.Itoa(id))
 	return &brokerRequester{
@@ -137,7 +156,14 @@ func (b *broker) rrRequester(id int) (requester, error) {
 }
 
 func (r *brokerRequester) roundTrip(payload []byte) error {
-	r.body = append(append(append(r.body[:0], r.head...), payload...), "}}]}"...)
+	if r.fresh {
+		r.seq++
+		r.head = strconv.AppendUint(append(r.head[:r.headN], r.prefix...), r.seq, 10)
+		r.pop = strconv.AppendUint(append(r.pop[:r.popN], r.prefix...), r.seq, 10)
+		r.body = append(append(append(append(r.body[:0], r.head...), `","data":`...), payload...), "}}]}"...)
+	} else {
+		r.body = append(append(append(r.body[:0], r.head...), payload...), "}}]}"...)
+	}
 	r.c.WritePost(pushPath, r.body)
 	r.c.WriteGet(r.pop)
 	if err := r.c.Flush(); err != nil {

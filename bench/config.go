@@ -26,6 +26,16 @@ type Config struct {
 	Addr     string
 	PID      int // the target's process, for RSS and CPU; 0: found by the listening port
 
+	// Client is how the broker target is driven: "raw" (bench/internal/rawhttp,
+	// the tool's own pipelining client) or "sdk" (the Go SDK, package client).
+	// Redis and NATS are always driven through their standard clients.
+	Client string
+	// Inbox is where reqreply's replies go: "requester" (each requester owns
+	// one inbox, key or subject for the whole run) or "request" (a fresh one
+	// per round trip, as a user of Request does). Empty: "request" with
+	// -client sdk (the SDK's Request mints one per call), else "requester".
+	Inbox string
+
 	Duration time.Duration // the measured window
 	Warmup   time.Duration // load before the window, not measured
 	Size     int           // payload bytes (at least 24)
@@ -56,6 +66,7 @@ func Defaults() Config {
 		Groups:  8,
 		Inboxes: 100000, Collect: 30 * time.Second,
 		Parked: 20000, Wakers: 4,
+		Client: ClientRaw,
 	}
 }
 
@@ -73,6 +84,38 @@ func (c *Config) check() error {
 		return fmt.Errorf("-window %d is smaller than -batch %d", c.Window, c.Batch)
 	case c.Groups < 1 || c.Inboxes < 1 || c.Parked < 1 || c.Wakers < 1:
 		return fmt.Errorf("-groups, -inboxes, -parked and -wakers must be at least 1")
+	case c.Client != ClientRaw && c.Client != ClientSDK:
+		return fmt.Errorf("-client %q: raw or sdk", c.Client)
+	case c.Inbox != "" && c.Inbox != InboxRequest && c.Inbox != InboxRequester:
+		return fmt.Errorf("-inbox %q: request or requester", c.Inbox)
+	}
+	if c.sdk() {
+		if c.Scenario != "reqreply" {
+			return fmt.Errorf("-client sdk drives the reqreply scenario only (the SDK's Request, Pop and Reply); run %s with -client raw", c.Scenario)
+		}
+		if c.Inbox == InboxRequester {
+			return fmt.Errorf("-client sdk -inbox requester: the SDK's Request mints a fresh inbox per call; use -inbox request")
+		}
+	}
+	if c.Inbox == "" {
+		c.Inbox = InboxRequester
+		if c.sdk() {
+			c.Inbox = InboxRequest
+		}
 	}
 	return nil
 }
+
+// The values of Config.Client and Config.Inbox.
+const (
+	ClientRaw      = "raw"
+	ClientSDK      = "sdk"
+	InboxRequest   = "request"
+	InboxRequester = "requester"
+)
+
+// sdk tells whether the broker target is driven through the Go SDK.
+func (c *Config) sdk() bool { return c.Target == "broker" && c.Client == ClientSDK }
+
+// freshInbox tells whether reqreply mints a reply address per round trip.
+func (c *Config) freshInbox() bool { return c.Inbox == InboxRequest }

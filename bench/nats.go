@@ -47,7 +47,10 @@ type natsRequester struct {
 	subj string
 }
 
-func (t *natsT) rrRequester(int) (requester, error) {
+// rrRequester ignores fresh: nc.Request always waits on a fresh reply
+// subject per request (muxed on one wildcard subscription of the
+// connection, nats.go's default), so both -inbox modes are the same here.
+func (t *natsT) rrRequester(int, bool) (requester, error) {
 	nc, err := t.connect()
 	if err != nil {
 		return nil, err

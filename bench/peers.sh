@@ -30,70 +30,23 @@ INBOX_IDLE_S=${INBOX_IDLE_S:-5}
 OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
 
-find_nats() { command -v nats-server || { [ -x /usr/sbin/nats-server ] && echo /usr/sbin/nats-server; } || true; }
-
-missing=()
-command -v redis-server >/dev/null || missing+=(redis-server)
-[ -n "$(find_nats)" ] || missing+=(nats-server)
-if [ ${#missing[@]} -gt 0 ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "bench-peers: ${missing[*]} missing; install them (apt-get install ${missing[*]}) or run as root" >&2
-		exit 1
-	fi
-	echo "== installing ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-NATS_SERVER=$(find_nats)
-
+name=bench-peers
 tmp=$(mktemp -d)
-pids=()
-stop_all() {
-	local pid
-	for pid in "${pids[@]}"; do
-		kill "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
-	pids=()
-}
+# shellcheck source=bench/servers.sh
+. bench/servers.sh
+
 cleanup() {
 	stop_all
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() {
-	local i
-	for i in $(seq 100); do
-		port_busy "$1" && return 0
-		sleep 0.1
-	done
-	echo "bench-peers: nothing answers on port $1; logs in $tmp:" >&2
-	tail -n 20 "$tmp"/*.log >&2 || true
-	return 1
-}
+install_peers
 
 start_all() {
-	local p
-	for p in "$BROKER_PORT" "$REDIS_PORT" "$NATS_PORT"; do
-		if port_busy "$p"; then
-			echo "bench-peers: port $p is taken; set BROKER_PORT, REDIS_PORT or NATS_PORT" >&2
-			exit 1
-		fi
-	done
-	rm -rf "$tmp/data" "$tmp/nats"
-	HOST=127.0.0.1 PORT=$BROKER_PORT QUEEN_DATA_DIR="$tmp/data" QUEEN_LOG_LEVEL=warn \
-		QUEEN_EPHEMERAL_IMPLICIT_IDLE_S=$INBOX_IDLE_S "$tmp/queen" >>"$tmp/queen.log" 2>&1 &
-	pids+=($!)
-	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-		--maxclients 30000 --dir "$tmp" --logfile "$tmp/redis.log" &
-	pids+=($!)
-	"$NATS_SERVER" -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$tmp/nats" -l "$tmp/nats.log" &
-	pids+=($!)
+	start_broker "$BROKER_PORT" QUEEN_EPHEMERAL_IMPLICIT_IDLE_S="$INBOX_IDLE_S"
+	start_redis "$REDIS_PORT"
+	start_nats "$NATS_PORT" -js
 	wait_port "$BROKER_PORT"
 	wait_port "$REDIS_PORT"
 	wait_port "$NATS_PORT"

@@ -79,17 +79,36 @@ type redisRequester struct {
 	pipe          redis.Pipeliner
 	reqKey, inbox string
 	ctx           context.Context
+	// With a fresh key per round trip (-inbox request) the reply key is
+	// inbox followed by seq, and buf builds it and the request.
+	fresh bool
+	seq   uint64
+	buf   []byte
 }
 
-func (r *redisT) rrRequester(id int) (requester, error) {
+func (r *redisT) rrRequester(id int, fresh bool) (requester, error) {
 	c := r.client(1)
-	return &redisRequester{c: c, pipe: c.Pipeline(), reqKey: r.key("requests"), inbox: r.key("inbox:" + strconv.Itoa(id)), ctx: r.ctx}, nil
+	q := &redisRequester{c: c, pipe: c.Pipeline(), reqKey: r.key("requests"), inbox: r.key("inbox:" + strconv.Itoa(id)), ctx: r.ctx, fresh: fresh}
+	if fresh {
+		q.inbox += ":"
+	}
+	return q, nil
 }
 
 // roundTrip pipelines RPUSH requests "<inbox>|<payload>" and BLPOP inbox.
+// With a fresh key per request, the key is used once: BLPOP takes its only
+// element and Redis deletes a list when it empties, so no key lingers and
+// no EXPIRE is needed; a reply that came after its requester gave up is
+// swept with the run's other keys by close.
 func (q *redisRequester) roundTrip(payload []byte) error {
-	q.pipe.RPush(q.ctx, q.reqKey, q.inbox+"|"+string(payload))
-	pop := q.pipe.BLPop(q.ctx, 30*time.Second, q.inbox)
+	inbox := q.inbox
+	if q.fresh {
+		q.seq++
+		q.buf = strconv.AppendUint(append(q.buf[:0], q.inbox...), q.seq, 10)
+		inbox = string(q.buf)
+	}
+	q.pipe.RPush(q.ctx, q.reqKey, inbox+"|"+string(payload))
+	pop := q.pipe.BLPop(q.ctx, 30*time.Second, inbox)
 	if _, err := q.pipe.Exec(q.ctx); err != nil {
 		return err
 	}

@@ -8,8 +8,9 @@ import (
 )
 
 // reqreply: C requesters, W responders. Each requester owns a private inbox
-// (never declared); it sends a request carrying its inbox name and a Size
-// payload and waits for the reply on its inbox; responders take requests
+// (never declared), or with -inbox request mints a fresh one per request;
+// it sends a request carrying the inbox name and a Size payload and waits
+// for the reply on that inbox; responders take requests
 // (up to RespBatch at a time) and send each payload back to the inbox it
 // names. Measured: round trips per second and their latency.
 
@@ -18,8 +19,9 @@ type rrDriver interface {
 	// rrServe answers requests until ctx ends, taking up to batch at a time.
 	// It calls ready once requests sent from then on will reach it.
 	rrServe(ctx context.Context, id, batch int, ready func()) error
-	// rrRequester opens requester id with its own inbox.
-	rrRequester(id int) (requester, error)
+	// rrRequester opens requester id with its own inbox, or, when fresh,
+	// one that sends each request with a reply address of its own.
+	rrRequester(id int, fresh bool) (requester, error)
 }
 
 type requester interface {
@@ -34,7 +36,7 @@ func runReqReply(ctx context.Context, cfg *Config, t target, m *meter, res *Resu
 		return fmt.Errorf("%s has no reqreply driver", cfg.Target)
 	}
 	res.Unit = "round trips"
-	res.Params = map[string]any{"requesters": cfg.Requesters, "responders": cfg.Responders, "respBatch": cfg.RespBatch, "size": cfg.Size}
+	res.Params = map[string]any{"requesters": cfg.Requesters, "responders": cfg.Responders, "respBatch": cfg.RespBatch, "size": cfg.Size, "inbox": cfg.Inbox}
 
 	reqs := make([]requester, cfg.Requesters)
 	defer func() {
@@ -45,7 +47,7 @@ func runReqReply(ctx context.Context, cfg *Config, t target, m *meter, res *Resu
 		}
 	}()
 	for i := range reqs {
-		r, err := d.rrRequester(i)
+		r, err := d.rrRequester(i, cfg.freshInbox())
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,7 @@ type Machine struct {
 type Result struct {
 	Scenario string         `json:"scenario"`
 	Target   string         `json:"target"`
+	Client   string         `json:"client,omitempty"` // broker: "raw" or "sdk" (-client)
 	Addr     string         `json:"addr"`
 	Params   map[string]any `json:"params"`
 
@@ -76,7 +77,12 @@ type Memory struct {
 // core busy the whole window): what limited a number.
 type CPU struct {
 	Client float64 `json:"client"`
-	Target float64 `json:"target"` // -1 when the target's process is unknown
+	// ClientPerOp is the load tool's own CPU time per operation of the
+	// window, in microseconds: for reqreply, what its requesters and
+	// responders together spent per round trip (the whole process, client
+	// library included: with -client sdk, the SDK's cost).
+	ClientPerOp float64 `json:"clientUsPerOp"`
+	Target      float64 `json:"target"` // -1 when the target's process is unknown
 	// TargetSys is the part of Target spent in the kernel, and TargetRW the
 	// target's read/write system calls over the window (-1: unknown): what
 	// an operation costs where the time goes to moving bytes through

@@ -21,6 +21,9 @@ type target interface {
 func openTarget(cfg *Config) (target, error) {
 	switch cfg.Target {
 	case "broker":
+		if cfg.sdk() {
+			return newBrokerSDK(cfg)
+		}
 		return newBroker(cfg)
 	case "redis":
 		return newRedis(cfg)
@@ -69,6 +72,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer t.close()
 	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1, TargetSys: -1, TargetRW: -1}}
+	if cfg.Target == "broker" {
+		res.Client = cfg.Client
+	}
 	if cfg.PID == 0 {
 		if pid, err := pidByAddr(cfg.Addr); err == nil {
 			cfg.PID = pid
@@ -83,6 +89,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stop()
 	if res.Seconds > 0 {
 		res.Rate = float64(res.Ops) / res.Seconds
+	}
+	if res.Ops > 0 && res.Seconds > 0 {
+		res.CPU.ClientPerOp = res.CPU.Client * res.Seconds / float64(res.Ops) * 1e6
 	}
 	return res, err
 }

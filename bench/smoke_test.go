@@ -41,6 +41,37 @@ func TestSmoke(t *testing.T) {
 			t.Logf("%d %s, %.0f/s; notes %q", res.Ops, res.Unit, res.Rate, res.Notes)
 		})
 	}
+	// reqreply's other ways to drive the broker: through the Go SDK (a
+	// fresh inbox per Request), and the raw client with a fresh inbox per
+	// round trip (-inbox request).
+	for _, v := range []struct{ name, client, inbox string }{
+		{"reqreply-sdk", ClientSDK, ""},
+		{"reqreply-raw-fresh-inbox", ClientRaw, InboxRequest},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			cfg := Defaults()
+			cfg.Scenario, cfg.Target, cfg.Addr, cfg.PID = "reqreply", "broker", addr, pid
+			cfg.Client, cfg.Inbox = v.client, v.inbox
+			cfg.Duration, cfg.Warmup = 2*time.Second, 200*time.Millisecond
+			cfg.Requesters, cfg.Responders = 4, 2
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := Run(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Ops == 0 || res.Errors != 0 {
+				t.Fatalf("%d round trips, %d errors in %.1fs", res.Ops, res.Errors, res.Seconds)
+			}
+			if res.Client != v.client || res.Params["inbox"] != InboxRequest {
+				t.Fatalf("result says client %q, inbox %v; want %q, %q", res.Client, res.Params["inbox"], v.client, InboxRequest)
+			}
+			if res.CPU.ClientPerOp <= 0 {
+				t.Fatalf("no client CPU per round trip: %+v", res.CPU)
+			}
+			t.Logf("%d round trips, %.0f/s, %.1f us of client CPU each", res.Ops, res.Rate, res.CPU.ClientPerOp)
+		})
+	}
 }
 
 // startBroker builds cmd/queen and runs it on a free loopback port with an

@@ -63,6 +63,10 @@ func perUnit(r *Result) (float64, bool) {
 func targetCPU(r *Result) (float64, bool) { return r.CPU.Target, r.CPU.Target >= 0 }
 func clientCPU(r *Result) (float64, bool) { return r.CPU.Client, true }
 
+// clientPerOp is the load tool's CPU per operation, in µs (0 in a report
+// from before the field).
+func clientPerOp(r *Result) (float64, bool) { return r.CPU.ClientPerOp, r.CPU.ClientPerOp > 0 }
+
 var rows = []row{
 	{"reqreply", "round trips/s", "higher", rate},
 	{"reqreply", "p50 us", "lower", lat(func(l *Latency) float64 { return l.P50 })},
@@ -92,6 +96,7 @@ var rows = []row{
 var cpuRows = []row{
 	{"", "target CPU (cores)", "", targetCPU},
 	{"", "load tool CPU (cores)", "", clientCPU},
+	{"", "load tool CPU us per op", "lower", clientPerOp},
 }
 
 // index groups the results by scenario and target: several runs of one

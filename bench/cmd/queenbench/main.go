@@ -30,11 +30,14 @@ func main() {
 		addrs     = map[string]*string{}
 		out       = flag.String("out", "", "write the JSON report here")
 		table     = flag.Bool("table", false, "print the comparison table of the JSON reports named as arguments, and run nothing")
+		sdkTable  = flag.Bool("sdk-table", false, "print the SDK table (make bench-sdk) of the reports and JavaScript result lines named as arguments, and run nothing")
 		quiet     = flag.Bool("q", false, "no progress line")
 	)
 	for _, t := range bench.Targets {
 		addrs[t] = flag.String(t+"-addr", bench.DefaultAddr[t], "address of "+t+" when several targets run")
 	}
+	flag.StringVar(&cfg.Client, "client", cfg.Client, "how the broker is driven: raw (the tool's raw HTTP client) or sdk (the Go SDK, package client; reqreply only)")
+	flag.StringVar(&cfg.Inbox, "inbox", "", "reqreply: where replies go: requester (one inbox per requester) or request (a fresh one per round trip); default requester, request with -client sdk")
 	flag.IntVar(&cfg.PID, "pid", 0, "process id of the target, for RSS and CPU (one target only; default: the process listening on the address)")
 	flag.DurationVar(&cfg.Duration, "d", cfg.Duration, "measured duration (inboxes: the longest creation phase)")
 	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the measured window")
@@ -56,6 +59,9 @@ func main() {
 
 	if *table {
 		os.Exit(printTables(flag.Args()))
+	}
+	if *sdkTable {
+		os.Exit(printSDKTable(flag.Args()))
 	}
 	scs := split(*scenarios)
 	if len(scs) == 1 && scs[0] == "all" {
@@ -110,7 +116,11 @@ func main() {
 }
 
 func summary(r *bench.Result) {
-	fmt.Printf("%s/%s: %d %s in %.2fs = %.0f/s", r.Scenario, r.Target, r.Ops, r.Unit, r.Seconds, r.Rate)
+	label := r.Target
+	if r.Client != "" && r.Client != bench.ClientRaw {
+		label += "(" + r.Client + ")"
+	}
+	fmt.Printf("%s/%s: %d %s in %.2fs = %.0f/s", r.Scenario, label, r.Ops, r.Unit, r.Seconds, r.Rate)
 	if r.InRate > 0 {
 		fmt.Printf(" (in %.0f/s)", r.InRate)
 	}
@@ -130,7 +140,7 @@ func summary(r *bench.Result) {
 		}
 		fmt.Println()
 	}
-	fmt.Printf("  cpu, cores: load tool %.2f, target %.2f\n", r.CPU.Client, r.CPU.Target)
+	fmt.Printf("  cpu, cores: load tool %.2f, target %.2f; load tool %.1f us per op\n", r.CPU.Client, r.CPU.Target, r.CPU.ClientPerOp)
 	for _, n := range r.Notes {
 		fmt.Println("  note:", n)
 	}
@@ -155,6 +165,22 @@ func printTables(files []string) int {
 		all = append(all, r.Results...)
 	}
 	bench.PrintTable(os.Stdout, all)
+	return 0
+}
+
+func printSDKTable(files []string) int {
+	if len(files) == 0 {
+		fatal("-sdk-table needs queenbench reports or JavaScript result files as arguments")
+	}
+	var all []bench.SDKRun
+	for _, f := range files {
+		runs, err := bench.ReadSDKRuns(f)
+		if err != nil {
+			fatal(err.Error())
+		}
+		all = append(all, runs...)
+	}
+	bench.PrintSDKTable(os.Stdout, all)
 	return 0
 }
 
