@@ -216,9 +216,15 @@ func (c *Client) failover(ctx context.Context, method, route string, send func(e
 
 // release recycles cl unless a shared connection still holds it.
 func release(cl *call, err error) {
-	var ab abandonedError
-	if err != nil && errors.As(err, &ab) {
+	if err != nil && isAbandoned(err) {
 		return
 	}
 	putCall(cl)
+}
+
+// isAbandoned is apart from release so that its errors.As target is
+// allocated only on the error path.
+func isAbandoned(err error) bool {
+	var ab abandonedError
+	return errors.As(err, &ab)
 }
