@@ -53,6 +53,7 @@ func decodePop(data []byte, queue string, out *PopResult) error {
 		if at >= len(data) || data[at] != '[' {
 			return 0, errAnswer
 		}
+		out.Messages = []Message{}
 		if count := countElements(data, at); count > 0 {
 			out.Messages = make([]Message, 0, count)
 			str, raw = string(data), append([]byte(nil), data...)
@@ -72,6 +73,9 @@ func decodePop(data []byte, queue string, out *PopResult) error {
 					return next, err
 				case "attempts":
 					end := at
+					if end < len(data) && data[end] == '-' {
+						end++
+					}
 					for end < len(data) && data[end] >= '0' && data[end] <= '9' {
 						end++
 					}

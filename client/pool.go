@@ -92,7 +92,7 @@ func (p *pool) do(ctx context.Context, c *call) error {
 			}
 			c.state.Store(callWaiting)
 			if !s.send(p, c) {
-				return &connError{err: errors.New("the connection failed before the call was written"), retry: true}
+				return &connError{err: errors.New("the connection failed before the call was written"), retry: true, unsent: true}
 			}
 			return await(ctx, c)
 		}

@@ -166,7 +166,7 @@ func (s *sharedConn) fail(p *pool, err error, headStarted bool) {
 	for i, c := range calls {
 		s.pending.Add(-1)
 		if errors.Is(err, errServerClosed) {
-			complete(c, &connError{err: err, retry: true})
+			complete(c, &connError{err: err, retry: true, unsent: true})
 			continue
 		}
 		complete(c, ioFailure(c, err, i == 0 && headStarted))

@@ -31,8 +31,8 @@ import (
 //
 // Anything else, a push, a pop, an ack, a reset or a delete whose answer
 // did not arrive, is reported as an error and never silently repeated: the
-// broker may have applied it. A call is retried at most maxAttempts times
-// per URL.
+// broker may have applied it. A call is sent at most maxAttempts times per
+// URL (maxResends when it was never read).
 
 // endpoint is one broker URL's transport.
 type endpoint interface {
@@ -45,7 +45,14 @@ type endpoint interface {
 	closeIdle()
 }
 
-const maxAttempts = 3
+// maxAttempts bounds the sends of a call that may be repeated because it
+// is safe to; maxResends those of a call that was never read by the
+// broker (pipelined behind a "Connection: close"), which many calls
+// queued on connections a server closes after each answer can need.
+const (
+	maxAttempts = 3
+	maxResends  = 16
+)
 
 // call is one request and, once answered, its answer. Calls are pooled
 // (getCall, putCall): target, body and resp keep their capacity, so a warm
@@ -148,6 +155,8 @@ type connError struct {
 	// retry: the call provably did not reach the broker, or it is safe
 	// to repeat and none of its answer had arrived.
 	retry bool
+	// unsent: the broker never read the call (a kind of retry).
+	unsent bool
 	// maybeApplied: the request was written and its answer is missing or
 	// torn: the broker may have applied it.
 	maybeApplied bool
@@ -206,7 +215,11 @@ func (c *Client) failover(ctx context.Context, method, route string, send func(e
 			if ce.dial {
 				break // the next URL
 			}
-			if !ce.retry || attempt >= maxAttempts {
+			limit := maxAttempts
+			if ce.unsent {
+				limit = maxResends
+			}
+			if !ce.retry || attempt >= limit {
 				return lastErr
 			}
 		}
