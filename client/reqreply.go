@@ -71,7 +71,10 @@ func (c *Client) Request(ctx context.Context, queue string, payload any, opts Re
 		release(pop, err)
 		return nil, err
 	}
-	res, err := c.popAnswer(pop, inbox)
+	res := &PopResult{Queue: inbox, Messages: []Message{}}
+	if pop.ans.status != 0 {
+		res, err = c.popAnswer(pop, inbox)
+	} // else the push's answer closed the connection before the pop was read: pop again
 	putCall(pop)
 	if err != nil {
 		return nil, err

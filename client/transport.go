@@ -177,8 +177,10 @@ var errServerClosed = errors.New("the broker closed the connection after an earl
 
 // ioFailure classifies the failure of call c on a connection: started says
 // whether any byte of its answer had arrived.
+// A timeout is never retried: the broker may only be slow, and a retry
+// would double the wait.
 func ioFailure(c *call, err error, started bool) *connError {
-	return &connError{err: err, retry: !started && c.safe, maybeApplied: !c.safe || started}
+	return &connError{err: err, retry: !started && c.safe && !isTimeout(err), maybeApplied: !c.safe || started}
 }
 
 // roundTrip sends cl to the broker in use, failing over to the next URL
