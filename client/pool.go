@@ -225,7 +225,7 @@ func (p *pool) giveBack(w *wireConn) {
 // pickShared answers the least loaded shared connection with a slot
 // reserved on it, dialling another when all carry sharedBusy calls and
 // there are fewer than maxShared; nil (and no error) when every one is
-// full: the call then goes exclusive.
+// full, or all are still being dialled: the call then goes exclusive.
 func (p *pool) pickShared(ctx context.Context) (*sharedConn, error) {
 	p.mu.Lock()
 	var best *sharedConn
@@ -235,7 +235,14 @@ func (p *pool) pickShared(ctx context.Context) (*sharedConn, error) {
 			best, load = s, n
 		}
 	}
-	if best != nil && (load < sharedBusy || len(p.shared)+p.dialing >= maxShared) {
+	full := len(p.shared)+p.dialing >= maxShared
+	if best == nil && full {
+		// Every shared connection is still being dialled (a burst of
+		// first calls): this one goes exclusive rather than dial a fifth.
+		p.mu.Unlock()
+		return nil, nil
+	}
+	if best != nil && (load < sharedBusy || full) {
 		if load >= maxPipeline {
 			best = nil
 		} else {

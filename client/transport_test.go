@@ -657,3 +657,35 @@ func TestWithHTTPClientAndPrefix(t *testing.T) {
 		t.Fatalf("%d requests through the proxy", proxied.Load())
 	}
 }
+
+// TestSharedConnectionsBounded: a burst of first calls dials at most
+// maxShared shared connections (the rest go exclusive and rest in the
+// pool), and the pool then serves from those.
+func TestSharedConnectionsBounded(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Push(ctx, "burst", []any{i}, PushOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	p := c.eps[0].(*pool)
+	p.mu.Lock()
+	shared, idle := len(p.shared), len(p.idle)
+	p.mu.Unlock()
+	if shared < 1 || shared > maxShared || idle > maxIdle {
+		t.Fatalf("%d shared connections (at most %d), %d idle", shared, maxShared, idle)
+	}
+	if d, err := c.Depth(ctx, "burst", DepthOptions{}); err != nil || d.Pending != 64 {
+		t.Fatalf("depth: %+v %v", d, err)
+	}
+	t.Logf("%d shared, %d idle exclusive connections after a burst of 64", shared, idle)
+}
