@@ -210,13 +210,27 @@ func (p *pool) lease(ctx context.Context) (w *wireConn, reused bool, err error) 
 	return w, false, err
 }
 
+// giveBack puts w at rest. The oldest connection at rest (the bottom of
+// the stack) is closed when it has rested past idleTimeout, so that
+// connections a burst left behind do not stay open for ever.
 func (p *pool) giveBack(w *wireConn) {
+	now := time.Now()
+	var stale *wireConn
 	p.mu.Lock()
+	if len(p.idle) > 0 && now.Sub(p.idle[0].since) > idleTimeout {
+		stale = p.idle[0].w
+		n := copy(p.idle, p.idle[1:])
+		p.idle[n] = idleConn{}
+		p.idle = p.idle[:n]
+	}
 	if len(p.idle) < maxIdle {
-		p.idle = append(p.idle, idleConn{w, time.Now()})
+		p.idle = append(p.idle, idleConn{w, now})
 		w = nil
 	}
 	p.mu.Unlock()
+	if stale != nil {
+		_ = stale.nc.Close()
+	}
 	if w != nil {
 		_ = w.nc.Close()
 	}
