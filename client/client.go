@@ -64,8 +64,8 @@ func WithHeader(key, value string) Option {
 // WithHTTPClient makes every call go through hc (net/http) instead of the
 // client's own HTTP/1.1 transport: for a proxy from the environment, a
 // custom dialer or TLS setup, or a RoundTripper that instruments calls. It
-// costs what net/http costs (about twice the client CPU per call, and tens
-// of allocations; docs/sdk-transport.md) and gives up pipelining and
+// costs what net/http costs (two to three times the client CPU per call,
+// and tens of allocations; docs/sdk-transport.md) and gives up pipelining and
 // Request's single write: Request's push and pop go one after the other.
 // https:// URLs use net/http in any case (with hc when given).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }

@@ -102,7 +102,8 @@ func appendRequest(dst []byte, method string, base string, target []byte, head [
 // readAnswer reads the next answer, its body appended to body[:0]. 1xx
 // interim answers are skipped. The body is framed by Content-Length or by
 // Transfer-Encoding: chunked (the broker chunks only the queue listing
-// above 256 queues); an answer with neither ends when the connection does.
+// above 256 queues); an answer with neither ends when the connection does
+// (a 204 or 304, which a proxy might send, has no body at all).
 func (w *wireConn) readAnswer(body []byte) (answer, []byte, error) {
 	for {
 		a, length, chunked, err := w.readHead()
@@ -114,6 +115,8 @@ func (w *wireConn) readAnswer(body []byte) (answer, []byte, error) {
 		}
 		body = body[:0]
 		switch {
+		case a.status == 204 || a.status == 304:
+			// No body, whatever the headers say (RFC 9112 section 6.3).
 		case chunked:
 			body, err = w.readChunked(body)
 		case length >= 0:
