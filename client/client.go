@@ -559,8 +559,8 @@ func (c *Client) isClosed() bool {
 
 // Close flushes every buffered push (waiting for them until ctx ends),
 // stops the client's Consume loops (without waiting for them to return)
-// and flushers, and closes its idle connections (those carrying a call
-// finish it first). It reports every flush that failed. Calls made after Close
+// and flushers, and closes its connections (those carrying a call once it
+// is answered). It reports every flush that failed. Calls made after Close
 // began answer ErrClosed.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,10 @@ type pool struct {
 	prefix string // the URL's path prefix ("" or "/proxy")
 	head   []byte // Host and the constant headers, each ending in CRLF
 	dialer net.Dialer
+
+	// closing is set by Close: from then on a connection is closed as soon
+	// as it carries nothing, rather than kept at rest.
+	closing atomic.Bool
 
 	mu      sync.Mutex
 	shared  []*sharedConn
@@ -223,7 +228,7 @@ func (p *pool) giveBack(w *wireConn) {
 		p.idle[n] = idleConn{}
 		p.idle = p.idle[:n]
 	}
-	if len(p.idle) < maxIdle {
+	if len(p.idle) < maxIdle && !p.closing.Load() {
 		p.idle = append(p.idle, idleConn{w, now})
 		w = nil
 	}
@@ -296,9 +301,12 @@ func (p *pool) removeShared(s *sharedConn) {
 	}
 }
 
-// closeIdle closes the exclusive connections at rest and the shared ones
-// carrying nothing; the pool stays usable (it dials again when called).
+// closeIdle (Close) closes the exclusive connections at rest and the
+// shared ones carrying nothing; the others close when their calls are
+// answered. The pool stays usable (calls made after Close dial again, and
+// their connections close after them).
 func (p *pool) closeIdle() {
+	p.closing.Store(true)
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil

@@ -144,6 +144,9 @@ func (s *sharedConn) readLoop(p *pool) {
 			s.fail(p, errServerClosed, false)
 			return
 		}
+		if p.closing.Load() && s.quiesce(p) {
+			return
+		}
 	}
 }
 
@@ -171,6 +174,26 @@ func (s *sharedConn) fail(p *pool, err error, headStarted bool) {
 		}
 		complete(c, ioFailure(c, err, i == 0 && headStarted))
 	}
+}
+
+// quiesce ends the connection if nothing is reserved on or in flight on it
+// (after Close), answering whether it did. Holding pool.mu keeps pickShared
+// from reserving on it meanwhile.
+func (s *sharedConn) quiesce(p *pool) bool {
+	p.mu.Lock()
+	if s.pending.Load() != 0 {
+		p.mu.Unlock()
+		return false
+	}
+	for i, x := range p.shared {
+		if x == s {
+			p.shared = append(p.shared[:i], p.shared[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	s.shut()
+	return true
 }
 
 // shut closes a connection nothing is using (Close, closeIdle).

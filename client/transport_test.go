@@ -701,3 +701,53 @@ func TestSharedConnectionsBounded(t *testing.T) {
 	}
 	t.Logf("%d shared, %d idle exclusive connections after a burst of 64", shared, idle)
 }
+
+// TestCloseEndsConnections: after Close, a connection that carried a call
+// when Close came is closed once the call is answered; the client still
+// answers calls made after Close (except pushes, ErrClosed).
+func TestCloseEndsConnections(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var open atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		open.Add(1)
+		defer open.Add(-1)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			<-gate
+			_, _ = io.WriteString(nc, response(200, "", `{"queues":[],"count":0,"cellBytes":0}`))
+		}
+	})
+	c, err := New(f.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	done := make(chan error, 1)
+	go func() { _, err := c.Queues(ctx); done <- err }()
+	for open.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("the call in flight at Close: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection stayed open after its call was answered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := c.Queues(ctx); err != nil {
+		t.Fatalf("a listing after Close: %v", err)
+	}
+	if _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a push after Close: %v", err)
+	}
+}
