@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 // startBroker starts a broker with env (QUEEN_* variables) on a fresh data
 // directory; it is killed when the test ends.
-func startBroker(t *testing.T, env map[string]string) *brokertest.Broker {
+func startBroker(t testing.TB, env map[string]string) *brokertest.Broker {
 	t.Helper()
 	return brokertest.Start(t, binPath, env)
 }

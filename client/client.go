@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +24,8 @@ const apiPrefix = "/api/v1/ephemeral"
 type Client struct {
 	urls    []string
 	cur     atomic.Int64 // index into urls of the broker in use
-	http    *http.Client
+	eps     []endpoint   // one per URL, same order
+	http    *http.Client // WithHTTPClient's, nil when not given
 	token   string
 	headers http.Header
 	timeout time.Duration
@@ -47,7 +48,7 @@ type Client struct {
 type Option func(*Client)
 
 // WithURLs adds brokers tried in turn when the one in use cannot be
-// reached (a refused or failed connection).
+// reached (a connection that cannot be dialled).
 func WithURLs(urls ...string) Option {
 	return func(c *Client) { c.urls = append(c.urls, urls...) }
 }
@@ -60,12 +61,20 @@ func WithHeader(key, value string) Option {
 	return func(c *Client) { c.headers.Add(key, value) }
 }
 
-// WithHTTPClient replaces the HTTP client (the default keeps up to 256
-// idle keep-alive connections per broker and has no overall timeout).
+// WithHTTPClient makes every call go through hc (net/http) instead of the
+// client's own HTTP/1.1 transport: for a proxy from the environment, a
+// custom dialer or TLS setup, or a RoundTripper that instruments calls. It
+// costs what net/http costs (two to three times the client CPU per call,
+// and tens of allocations; docs/sdk-transport.md) and gives up pipelining and
+// Request's single write: Request's push and pop go one after the other.
+// https:// URLs use net/http in any case (with hc when given).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
-// WithTimeout bounds each request that is not a waiting pop (default 30 s);
-// a waiting pop is bounded by its own timeout plus this.
+// WithTimeout bounds each request that is not a waiting pop (default 30 s;
+// 0 is no bound); a waiting pop is bounded by its own timeout plus this.
+// The bound is a deadline on the connection, not a timer per call: a call
+// that passes it fails with a timeout error and its connection is closed,
+// failing the calls pipelined behind it too.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
 // WithBuffer sets how buffered pushes batch, bound memory and retry.
@@ -97,7 +106,9 @@ func WithFlushErrorHandler(f func(*FlushError)) Option { return func(c *Client) 
 
 // New builds a client for the broker at url (e.g. "http://localhost:6632");
 // WithURLs adds more. The URL may carry a path prefix, for a broker behind
-// a proxy.
+// a proxy. An http:// broker is reached through the client's own HTTP/1.1
+// transport (pipelined keep-alive connections, docs/sdk-transport.md); an
+// https:// one through net/http, which does the TLS.
 func New(url string, opts ...Option) (*Client, error) {
 	c := &Client{
 		urls:    []string{url},
@@ -109,106 +120,144 @@ func New(url string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	for i, u := range c.urls {
-		p, err := parseBase(u)
+	head, err := c.constantHeaders()
+	if err != nil {
+		return nil, err
+	}
+	var tlsClient *http.Client
+	for i, s := range c.urls {
+		u, err := parseBase(s)
 		if err != nil {
 			return nil, err
 		}
-		c.urls[i] = p
-	}
-	if c.http == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 0
-		tr.MaxIdleConnsPerHost = 256
-		tr.IdleConnTimeout = 90 * time.Second
-		tr.DisableCompression = true
-		c.http = &http.Client{Transport: tr}
+		c.urls[i] = strings.TrimRight(u.String(), "/")
+		switch {
+		case c.http != nil || u.Scheme == "https":
+			hc := c.http
+			if hc == nil {
+				if tlsClient == nil {
+					tlsClient = defaultHTTPClient()
+				}
+				hc = tlsClient
+			}
+			c.eps = append(c.eps, &httpEndpoint{hc: hc, base: c.urls[i], token: c.token, headers: c.headers})
+		default:
+			h := append([]byte("Host: "+u.Host+"\r\n"), head...)
+			c.eps = append(c.eps, newPool(u, h))
+		}
 	}
 	c.slots = make(chan struct{}, c.buf.MaxPending)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
-func parseBase(s string) (string, error) {
+// defaultHTTPClient is net/http as the client used it before its own
+// transport: keep-alive, up to 256 idle connections per broker, no
+// compression, no overall timeout (each call has its own).
+func defaultHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 256
+	tr.IdleConnTimeout = 90 * time.Second
+	tr.DisableCompression = true
+	return &http.Client{Transport: tr}
+}
+
+// constantHeaders renders the headers every request carries (identity and
+// WithHeader's) once, for the own transport.
+func (c *Client) constantHeaders() ([]byte, error) {
+	var b []byte
+	add := func(k, v string) error {
+		if strings.ContainsAny(k, "\r\n: ") || k == "" || strings.ContainsAny(v, "\r\n") {
+			return fmt.Errorf("queen: header %q: a name or value that cannot be sent", k)
+		}
+		b = append(b, k...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+		b = append(b, "\r\n"...)
+		return nil
+	}
+	if c.token != "" {
+		if err := add("Authorization", "Bearer "+c.token); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, 0, len(c.headers))
+	for k := range c.headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range c.headers[k] {
+			if err := add(k, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+func parseBase(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("queen: broker URL %q: %w", s, err)
+		return nil, fmt.Errorf("queen: broker URL %q: %w", s, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("queen: broker URL %q: want http(s)://host[:port]", s)
+		return nil, fmt.Errorf("queen: broker URL %q: want http(s)://host[:port]", s)
 	}
-	return strings.TrimRight(u.String(), "/"), nil
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = strings.TrimRight(u.RawPath, "/")
+	return u, nil
 }
 
 // URL returns the broker URL in use.
 func (c *Client) URL() string { return c.urls[int(c.cur.Load())%len(c.urls)] }
 
-// call is one request. route is the path under /api/v1/ephemeral. depth
-// says the route is the depth read, the one route whose 404 is a code of its
-// own. out, when not nil, receives the decoded 2xx body.
-func (c *Client) call(ctx context.Context, method, route string, query url.Values, body any, timeout time.Duration, depth bool, out any) error {
-	var payload []byte
-	if body != nil {
-		var err error
-		if payload, err = json.Marshal(body); err != nil {
-			return fmt.Errorf("queen: encoding the %s body: %w", route, err)
+// newCall starts a call to route (under /api/v1/ephemeral) bounded by
+// timeout; the caller appends the query to cl.target and the body to
+// cl.body.
+func newCall(method, route string, timeout time.Duration) *call {
+	cl := getCall(method, route)
+	cl.target = append(cl.target[:0], apiPrefix...)
+	cl.target = append(cl.target, route...)
+	cl.timeout = timeout
+	return cl
+}
+
+// jsonBody marshals body into cl.
+func (cl *call) jsonBody(body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("queen: encoding the %s body: %w", cl.route, err)
+	}
+	cl.body = append(cl.body[:0], b...)
+	cl.hasBody = true
+	return nil
+}
+
+// exchange runs cl and decodes its 2xx answer into out (when not nil). depth
+// says the route is the depth read, the one route whose 404 is a code of
+// its own.
+func (c *Client) exchange(ctx context.Context, cl *call, depth bool, out any) error {
+	err := c.roundTrip(ctx, cl)
+	if err == nil {
+		err = c.answer(cl, depth, out)
+	}
+	release(cl, err)
+	return err
+}
+
+// answer turns cl's answer into an *Error (non-2xx) or decodes it into out.
+func (c *Client) answer(cl *call, depth bool, out any) error {
+	if cl.ans.status < 200 || cl.ans.status > 299 {
+		return apiError(cl.ans, cl.resp, cl.method, apiPrefix+cl.route, depth)
+	}
+	if out != nil {
+		if err := json.Unmarshal(cl.resp, out); err != nil {
+			return fmt.Errorf("queen: %s %s: decoding the answer: %w", cl.method, cl.route, err)
 		}
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	path := apiPrefix + route
-	if len(query) > 0 {
-		path += "?" + query.Encode()
-	}
-	n := int64(len(c.urls))
-	start := c.cur.Load()
-	var lastErr error
-	for i := int64(0); i < n; i++ {
-		idx := (start + i) % n
-		req, err := http.NewRequestWithContext(ctx, method, c.urls[idx]+path, bytes.NewReader(payload))
-		if err != nil {
-			return fmt.Errorf("queen: %w", err)
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		req.Header.Set("Accept", "application/json")
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		for k, vs := range c.headers {
-			req.Header[k] = append([]string(nil), vs...)
-		}
-		resp, err := c.http.Do(req)
-		if err != nil {
-			lastErr = fmt.Errorf("queen: %s %s: %w", method, c.urls[idx]+apiPrefix+route, err)
-			if ctx.Err() == nil && n > 1 && isDialError(err) {
-				continue
-			}
-			return lastErr
-		}
-		if idx != start {
-			c.cur.CompareAndSwap(start, idx)
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-		resp.Body.Close()
-		if err != nil {
-			return fmt.Errorf("queen: %s %s: reading the answer: %w", method, route, err)
-		}
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return apiError(resp, data, method, apiPrefix+route, depth)
-		}
-		if out != nil {
-			if err := json.Unmarshal(data, out); err != nil {
-				return fmt.Errorf("queen: %s %s: decoding the answer: %w", method, route, err)
-			}
-		}
-		return nil
-	}
-	return lastErr
+	return nil
 }
 
 func isDialError(err error) bool {
@@ -216,8 +265,8 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-func apiError(resp *http.Response, data []byte, method, path string, depth bool) *Error {
-	e := &Error{Status: resp.StatusCode, Method: method, Path: path}
+func apiError(a answer, data []byte, method, path string, depth bool) *Error {
+	e := &Error{Status: a.status, Method: method, Path: path}
 	var body struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
@@ -232,7 +281,7 @@ func apiError(resp *http.Response, data []byte, method, path string, depth bool)
 		// the broker or a proxy predates the routes.
 		e.Code = CodeUnsupported
 	}
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
+	if ra := a.retryAfter; ra != "" {
 		if s, err := strconv.Atoi(strings.TrimSpace(ra)); err == nil && s >= 0 {
 			e.RetryAfter = time.Duration(s) * time.Second
 		} else if t, err := http.ParseTime(ra); err == nil {
@@ -247,27 +296,32 @@ func apiError(resp *http.Response, data []byte, method, path string, depth bool)
 // restarts; the contents never do.
 func (c *Client) Configure(ctx context.Context, queue string, opts QueueOptions) (*ConfigureResult, error) {
 	var out ConfigureResult
-	body := struct {
+	cl := newCall(http.MethodPost, "/configure", c.timeout)
+	cl.safe = true // it replaces the declaration: twice is once
+	if err := cl.jsonBody(struct {
 		Queue   string       `json:"queue"`
 		Options QueueOptions `json:"options"`
-	}{queue, opts}
-	if err := c.call(ctx, http.MethodPost, "/configure", nil, body, c.timeout, false, &out); err != nil {
+	}{queue, opts}); err != nil {
+		putCall(cl)
+		return nil, err
+	}
+	if err := c.exchange(ctx, cl, false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// wireMessage is one element of a push's messages.
-type wireMessage struct {
-	Payload json.RawMessage `json:"payload"`
-}
-
+// encodePayloads marshals payloads for the buffer, which keeps them until
+// a batch leaves.
 func encodePayloads(payloads []any) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(payloads))
 	for i, p := range payloads {
 		if raw, ok := p.(json.RawMessage); ok {
-			if !json.Valid(raw) {
-				return nil, fmt.Errorf("queen: payload %d is not valid JSON", i)
+			if _, err := appendRaw(nil, i, raw); err != nil {
+				return nil, err
+			}
+			if bytes.ContainsAny(raw, " \t\r\n") {
+				raw, _ = appendRaw(nil, i, raw)
 			}
 			out[i] = raw
 			continue
@@ -292,34 +346,99 @@ func encodePayloads(payloads []any) ([]json.RawMessage, error) {
 // reports (and forgets) any flush of the same queue and partition that
 // finally failed, accepting nothing in that call.
 func (c *Client) Push(ctx context.Context, queue string, payloads []any, opts PushOptions) (*PushResult, error) {
-	msgs, err := encodePayloads(payloads)
+	if opts.Buffered {
+		msgs, err := encodePayloads(payloads)
+		if err != nil {
+			return nil, err
+		}
+		return c.pushBuffered(ctx, queue, opts.Partition, msgs)
+	}
+	cl := newCall(http.MethodPost, "/push", c.timeout)
+	cl.hasBody = true
+	cl.body = appendPushHead(cl.body[:0], queue, opts.Partition)
+	for i, p := range payloads {
+		cl.body = appendMessageOpen(cl.body, i)
+		var err error
+		if cl.body, err = appendPayload(cl.body, i, p); err != nil {
+			putCall(cl)
+			return nil, err
+		}
+		cl.body = append(cl.body, '}')
+	}
+	cl.body = appendPushTail(cl.body)
+	if c.isClosed() {
+		putCall(cl)
+		return nil, ErrClosed
+	}
+	return c.push(ctx, cl)
+}
+
+// pushNow sends msgs (already JSON) at once: the buffer's flushes.
+func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []json.RawMessage) (*PushResult, error) {
+	cl := newCall(http.MethodPost, "/push", c.timeout)
+	cl.hasBody = true
+	cl.body = appendPushHead(cl.body[:0], queue, partition)
+	for i, m := range msgs {
+		cl.body = appendMessageOpen(cl.body, i)
+		cl.body = append(cl.body, m...)
+		cl.body = append(cl.body, '}')
+	}
+	cl.body = appendPushTail(cl.body)
+	return c.push(ctx, cl)
+}
+
+func (c *Client) push(ctx context.Context, cl *call) (*PushResult, error) {
+	err := c.roundTrip(ctx, cl)
+	var out *PushResult
+	if err == nil {
+		out = new(PushResult)
+		if err = c.answer(cl, false, nil); err == nil {
+			out.Pushed, err = decodePushed(cl.resp)
+		}
+	}
+	release(cl, err)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Buffered {
-		return c.pushBuffered(ctx, queue, opts.Partition, msgs)
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	return c.pushNow(ctx, queue, opts.Partition, msgs)
+	return out, nil
 }
 
-func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []json.RawMessage) (*PushResult, error) {
-	wire := make([]wireMessage, len(msgs))
-	for i, m := range msgs {
-		wire[i].Payload = m
+// popCall builds the pop of queue with opts. The call parks when
+// opts.Wait, so it takes a connection of its own.
+func (c *Client) popCall(queue string, opts PopOptions) *call {
+	timeout := c.timeout
+	if opts.Wait {
+		if opts.Timeout > 0 {
+			timeout += opts.Timeout
+		} else {
+			timeout = 0 // the broker's default, unknown here: ctx bounds it
+		}
 	}
-	body := struct {
-		Queue     string        `json:"queue"`
-		Partition string        `json:"partition,omitempty"`
-		Messages  []wireMessage `json:"messages"`
-	}{queue, partition, wire}
-	var out PushResult
-	if err := c.call(ctx, http.MethodPost, "/push", nil, body, c.timeout, false, &out); err != nil {
-		return nil, err
+	cl := newCall(http.MethodGet, "/pop", timeout)
+	cl.exclusive = opts.Wait
+	t := appendQuery(cl.target, true, "queue", queue)
+	if opts.Partition != "" {
+		t = appendQuery(t, false, "partition", opts.Partition)
 	}
-	return &out, nil
+	if opts.Group != "" {
+		t = appendQuery(t, false, "group", opts.Group)
+	}
+	if opts.Batch > 0 {
+		t = append(t, "&batch="...)
+		t = strconv.AppendInt(t, int64(opts.Batch), 10)
+	}
+	if opts.Wait {
+		t = append(t, "&wait=true"...)
+	}
+	if opts.Timeout > 0 {
+		t = append(t, "&timeout="...)
+		t = strconv.AppendInt(t, max(1, opts.Timeout.Milliseconds()), 10)
+	}
+	if opts.AutoAck {
+		t = append(t, "&autoAck=true"...)
+	}
+	cl.target = t
+	return cl
 }
 
 // Pop takes up to opts.Batch messages from queue. With opts.Wait it parks
@@ -327,68 +446,55 @@ func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []js
 // error. Without AutoAck each message is leased and must be acked with the
 // same group, or it is redelivered when the lease expires.
 func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) (*PopResult, error) {
-	q := url.Values{"queue": {queue}}
-	if opts.Partition != "" {
-		q.Set("partition", opts.Partition)
+	cl := c.popCall(queue, opts)
+	err := c.roundTrip(ctx, cl)
+	var out *PopResult
+	if err == nil {
+		out, err = c.popAnswer(cl, queue)
 	}
-	if opts.Group != "" {
-		q.Set("group", opts.Group)
-	}
-	if opts.Batch > 0 {
-		q.Set("batch", strconv.Itoa(opts.Batch))
-	}
-	timeout := c.timeout
-	if opts.Wait {
-		q.Set("wait", "true")
-		if opts.Timeout > 0 {
-			timeout += opts.Timeout
-		} else {
-			timeout = 0 // the broker's default, unknown here: ctx bounds it
-		}
-	}
-	if opts.Timeout > 0 {
-		q.Set("timeout", strconv.FormatInt(max(1, opts.Timeout.Milliseconds()), 10))
-	}
-	if opts.AutoAck {
-		q.Set("autoAck", "true")
-	}
-	var out PopResult
-	if err := c.call(ctx, http.MethodGet, "/pop", q, nil, timeout, false, &out); err != nil {
-		return nil, err
-	}
-	if out.Messages == nil {
-		out.Messages = []Message{}
-	}
-	for i := range out.Messages {
-		out.Messages[i].Queue = queue
-	}
-	return &out, nil
+	release(cl, err)
+	return out, err
 }
 
-type ackItem struct {
-	ID     string `json:"id"`
-	Status string `json:"status,omitempty"`
+func (c *Client) popAnswer(cl *call, queue string) (*PopResult, error) {
+	if err := c.answer(cl, false, nil); err != nil {
+		return nil, err
+	}
+	out := new(PopResult)
+	if err := decodePop(cl.resp, queue, out); err != nil {
+		return nil, fmt.Errorf("queen: %s %s: decoding the answer: %w", cl.method, cl.route, err)
+	}
+	return out, nil
 }
 
 // Ack settles messages (only their ID is used) for opts.Group with
 // opts.Status, answering one outcome per id. Ids minted by a broker
 // incarnation that is gone answer OutcomeStale, not an error.
 func (c *Client) Ack(ctx context.Context, queue string, messages []Message, opts AckOptions) (*AckResult, error) {
-	items := make([]ackItem, len(messages))
-	for i, m := range messages {
-		items[i] = ackItem{ID: m.ID, Status: opts.Status}
+	cl := newCall(http.MethodPost, "/ack", c.timeout)
+	cl.hasBody = true
+	b := append(cl.body[:0], `{"queue":`...)
+	b = appendJSONString(b, queue)
+	if opts.Group != "" {
+		b = append(b, `,"group":`...)
+		b = appendJSONString(b, opts.Group)
 	}
-	return c.ack(ctx, queue, opts.Group, items)
-}
-
-func (c *Client) ack(ctx context.Context, queue, group string, items []ackItem) (*AckResult, error) {
-	body := struct {
-		Queue string    `json:"queue"`
-		Group string    `json:"group,omitempty"`
-		Acks  []ackItem `json:"acks"`
-	}{queue, group, items}
+	b = append(b, `,"acks":[`...)
+	for i, m := range messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, m.ID)
+		if opts.Status != "" {
+			b = append(b, `,"status":`...)
+			b = appendJSONString(b, opts.Status)
+		}
+		b = append(b, '}')
+	}
+	cl.body = append(b, "]}"...)
 	var out AckResult
-	if err := c.call(ctx, http.MethodPost, "/ack", nil, body, c.timeout, false, &out); err != nil {
+	if err := c.exchange(ctx, cl, false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -398,10 +504,10 @@ func (c *Client) ack(ctx context.Context, queue, group string, items []ackItem) 
 // cursor; the declaration stays. A queue that is not there reports 0.
 func (c *Client) Reset(ctx context.Context, queue string) (*ResetResult, error) {
 	var out ResetResult
-	body := struct {
-		Queue string `json:"queue"`
-	}{queue}
-	if err := c.call(ctx, http.MethodPost, "/reset", nil, body, c.timeout, false, &out); err != nil {
+	cl := newCall(http.MethodPost, "/reset", c.timeout)
+	cl.hasBody = true
+	cl.body = append(appendJSONString(append(cl.body[:0], `{"queue":`...), queue), '}')
+	if err := c.exchange(ctx, cl, false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -411,7 +517,8 @@ func (c *Client) Reset(ctx context.Context, queue string) (*ResetResult, error) 
 // not there answers Deleted false, not an error.
 func (c *Client) Delete(ctx context.Context, queue string) (*DeleteResult, error) {
 	var out DeleteResult
-	if err := c.call(ctx, http.MethodDelete, "/queue/"+url.PathEscape(queue), nil, nil, c.timeout, false, &out); err != nil {
+	cl := newCall(http.MethodDelete, "/queue/"+url.PathEscape(queue), c.timeout)
+	if err := c.exchange(ctx, cl, false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -421,7 +528,9 @@ func (c *Client) Delete(ctx context.Context, queue string) (*DeleteResult, error
 // and the options in force.
 func (c *Client) Queues(ctx context.Context) (*QueuesResult, error) {
 	var out QueuesResult
-	if err := c.call(ctx, http.MethodGet, "/queues", nil, nil, c.timeout, false, &out); err != nil {
+	cl := newCall(http.MethodGet, "/queues", c.timeout)
+	cl.safe = true
+	if err := c.exchange(ctx, cl, false, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -430,12 +539,13 @@ func (c *Client) Queues(ctx context.Context) (*QueuesResult, error) {
 // Depth reads one queue per partition and per group. A queue that does not
 // exist is an *Error with CodeQueueNotFound (404).
 func (c *Client) Depth(ctx context.Context, queue string, opts DepthOptions) (*DepthResult, error) {
-	var q url.Values
-	if opts.Group != "" {
-		q = url.Values{"group": {opts.Group}}
-	}
 	var out DepthResult
-	if err := c.call(ctx, http.MethodGet, "/queues/"+url.PathEscape(queue)+"/depth", q, nil, c.timeout, true, &out); err != nil {
+	cl := newCall(http.MethodGet, "/queues/"+url.PathEscape(queue)+"/depth", c.timeout)
+	cl.safe = true
+	if opts.Group != "" {
+		cl.target = appendQuery(cl.target, true, "group", opts.Group)
+	}
+	if err := c.exchange(ctx, cl, true, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -449,7 +559,8 @@ func (c *Client) isClosed() bool {
 
 // Close flushes every buffered push (waiting for them until ctx ends),
 // stops the client's Consume loops (without waiting for them to return)
-// and flushers, and releases its idle connections. It reports every flush that failed. Calls made after Close
+// and flushers, and closes its connections (those carrying a call once it
+// is answered). It reports every flush that failed. Calls made after Close
 // began answer ErrClosed.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
@@ -469,6 +580,8 @@ func (c *Client) Close(ctx context.Context) error {
 	c.wg.Wait()
 	// Flushers stopped by the cancel report what they could not deliver.
 	err = errors.Join(err, c.takeFlushErrors())
-	c.http.CloseIdleConnections()
+	for _, ep := range c.eps {
+		ep.closeIdle()
+	}
 	return err
 }

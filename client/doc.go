@@ -2,6 +2,17 @@
 // the eight routes under /api/v1/ephemeral, spoken over HTTP/1.1 with
 // keep-alive connections.
 //
+// The client has its own HTTP/1.1 transport (docs/sdk-transport.md, "Go
+// client"): short calls are pipelined on a few shared connections per
+// broker, a waiting pop takes a connection of its own for its duration,
+// and [Client.Request] writes its push and the inbox's pop together in one
+// write. A push or a pop allocates nothing beyond its payloads and its
+// result. A call is sent again only when it provably never reached the
+// broker or is safe to repeat (the listing, the depth read, configure); a
+// push whose answer was lost is an error, never silently repeated. An
+// https:// broker, or any broker when [WithHTTPClient] is given, is reached
+// through net/http instead.
+//
 // A [Client] is built with [New] from one broker URL or several (the others
 // are tried in turn when a broker cannot be reached). Its methods mirror the
 // verbs of the wire: [Client.Configure], [Client.Push], [Client.Pop],

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -33,34 +34,61 @@ func NewInbox() string { return "inbox-" + strings.ToLower(rand.Text()) }
 // ([NewInbox]), and parks a pop on that inbox until the reply arrives: it
 // answers the reply, or ErrRequestTimeout when none came within the timeout.
 // A responder answers with [Client.Reply].
+//
+// The push and the inbox's pop leave together, in one write on a
+// connection of the request's own, and their answers are read in order: a
+// request costs one round trip to the broker plus the responder's time.
+// When the push is refused the pop is already parked on the broker, so that
+// connection is closed (which removes the pop) and the push's refusal is
+// answered.
 func (c *Client) Request(ctx context.Context, queue string, payload any, opts RequestOptions) (*Message, error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	raw, err := encodePayloads([]any{payload})
+	inbox := NewInbox()
+	push := newCall(http.MethodPost, "/push", c.timeout)
+	push.hasBody = true
+	b := appendPushHead(push.body[:0], queue, opts.Partition)
+	b = append(b, `{"payload":{"replyTo":`...)
+	b = appendJSONString(b, inbox)
+	b = append(b, `,"payload":`...)
+	b, err := appendPayload(b, 0, payload)
+	push.body = b
+	if err != nil {
+		putCall(push)
+		return nil, err
+	}
+	push.body = appendPushTail(append(push.body, "}}"...))
+	deadline := time.Now().Add(timeout)
+	pop := c.popCall(inbox, PopOptions{Batch: 1, Wait: true, Timeout: timeout, AutoAck: true})
+	err = c.failover(ctx, push.method, push.route, func(ep endpoint) error { return ep.pair(ctx, push, pop) })
+	if err == nil {
+		err = c.answer(push, false, nil)
+	}
+	release(push, err)
+	if err != nil {
+		release(pop, err)
+		return nil, err
+	}
+	res := &PopResult{Queue: inbox, Messages: []Message{}}
+	if pop.ans.status != 0 {
+		res, err = c.popAnswer(pop, inbox)
+	} // else the push's answer closed the connection before the pop was read: pop again
+	putCall(pop)
 	if err != nil {
 		return nil, err
 	}
-	inbox := NewInbox()
-	env := RequestEnvelope{ReplyTo: inbox, Payload: raw[0]}
-	deadline := time.Now().Add(timeout)
-	if _, err := c.Push(ctx, queue, []any{env}, PushOptions{Partition: opts.Partition}); err != nil {
-		return nil, err
-	}
-	for {
+	for len(res.Messages) == 0 {
 		left := time.Until(deadline)
 		if left < time.Millisecond {
 			return nil, ErrRequestTimeout
 		}
-		res, err := c.Pop(ctx, inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true})
-		if err != nil {
+		if res, err = c.Pop(ctx, inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true}); err != nil {
 			return nil, err
 		}
-		if len(res.Messages) > 0 {
-			return &res.Messages[0], nil
-		}
 	}
+	return &res.Messages[0], nil
 }
 
 // ParseRequest decodes a message pushed by [Client.Request].

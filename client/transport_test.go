@@ -1,0 +1,753 @@
+package client
+
+// The transport's failure paths (docs/sdk-transport.md, "Go client"):
+// against the real broker where it can produce the condition, against a
+// scripted server on a real TCP listener where it cannot.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
+)
+
+// fakeServer is a scripted HTTP/1.1 server: serve runs for each accepted
+// connection. It counts connections.
+type fakeServer struct {
+	ln    net.Listener
+	conns atomic.Int32
+}
+
+func startFake(t *testing.T, serve func(n int, nc net.Conn, br *bufio.Reader)) *fakeServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeServer{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := int(f.conns.Add(1))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				serve(n, nc, bufio.NewReader(nc))
+			}()
+		}
+	}()
+	return f
+}
+
+func (f *fakeServer) URL() string { return "http://" + f.ln.Addr().String() }
+
+// fakeRequest is one request read by a fake server.
+type fakeRequest struct {
+	method, target string
+	header         http.Header
+	body           []byte
+}
+
+func readRequest(br *bufio.Reader) (*fakeRequest, error) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &fakeRequest{method: req.Method, target: req.RequestURI, header: req.Header, body: body}, nil
+}
+
+// response renders a 2xx/4xx answer with a Content-Length body.
+func response(status int, extra, body string) string {
+	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s",
+		status, http.StatusText(status), extra, len(body), body)
+}
+
+// TestResponseSplitAcrossSegments: answers written one byte per TCP segment
+// (Content-Length and chunked), to calls pipelined on one connection.
+func TestResponseSplitAcrossSegments(t *testing.T) {
+	t.Parallel()
+	listing := `{"queues":[{"queue":"a","tier":"implicit","depth":1}],"count":1,"cellBytes":10}`
+	var chunked strings.Builder
+	chunked.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for i := 0; i < len(listing); i += 7 {
+		part := listing[i:min(i+7, len(listing))]
+		fmt.Fprintf(&chunked, "%x;ext=1\r\n%s\r\n", len(part), part)
+	}
+	chunked.WriteString("0\r\nX-Trailer: 1\r\n\r\n")
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		_ = nc.(*net.TCPConn).SetNoDelay(true)
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			var ans string
+			switch {
+			case strings.HasPrefix(req.target, "/api/v1/ephemeral/push"):
+				ans = "HTTP/1.1 100 Continue\r\n\r\n" + response(201, "", `{"pushed":1}`)
+			case strings.HasPrefix(req.target, "/api/v1/ephemeral/reset"):
+				// A proxy's bodiless answer: no framing header, no close.
+				ans = "HTTP/1.1 204 No Content\r\n\r\n"
+			case strings.HasPrefix(req.target, "/api/v1/ephemeral/pop"):
+				ans = response(200, "X-Extra: yes\r\n", `{"queue":"q","messages":[{"id":"e:1:P:1","partition":"P","attempts":2,"payload":{"s":"]}\"{["}}]}`)
+			default:
+				ans = chunked.String()
+			}
+			for i := range len(ans) {
+				if _, err := nc.Write([]byte{ans[i]}); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	})
+	c := newClient(t, f.URL())
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i >= 30 {
+				// Read as an answer without body (so the connection's
+				// framing holds for the calls behind it), which the reset
+				// then fails to decode.
+				if _, err := c.Reset(ctx, "q"); err == nil || !strings.Contains(err.Error(), "decoding the answer") {
+					errs <- fmt.Errorf("reset answered 204: %v", err)
+				}
+				return
+			}
+			switch i % 3 {
+			case 0:
+				res, err := c.Push(ctx, "q", []any{i}, PushOptions{})
+				if err != nil || res.Pushed != 1 {
+					errs <- fmt.Errorf("push: %+v %v", res, err)
+				}
+			case 1:
+				res, err := c.Pop(ctx, "q", PopOptions{})
+				if err != nil || len(res.Messages) != 1 || res.Messages[0].ID != "e:1:P:1" || res.Messages[0].Attempts != 2 || string(res.Messages[0].Payload) != `{"s":"]}\"{["}` {
+					errs <- fmt.Errorf("pop: %+v %v", res, err)
+				}
+			default:
+				res, err := c.Queues(ctx)
+				if err != nil || res.Count != 1 || len(res.Queues) != 1 || res.Queues[0].Queue != "a" || res.CellBytes != 10 {
+					errs <- fmt.Errorf("queues: %+v %v", res, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestConnectionCloseFromServer: the scripted server answers the first
+// request of each connection with "Connection: close" and closes it,
+// ignoring whatever was pipelined behind: those calls, which the server
+// never read, are sent again on a fresh connection, pushes included.
+func TestConnectionCloseFromServer(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		served.Add(1)
+		time.Sleep(2 * time.Millisecond) // let more calls pile up behind it
+		_, _ = io.WriteString(nc, response(201, "Connection: close\r\n", `{"pushed":1}`))
+		// A lingering close, as servers do: closing with unread requests
+		// would reset the connection and could destroy the answer.
+		_ = nc.(*net.TCPConn).CloseWrite()
+		_ = nc.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = io.Copy(io.Discard, br)
+	})
+	c := newClient(t, f.URL())
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if res, err := c.Push(ctx, "q", []any{1}, PushOptions{}); err != nil || res.Pushed != 1 {
+				failed.Add(1)
+				t.Errorf("push: %+v %v", res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if served.Load() != 12 {
+		t.Fatalf("the server applied %d pushes, want 12 (once each)", served.Load())
+	}
+	t.Logf("%d connections for 12 pushes", f.conns.Load())
+}
+
+// TestConnectionCloseFromBroker: the real broker closes the connection after
+// refusing a body over QUEEN_MAX_BODY_BYTES; the client reports the 400 and
+// the next calls go through.
+func TestConnectionCloseFromBroker(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_MAX_BODY_BYTES": "4096"})
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	_, err := c.Push(ctx, "q", []any{strings.Repeat("x", 8000)}, PushOptions{})
+	wantCode(t, "a body over the broker's bound", err, 400, CodeBadRequest)
+	for i := range 3 {
+		if res, err := c.Push(ctx, "q", []any{i}, PushOptions{}); err != nil || res.Pushed != 1 {
+			t.Fatalf("push %d after the close: %+v %v", i, res, err)
+		}
+	}
+	if d, err := c.Depth(ctx, "q", DepthOptions{}); err != nil || d.Pending != 3 {
+		t.Fatalf("depth: %+v %v", d, err)
+	}
+}
+
+// TestSlowServer: a large answer trickled in small pieces is read whole; a
+// trickle that outlasts WithTimeout fails with a timeout, never a hang.
+func TestSlowServer(t *testing.T) {
+	t.Parallel()
+	payload := `"` + strings.Repeat("y", 256<<10) + `"`
+	body := `{"queue":"q","messages":[{"id":"e:1:Default:1","partition":"Default","attempts":0,"payload":` + payload + `}]}`
+	ans := response(200, "", body)
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			for i := 0; i < len(ans); i += 16 << 10 {
+				if _, err := io.WriteString(nc, ans[i:min(i+16<<10, len(ans))]); err != nil {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	ctx := testCtx(t)
+	c := newClient(t, f.URL())
+	res, err := c.Pop(ctx, "q", PopOptions{})
+	if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != payload {
+		t.Fatalf("trickled pop: %v", err)
+	}
+	short := newClient(t, f.URL(), WithTimeout(50*time.Millisecond))
+	start := time.Now()
+	_, err = short.Pop(ctx, "q", PopOptions{})
+	if err == nil || !isTimeout(err) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a trickle past the timeout: %v after %v", err, time.Since(start))
+	}
+	// The connection that timed out was dropped: the next call works.
+	short2 := newClient(t, f.URL(), WithTimeout(5*time.Second))
+	if _, err := short2.Pop(ctx, "q", PopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConnectionResetDuringParkedPop: the server resets the connection (RST)
+// under a parked pop: the pop fails at once with a transport error (not an
+// *Error), the request is not repeated, and the next pop works.
+func TestConnectionResetDuringParkedPop(t *testing.T) {
+	t.Parallel()
+	var pops atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if pops.Add(1) == 1 {
+				time.Sleep(100 * time.Millisecond) // parked
+				_ = nc.(*net.TCPConn).SetLinger(0)
+				return // close with linger 0: RST
+			}
+			_ = req
+			_, _ = io.WriteString(nc, response(200, "", `{"queue":"q","messages":[]}`))
+		}
+	})
+	c := newClient(t, f.URL())
+	ctx := testCtx(t)
+	start := time.Now()
+	_, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: 10 * time.Second})
+	if err == nil || CodeOf(err) != "" || time.Since(start) > 5*time.Second {
+		t.Fatalf("pop under a reset: %v after %v", err, time.Since(start))
+	}
+	if !strings.Contains(err.Error(), "may have applied") {
+		t.Fatalf("the error does not say the pop may have been applied: %v", err)
+	}
+	if pops.Load() != 1 {
+		t.Fatalf("the pop was sent %d times, want once", pops.Load())
+	}
+	res, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second})
+	if err != nil || len(res.Messages) != 0 {
+		t.Fatalf("pop after the reset: %+v %v", res, err)
+	}
+}
+
+// TestBrokerRestartedMidRequest: the broker is killed under a parked pop,
+// a parked Request and a pipelined push: each fails promptly with an
+// error; once the broker is back on the same port the same client works,
+// its idle connections to the old process detected and dropped.
+func TestBrokerRestartedMidRequest(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	// Warm connections of both kinds: three exclusive ones, so one stays
+	// at rest across the restart (the parked pop and Request take two).
+	if _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var warm sync.WaitGroup
+	for range 3 {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			if _, err := c.Pop(ctx, "warm", PopOptions{Wait: true, Timeout: 100 * time.Millisecond}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	warm.Wait()
+	errs := make(chan error, 2)
+	go func() {
+		_, err := c.Pop(ctx, "empty", PopOptions{Wait: true, Timeout: 20 * time.Second})
+		errs <- err
+	}()
+	go func() {
+		_, err := c.Request(ctx, "nobody", 1, RequestOptions{Timeout: 20 * time.Second})
+		errs <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	b.Kill()
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err == nil || CodeOf(err) != "" || errors.Is(err, ErrRequestTimeout) {
+				t.Fatalf("a parked call under a killed broker answered %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a parked call hung after the broker died")
+		}
+	}
+	t.Logf("parked calls failed %v after the kill", time.Since(start))
+	port, _ := strconv.Atoi(b.URL()[strings.LastIndexByte(b.URL(), ':')+1:])
+	b.StartOn(t, port)
+	if res, err := c.Push(ctx, "q", []any{2}, PushOptions{}); err != nil || res.Pushed != 1 {
+		t.Fatalf("push after the restart: %+v %v", res, err)
+	}
+	res, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second})
+	if err != nil || len(res.Messages) != 1 {
+		t.Fatalf("waiting pop after the restart: %+v %v", res, err)
+	}
+	if _, err := c.Request(ctx, "nobody", 1, RequestOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrRequestTimeout) {
+		t.Fatalf("request after the restart: %v", err)
+	}
+	if _, err := c.Queues(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPushNotRepeatedAfterLostAnswer: the server reads a push and closes
+// without answering: the push may have been applied, so it is reported,
+// not sent again. A listing (safe to repeat) in the same position is sent
+// again and succeeds.
+func TestPushNotRepeatedAfterLostAnswer(t *testing.T) {
+	t.Parallel()
+	var pushes, listings atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if strings.HasSuffix(req.target, "/push") {
+				if pushes.Add(1) == 1 {
+					return // applied, answer lost
+				}
+				_, _ = io.WriteString(nc, response(201, "", `{"pushed":1}`))
+				continue
+			}
+			if listings.Add(1) == 1 {
+				return
+			}
+			_, _ = io.WriteString(nc, response(200, "", `{"queues":[],"count":0,"cellBytes":0}`))
+		}
+	})
+	c := newClient(t, f.URL())
+	ctx := testCtx(t)
+	_, err := c.Push(ctx, "q", []any{1}, PushOptions{})
+	if err == nil || !strings.Contains(err.Error(), "may have applied") || pushes.Load() != 1 {
+		t.Fatalf("push with a lost answer: %v, sent %d times", err, pushes.Load())
+	}
+	if _, err := c.Queues(ctx); err != nil || listings.Load() != 2 {
+		t.Fatalf("listing with a lost answer: %v, sent %d times", err, listings.Load())
+	}
+	if _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailoverBetweenURLs: the first URL refuses connections; every kind of
+// call (shared, waiting pop, Request's pair) goes to the second, which
+// becomes the one in use.
+func TestFailoverBetweenURLs(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	port, err := brokertest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("http://127.0.0.1:%d", port)
+	ctx := testCtx(t)
+	for _, first := range []string{"push", "pop", "request"} {
+		c := newClient(t, dead, WithURLs(b.URL()))
+		switch first {
+		case "push":
+			if _, err := c.Push(ctx, "fo", []any{1}, PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "pop":
+			if _, err := c.Pop(ctx, "fo", PopOptions{Wait: true, Timeout: 100 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+		case "request":
+			_, err := c.Request(ctx, "nobody", 1, RequestOptions{Timeout: 100 * time.Millisecond})
+			if !errors.Is(err, ErrRequestTimeout) {
+				t.Fatalf("request through failover: %v", err)
+			}
+		}
+		if c.URL() != b.URL() {
+			t.Fatalf("after a %s the client is on %s, want %s", first, c.URL(), b.URL())
+		}
+	}
+}
+
+// TestResetDuringParkedPop: a reset of the queue a pop is parked on leaves
+// the pop parked; the next push wakes it.
+func TestResetDuringParkedPop(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	if _, err := c.Push(ctx, "parked", []any{"old"}, PushOptions{Partition: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *PopResult, 1)
+	go func() {
+		res, err := c.Pop(ctx, "parked", PopOptions{Partition: "p", Wait: true, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- res
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if res, err := c.Reset(ctx, "parked"); err != nil || res.Dropped != 1 {
+		t.Fatalf("reset: %+v %v", res, err)
+	}
+	select {
+	case res := <-got:
+		t.Fatalf("the reset ended the parked pop: %+v", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := c.Push(ctx, "parked", []any{"new"}, PushOptions{Partition: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-got:
+		if res == nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != `"new"` {
+			t.Fatalf("woken pop: %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the push did not wake the parked pop")
+	}
+}
+
+// TestChunkedListing: above 256 queues the broker streams the listing
+// chunked; it decodes whole, and calls pipelined behind it are answered.
+func TestChunkedListing(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	const n = 300
+	for i := range n {
+		if _, err := c.Push(ctx, fmt.Sprintf("q-%03d", i), []any{i}, PushOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			res, err := c.Queues(ctx)
+			if err != nil || res.Count != n || len(res.Queues) != n {
+				t.Errorf("listing: count %d, %d entries, %v", res.Count, len(res.Queues), err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if d, err := c.Depth(ctx, "q-007", DepthOptions{}); err != nil || d.Pending != 1 {
+				t.Errorf("depth behind the listing: %+v %v", d, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestRequestRefusedPush: a Request whose push is refused answers the
+// push's refusal; the pop written with it is dropped with its connection.
+func TestRequestRefusedPush(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	if _, err := c.Configure(ctx, "full", QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "full", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := c.Request(ctx, "full", 2, RequestOptions{Timeout: 10 * time.Second})
+	wantCode(t, "a request to a full queue", err, 429, CodeQueueFull)
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("the refused request took %v", time.Since(start))
+	}
+	// The pop written with the push reached the broker and made the inbox
+	// (implicit, empty: collected when idle, DESIGN.md D8); its connection
+	// was closed, so nothing waits on it and the client goes on.
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs.Queues {
+		if strings.HasPrefix(q.Queue, "inbox-") && (q.Tier != "implicit" || q.Depth != 0) {
+			t.Fatalf("inbox after a refused request: %+v", q)
+		}
+	}
+	if _, err := c.Request(ctx, "nobody", 1, RequestOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrRequestTimeout) {
+		t.Fatalf("the next request: %v", err)
+	}
+}
+
+// TestAlive: an idle connection the peer closed is seen as gone before it
+// is reused; one still open is kept.
+func TestAlive(t *testing.T) {
+	t.Parallel()
+	closeIt := make(chan struct{})
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		if n == 1 {
+			<-closeIt
+			return
+		}
+		_, _ = br.ReadByte()
+	})
+	open, err := net.Dial("tcp", f.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if !alive(open) {
+		t.Fatal("an open idle connection is reported gone")
+	}
+	close(closeIt)
+	deadline := time.Now().Add(2 * time.Second)
+	for alive(open) {
+		if time.Now().After(deadline) {
+			t.Fatal("a connection the peer closed is still reported alive")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCancelledCalls: a caller's context still ends its call: a waiting pop
+// on its own connection, and a short call pipelined on a shared one whose
+// answer comes late (the connection's reader recycles it).
+func TestCancelledCalls(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			<-release
+			_, _ = io.WriteString(nc, response(200, "", `{"queue":"q","messages":[]}`))
+		}
+	})
+	c := newClient(t, f.URL())
+	for _, wait := range []bool{true, false} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		_, err := c.Pop(ctx, "q", PopOptions{Wait: wait, Timeout: 10 * time.Second})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+			t.Fatalf("wait %v: %v after %v", wait, err, time.Since(start))
+		}
+	}
+	close(release)
+	ctx := testCtx(t)
+	if _, err := c.Pop(ctx, "q", PopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWithHTTPClientAndPrefix: WithHTTPClient routes every call through
+// net/http, Request included; a path prefix reaches the broker through a
+// proxy that strips it, on both transports.
+func TestWithHTTPClientAndPrefix(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	var proxied atomic.Int32
+	proxy := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		up, err := net.Dial("tcp", strings.TrimPrefix(b.URL(), "http://"))
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		go func() { _, _ = io.Copy(nc, up) }()
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if !strings.HasPrefix(req.RequestURI, "/queen/api/") {
+				return
+			}
+			proxied.Add(1)
+			req.RequestURI = ""
+			req.URL.Path = strings.TrimPrefix(req.URL.Path, "/queen")
+			req.URL.RawPath = ""
+			if err := req.Write(up); err != nil {
+				return
+			}
+		}
+	})
+	ctx := testCtx(t)
+	hc := &http.Client{Transport: &http.Transport{}}
+	for _, opts := range [][]Option{nil, {WithHTTPClient(hc)}} {
+		c := newClient(t, proxy.URL()+"/queen/", opts...)
+		if _, err := c.Push(ctx, "px", []any{json.RawMessage(`{ "a" : 1 }`)}, PushOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Pop(ctx, "px", PopOptions{Wait: true, Timeout: time.Second, AutoAck: true})
+		if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != `{"a":1}` {
+			t.Fatalf("pop through the prefix: %+v %v", res, err)
+		}
+		if _, err := c.Request(ctx, "nobody", 1, RequestOptions{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrRequestTimeout) {
+			t.Fatalf("request through the prefix: %v", err)
+		}
+	}
+	if proxied.Load() < 8 {
+		t.Fatalf("%d requests through the proxy", proxied.Load())
+	}
+}
+
+// TestSharedConnectionsBounded: a burst of first calls dials at most
+// maxShared shared connections (the rest go exclusive and rest in the
+// pool), and the pool then serves from those.
+func TestSharedConnectionsBounded(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Push(ctx, "burst", []any{i}, PushOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	p := c.eps[0].(*pool)
+	p.mu.Lock()
+	shared, idle := len(p.shared), len(p.idle)
+	p.mu.Unlock()
+	if shared < 1 || shared > maxShared || idle > maxIdle {
+		t.Fatalf("%d shared connections (at most %d), %d idle", shared, maxShared, idle)
+	}
+	if d, err := c.Depth(ctx, "burst", DepthOptions{}); err != nil || d.Pending != 64 {
+		t.Fatalf("depth: %+v %v", d, err)
+	}
+	t.Logf("%d shared, %d idle exclusive connections after a burst of 64", shared, idle)
+}
+
+// TestCloseEndsConnections: after Close, a connection that carried a call
+// when Close came is closed once the call is answered; the client still
+// answers calls made after Close (except pushes, ErrClosed).
+func TestCloseEndsConnections(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var open atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		open.Add(1)
+		defer open.Add(-1)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			<-gate
+			_, _ = io.WriteString(nc, response(200, "", `{"queues":[],"count":0,"cellBytes":0}`))
+		}
+	})
+	c, err := New(f.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	done := make(chan error, 1)
+	go func() { _, err := c.Queues(ctx); done <- err }()
+	for open.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("the call in flight at Close: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection stayed open after its call was answered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := c.Queues(ctx); err != nil {
+		t.Fatalf("a listing after Close: %v", err)
+	}
+	if _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a push after Close: %v", err)
+	}
+}
