@@ -102,7 +102,7 @@ func (e *Engine) Delete(tenant, queue string) (bool, error) {
 	if q == nil {
 		return false, nil
 	}
-	return q.remove(false), nil
+	return q.remove(-1), nil
 }
 
 // DropContents empties a queue as an ownership move does (D17): like Reset,
@@ -112,9 +112,10 @@ func (e *Engine) DropContents(tenant, queue string) int64 {
 	return n
 }
 
-// remove kills q: with onlyIfIdle it first checks, under every lock, that
-// the queue is an implicit one that is still collectable (D8).
-func (q *Queue) remove(onlyIfIdle bool) bool {
+// remove kills q: with idle >= 0 it first checks, under every lock, that
+// the queue is an implicit one still collectable after that idle time
+// (Queue.idleFor); idle < 0 removes it whatever it holds (delete).
+func (q *Queue) remove(idle int64) bool {
 	e := q.e
 	q.mu.Lock()
 	if q.dead.Load() {
@@ -130,7 +131,7 @@ func (q *Queue) remove(onlyIfIdle bool) bool {
 			p.mu.Unlock()
 		}
 	}
-	if onlyIfIdle && !q.collectable(e.nowNanos()) {
+	if idle >= 0 && !q.idleFor(e.nowNanos(), idle) {
 		unlockAll()
 		q.mu.Unlock()
 		return false

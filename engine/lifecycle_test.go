@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +285,63 @@ func TestDropCountersStartAtZero(t *testing.T) {
 		if h.e.Drops(c) != 0 {
 			t.Fatalf("%v drops %d at start", c, h.e.Drops(c))
 		}
+	}
+}
+
+// engine.md (empty inboxes under memory pressure): past 3/4 of the broker
+// total, empty implicit queues quiet for a second are collected without
+// waiting for ImplicitIdle; below it, and for a queue that holds a message,
+// has a parked pop or is declared, nothing changes.
+func TestEmptyInboxesCollectedEarlyUnderBrokerPressure(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("declared", OptionSet{})
+	h.push("unread", "", "reply")
+	h.park(PopRequest{Queue: "waiting", Timeout: time.Hour})
+	for i := range 100 {
+		q := "inbox-" + strconv.Itoa(i)
+		h.push(q, "", "reply")
+		h.pop(PopRequest{Queue: q, AutoAck: true})
+	}
+	h.advance(2 * time.Second)
+	if n := len(h.e.Queues("default", nil)); n != 103 {
+		t.Fatalf("%d queues below the pressure mark, want all 103 kept", n)
+	}
+	h.e.cfg.MaxBytes = h.e.CellBytes() * 5 / 4 // the footprint is now 4/5 of it
+	h.advance(h.e.cfg.SweepEvery)
+	var left []string
+	for _, q := range h.e.Queues("default", nil) {
+		left = append(left, q.Name)
+	}
+	if strings.Join(left, ",") != "declared,unread,waiting" {
+		t.Fatalf("under pressure the queues left are %v, want declared, unread and waiting", left)
+	}
+	// A queue quiet for less than a second stays.
+	h.push("fresh", "", "x")
+	h.pop(PopRequest{Queue: "fresh", AutoAck: true})
+	h.e.cfg.MaxBytes = h.e.CellBytes() * 5 / 4
+	h.advance(h.e.cfg.SweepEvery / 2)
+	h.e.Sweep(h.e.nowNanos())
+	if !h.listed("fresh") {
+		t.Fatal("an inbox quiet for half a second was collected")
+	}
+}
+
+// engine.md (empty inboxes under memory pressure): a tenant past 3/4 of its
+// own allowance has its empty inboxes collected early; another tenant's stay.
+func TestEmptyInboxesCollectedEarlyUnderTenantPressure(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, tenant := range []string{"a", "b"} {
+		if _, err := h.e.Push(tenant, "inbox", "", [][]byte{[]byte("1")}); err != nil {
+			t.Fatal(err)
+		}
+		var c collector
+		if _, _, err := h.e.Pop(&PopRequest{Tenant: tenant, Queue: "inbox", AutoAck: true}, &c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.e.SetTenantLimits("a", tenantFootprint(h.e, "a")*5/4, 0)
+	h.advance(2 * time.Second)
+	if len(h.e.Queues("a", nil)) != 0 || len(h.e.Queues("b", nil)) != 1 {
+		t.Fatalf("queues of a: %d, of b: %d; want a's inbox collected, b's kept", len(h.e.Queues("a", nil)), len(h.e.Queues("b", nil)))
 	}
 }

@@ -85,7 +85,14 @@ func (s *sweeper) Fire(now int64) {
 // every SweepEvery; tests may call it directly.
 func (e *Engine) Sweep(now int64) {
 	groupIdle := int64(e.cfg.GroupIdle)
+	brokerPressed := pressed(e.footprint.Load(), e.cfg.MaxBytes)
 	e.tenants.Range(func(_ string, t *tenant) bool {
+		// Under memory pressure an empty implicit queue goes once it has
+		// been quiet for spareIdle rather than ImplicitIdle.
+		idle := int64(e.cfg.ImplicitIdle)
+		if brokerPressed || pressed(t.footprint.Load(), t.maxBytes.Load()) {
+			idle = min(idle, spareIdle)
+		}
 		t.queues.Range(func(_ string, q *Queue) bool {
 			for _, g := range q.groupList() {
 				if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
@@ -93,8 +100,8 @@ func (e *Engine) Sweep(now int64) {
 					break
 				}
 			}
-			if q.collectable(now) {
-				q.remove(true)
+			if q.idleFor(now, idle) {
+				q.remove(idle)
 			}
 			return true
 		})
@@ -106,13 +113,32 @@ func (e *Engine) Sweep(now int64) {
 	e.sweep.returnMemory(now)
 }
 
-// collectable says whether q is an implicit queue that has been idle for
-// ImplicitIdle with nothing pending and no parked pop (D8).
-func (q *Queue) collectable(now int64) bool {
+// Early collection under memory pressure (docs/engine.md, "Empty inboxes
+// under memory pressure"). A request/reply load that mints an inbox per
+// request leaves an empty implicit queue behind each (about 1 KiB of
+// charges, queue, partition, cursor), which D8 keeps for 300 s: at the
+// default budget a sustained 1,000 requests/s would fill it with empty
+// inboxes within five minutes, and every push after that would be refused.
+// An empty implicit queue holds nothing the contract keeps, so once the
+// footprint passes 3/4 of a budget (the broker total, or a tenant's
+// allowance for its own queues) the sweep collects those quiet for
+// spareIdle: recreated by the next push or pop that names it, an inbox
+// loses nothing but its place in the listing.
+const spareIdle = int64(time.Second)
+
+// pressed reports whether footprint has passed 3/4 of max (0: no bound).
+func pressed(footprint, max int64) bool {
+	return max > 0 && footprint > max-max/4
+}
+
+// idleFor says whether q is an implicit queue with nothing pending and no
+// parked pop that has been idle for idle: ImplicitIdle (D8), or spareIdle
+// under memory pressure.
+func (q *Queue) idleFor(now, idle int64) bool {
 	return !q.declared.Load() &&
 		q.parked.Load() == 0 &&
 		q.length.Load()-q.reclaimN.Load() == 0 &&
-		now-q.lastActive.Load() >= int64(q.e.cfg.ImplicitIdle)
+		now-q.lastActive.Load() >= idle
 }
 
 // forgetIdle drops the groups of q that have neither popped nor acked for
