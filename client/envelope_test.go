@@ -1,0 +1,63 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// FuzzParseRequest: the hand-written envelope reader answers what
+// encoding/json answers, for every payload, or leaves it to encoding/json.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"replyTo":"inbox-1","payload":{"name":"alice"}}`,
+		` { "payload" : [1, "]}"] , "replyTo" : "inbox-2", "extra": {"k": null} } `,
+		`{"replyTo":"a\"b","payload":1}`,
+		`{"ReplyTo":"inbox-3","payload":2}`,
+		`{"replyTo":"x","replyTo":"y","payload":null}`,
+		`{"replyTo":"inbox-\xff","payload":"s"}`,
+		`{"replyTo":"","payload":1}`,
+		`{"payload":tru}`,
+		`[1,2]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := ParseRequest(Message{Payload: data})
+		var want RequestEnvelope
+		wantErr := json.Unmarshal(data, &want)
+		if wantErr == nil && want.ReplyTo == "" {
+			wantErr = errors.New("no replyTo")
+		}
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%s: error %v, encoding/json's %v", data, gotErr, wantErr)
+		}
+		if gotErr == nil && (got.ReplyTo != want.ReplyTo || !bytes.Equal(got.Payload, want.Payload)) {
+			t.Fatalf("%s: %q %s, encoding/json's %q %s", data, got.ReplyTo, got.Payload, want.ReplyTo, want.Payload)
+		}
+	})
+}
+
+// BenchmarkParseRequest is what a responder pays to read each request.
+func BenchmarkParseRequest(b *testing.B) {
+	m := Message{Payload: json.RawMessage(`{"replyTo":"inbox-0123456789abcdef0123456789abcdef","payload":"t0000000000000001xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRequest(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseRequestReflect is what it cost with encoding/json alone.
+func BenchmarkParseRequestReflect(b *testing.B) {
+	m := Message{Payload: json.RawMessage(`{"replyTo":"inbox-0123456789abcdef0123456789abcdef","payload":"t0000000000000001xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		var env RequestEnvelope
+		if err := json.Unmarshal(m.Payload, &env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
