@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/queenmq/ephemeral/client"
@@ -85,8 +86,16 @@ func (b *brokerSDK) rrServe(ctx context.Context, _, batch int, ready func()) err
 	// The first pop parks on the queue; requests pushed before it waits in
 	// the queue, so the responder is ready at once.
 	ready()
-	errs := make(chan error, batch)
+	// Each reply goes out on a goroutine of its own, as a Go service would
+	// answer, and the next pop leaves without waiting for them: up to
+	// 4 batches of replies may be in flight (the semaphore), as a consume
+	// loop with that concurrency would allow.
+	slots := make(chan struct{}, 4*batch)
+	var failed atomic.Pointer[error]
 	for ctx.Err() == nil {
+		if p := failed.Load(); p != nil {
+			return fmt.Errorf("reply: %w", *p)
+		}
 		res, err := c.Pop(ctx, b.queue, client.PopOptions{Batch: batch, Wait: true, Timeout: time.Second, AutoAck: true})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -94,20 +103,14 @@ func (b *brokerSDK) rrServe(ctx context.Context, _, batch int, ready func()) err
 			}
 			return fmt.Errorf("pop: %w", err)
 		}
-		// The replies of a batch go out concurrently, as a JS responder's
-		// Promise.all does: an SDK that pipelines concurrent calls sends
-		// them together.
 		for _, m := range res.Messages {
-			go func() { errs <- c.Reply(ctx, m, b.reply) }()
-		}
-		var first error
-		for range res.Messages {
-			if err := <-errs; err != nil && first == nil {
-				first = err
-			}
-		}
-		if first != nil && ctx.Err() == nil {
-			return fmt.Errorf("reply: %w", first)
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots }()
+				if err := c.Reply(ctx, m, b.reply); err != nil && ctx.Err() == nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			}()
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,7 @@ func main() {
 		table     = flag.Bool("table", false, "print the comparison table of the JSON reports named as arguments, and run nothing")
 		sdkTable  = flag.Bool("sdk-table", false, "print the SDK table (make bench-sdk) of the reports and JavaScript result lines named as arguments, and run nothing")
 		quiet     = flag.Bool("q", false, "no progress line")
+		cpuProf   = flag.String("cpuprofile", "", "write the load tool's own CPU profile here (to see what a client costs)")
 	)
 	for _, t := range bench.Targets {
 		addrs[t] = flag.String(t+"-addr", bench.DefaultAddr[t], "address of "+t+" when several targets run")
@@ -74,6 +76,15 @@ func main() {
 	if !*quiet {
 		cfg.Progress = os.Stderr
 	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fatal(err.Error())
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err.Error())
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
@@ -101,6 +112,7 @@ func main() {
 			}
 		}
 	}
+	pprof.StopCPUProfile() // before any exit below; a no-op without -cpuprofile
 	if *out != "" {
 		if err := bench.WriteReport(*out, report); err != nil {
 			fatal(err.Error())
