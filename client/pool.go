@@ -287,6 +287,7 @@ func (p *pool) pickShared(ctx context.Context) (*sharedConn, error) {
 	p.shared = append(p.shared, s)
 	s.pending.Add(1)
 	go s.readLoop(p)
+	go s.writeLoop()
 	return s, nil
 }
 

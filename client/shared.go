@@ -10,11 +10,13 @@ import (
 )
 
 // sharedConn pipelines short calls (never a waiting pop) on one
-// connection. Callers append their request to wbuf; the first of them to
-// find no write under way writes, and keeps writing what the others
-// appended meanwhile, so calls issued together leave in one write. One
-// reader goroutine reads the answers and matches them to the calls in
-// FIFO order (ring).
+// connection. Callers append their request to wbuf and wake the writer
+// goroutine, which writes everything appended until it finds wbuf empty:
+// calls issued together (a responder's replies to a batch) leave in one
+// write. Writing from the caller's goroutine instead cost a write per call
+// there, because each caller found the previous write already done (the
+// pattern nats.go's flusher avoids the same way). One reader goroutine
+// reads the answers and matches them to the calls in FIFO order (ring).
 //
 // Invariants: ring holds exactly the calls written or being written and
 // not yet answered, in write order; a call enters ring in the same
@@ -32,12 +34,13 @@ type sharedConn struct {
 	ring        [maxPipeline]*call
 	head, n     int
 	wbuf, spare []byte
-	writing     bool
-	dead        bool
+	writing     bool          // the writer was woken and has not yet found wbuf empty
+	dead        bool          // set once, with kick closed (markDead)
+	kick        chan struct{} // wakes the writer; closed when the connection dies
 }
 
 func newSharedConn(w *wireConn) *sharedConn {
-	s := &sharedConn{w: w}
+	s := &sharedConn{w: w, kick: make(chan struct{}, 1)}
 	_ = w.nc.SetReadDeadline(time.Now().Add(idleTimeout))
 	return s
 }
@@ -58,31 +61,46 @@ func (s *sharedConn) send(p *pool, c *call) bool {
 		_ = s.w.nc.SetReadDeadline(c.deadline)
 	}
 	s.wbuf = appendRequest(s.wbuf, c.method, p.prefix, c.target, p.head, c.body, c.hasBody)
-	if s.writing {
-		s.mu.Unlock()
-		return true
+	if !s.writing {
+		s.writing = true
+		s.kick <- struct{}{} // never blocks: only a writing=false -> true change sends
 	}
-	s.writing = true
-	for len(s.wbuf) > 0 {
-		buf := s.wbuf
-		s.wbuf = s.spare[:0]
-		s.mu.Unlock()
-		_, err := s.w.nc.Write(buf)
+	s.mu.Unlock()
+	return true
+}
+
+// writeLoop writes what callers append until the connection dies.
+func (s *sharedConn) writeLoop() {
+	for range s.kick {
 		s.mu.Lock()
-		s.spare = buf[:0]
-		if err != nil {
-			s.wbuf = s.wbuf[:0]
-			s.dead = true
-			break
+		for len(s.wbuf) > 0 && !s.dead {
+			buf := s.wbuf
+			s.wbuf = s.spare[:0]
+			s.mu.Unlock()
+			_, err := s.w.nc.Write(buf)
+			s.mu.Lock()
+			s.spare = buf[:0]
+			if err != nil {
+				s.wbuf = s.wbuf[:0]
+				s.markDead()
+			}
+		}
+		s.writing = false
+		dead := s.dead
+		s.mu.Unlock()
+		if dead {
+			_ = s.w.nc.Close() // the reader fails every call in ring
 		}
 	}
-	s.writing = false
-	dead := s.dead
-	s.mu.Unlock()
-	if dead {
-		_ = s.w.nc.Close() // the reader fails every call in ring
+}
+
+// markDead (under mu) ends the connection for callers: no call enters it
+// any more, and the writer stops.
+func (s *sharedConn) markDead() {
+	if !s.dead {
+		s.dead = true
+		close(s.kick)
 	}
-	return true
 }
 
 // readLoop reads answers until the connection fails, is closed by the
@@ -93,7 +111,7 @@ func (s *sharedConn) readLoop(p *pool) {
 			if isTimeout(err) {
 				s.mu.Lock()
 				if s.n == 0 {
-					s.dead = true // idle too long
+					s.markDead() // idle too long
 					s.mu.Unlock()
 					s.fail(p, err, false)
 					return
@@ -131,7 +149,7 @@ func (s *sharedConn) readLoop(p *pool) {
 		s.head = (s.head + 1) % maxPipeline
 		s.n--
 		if ans.close {
-			s.dead = true
+			s.markDead()
 		} else if s.n > 0 {
 			_ = s.w.nc.SetReadDeadline(s.ring[s.head].deadline)
 		} else {
@@ -155,7 +173,7 @@ func (s *sharedConn) readLoop(p *pool) {
 // the oldest call's answer had arrived).
 func (s *sharedConn) fail(p *pool, err error, headStarted bool) {
 	s.mu.Lock()
-	s.dead = true
+	s.markDead()
 	calls := make([]*call, 0, s.n)
 	for s.n > 0 {
 		calls = append(calls, s.ring[s.head])
@@ -199,7 +217,7 @@ func (s *sharedConn) quiesce(p *pool) bool {
 // shut closes a connection nothing is using (Close, closeIdle).
 func (s *sharedConn) shut() {
 	s.mu.Lock()
-	s.dead = true
+	s.markDead()
 	s.mu.Unlock()
 	_ = s.w.nc.Close()
 }
