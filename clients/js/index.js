@@ -74,6 +74,8 @@ export class ClosedError extends Error {
   }
 }
 
+const noop = () => {}
+
 const sleep = (ms, signal) => new Promise((resolve) => {
   if (signal?.aborted) return resolve()
   const t = setTimeout(done, ms)
@@ -233,12 +235,12 @@ export class Queen {
       const left = Math.max(1, deadline - Date.now())
       const push = conn.send(t.call(pool, 'POST', pushPath, pushBody, this.timeout, signal, false))
       let pop = conn.send(t.call(pool, 'GET', popPath(left), undefined, left + this.timeout, signal, false))
+      pop.catch(noop) // awaited below unless the push fails first
       try {
         let res
         try {
           res = await push
         } catch (err) {
-          pop.catch(() => {})
           // Provably unsent (a failed dial, a connection the server was
           // closing): safe to send again, on the next URL after a dial failure.
           if (err instanceof ConnectionError && !signal?.aborted && !err.sent) {
@@ -248,7 +250,6 @@ export class Queen {
           throw err
         }
         if (res.status < 200 || res.status > 299) {
-          pop.catch(() => {})
           conn.destroy()
           this._answer(res, 'POST', pushPath)
         }

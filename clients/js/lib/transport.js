@@ -166,7 +166,7 @@ class Conn {
     this.pool.drop(this)
     const calls = this.calls
     this.calls = []
-    const code = this.err?.code ?? 'ECONNRESET'
+    const code = this.err?.code ?? 'ECONNCLOSED' // closed cleanly (a FIN), no socket error
     for (let i = 0; i < calls.length; i++) {
       const c = calls[i]
       if (c.done) continue

@@ -170,7 +170,7 @@ test('a flush that finally fails is reported, never dropped silently', async (t)
   await e.push('full', [0])
   await e.push('full', [1, 2, 3], { buffered: true })
   await assert.rejects(e.flush(), (err) => {
-    assert.ok(err instanceof FlushError)
+    assert.ok(err instanceof FlushError, `${err?.stack} ${err?.errors?.map(String)}`)
     assert.equal(err.queue, 'full')
     assert.equal(err.messages, 3)
     assert.equal(err.status, 429)
