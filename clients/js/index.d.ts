@@ -47,6 +47,20 @@ export declare class FlushError extends Error {
   readonly cause: unknown
 }
 
+/**
+ * The connection to the broker failed (refused, reset, closed before the answer).
+ * `code` is the socket's (`ECONNREFUSED`, `ECONNRESET`, ...) or `ECONNCLOSED`
+ * for a clean close. `sent` is false only when the call provably never reached
+ * the broker; `dial` is true when the connection was never established.
+ */
+export declare class ConnectionError extends Error {
+  readonly name: 'ConnectionError'
+  readonly code: string
+  readonly sent: boolean
+  readonly dial: boolean
+  readonly cause: unknown
+}
+
 export declare class RequestTimeoutError extends Error {
   readonly name: 'RequestTimeoutError'
   readonly code: 'request_timeout'

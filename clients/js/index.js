@@ -84,13 +84,13 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 })
 
 // Whether a failed call is worth trying again after a pause: a 429 or 503,
-// or a connection failure. `delivered` is false for a call that must not be
-// repeated once it may have reached the broker (a push): then only a
-// connection failure that provably left the call unsent qualifies.
-function retryable (err, repeatable = true) {
+// or a connection failure. The transport itself never repeats a call that
+// may have reached the broker; the two loops that call this do, by their
+// documented contracts: a consume loop's pop (no autoAck: a lost answer only
+// leases), and a buffered push (at-least-once, README "Buffered pushes").
+function retryable (err) {
   if (err instanceof QueenError) return err.temporary
-  if (err instanceof ConnectionError) return repeatable || !err.sent
-  return false
+  return err instanceof ConnectionError
 }
 
 // encodeURIComponent rather than URLSearchParams: same decoding on the
@@ -355,7 +355,7 @@ class PushBuffer {
         backoff = 10
         continue
       } catch (error) {
-        if (!retryable(error, false)) throw { undelivered: rest.length, error } // eslint-disable-line no-throw-literal
+        if (!retryable(error)) throw { undelivered: rest.length, error } // eslint-disable-line no-throw-literal
         let wait = backoff / 2 + Math.random() * backoff / 2
         if (error instanceof QueenError) {
           if (error.retryAfter > 0) wait = error.retryAfter
