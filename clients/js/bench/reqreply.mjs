@@ -3,10 +3,12 @@
 // queen.ephemeral.request() in a loop, S responders doing
 // pop(queue, {wait, batch, autoAck}) + reply(), 64-byte payloads, a fresh
 // inbox per request. Prints round trips/s, p50, p99 and this process's CPU
-// (user+system, process.cpuUsage) per round trip.
+// (user+system, process.cpuUsage) per round trip, and the broker's when the
+// script started it (from /proc).
 //
 //   node bench/reqreply.mjs [--url http://127.0.0.1:6632] [--seconds 5]
 //        [--requesters 32] [--responders 4] [--client ./index.js]
+//        [--pipeline 16] [--connections 4]
 //
 // Without --url it starts a broker of its own (test/broker.js: QUEEN_BIN or
 // `go build ./cmd/queen`) on a free port with a temporary data directory.
@@ -15,7 +17,19 @@
 import { parseArgs } from 'node:util'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { readFileSync } from 'node:fs'
 import { Broker } from '../test/broker.js'
+
+// CPU seconds (user+system) a process has used, from /proc (Linux), or NaN.
+function procCPU (pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    const v = f.slice(f.lastIndexOf(')') + 2).split(' ')
+    return (Number(v[11]) + Number(v[12])) / 100 // clock ticks, USER_HZ 100
+  } catch {
+    return NaN
+  }
+}
 
 const { values: a } = parseArgs({
   options: {
@@ -25,7 +39,9 @@ const { values: a } = parseArgs({
     requesters: { type: 'string', default: '32' },
     responders: { type: 'string', default: '4' },
     client: { type: 'string', default: new URL('../index.js', import.meta.url).pathname },
-    label: { type: 'string' }
+    label: { type: 'string' },
+    pipeline: { type: 'string' },
+    connections: { type: 'string' }
   }
 })
 const { Queen, parseRequest } = await import(pathToFileURL(path.resolve(a.client)).href)
@@ -39,6 +55,9 @@ if (!url) {
 }
 
 const queen = new Queen(url)
+// Transport knobs (this SDK only): calls per shared connection, shared connections per URL.
+if (a.pipeline) queen.transport.pipeline = Number(a.pipeline)
+if (a.connections) queen.transport.connections = Number(a.connections)
 const e = queen.ephemeral
 const queue = 'rr-' + process.pid + '-' + Date.now()
 const payload = 'x'.repeat(64)
@@ -71,12 +90,14 @@ const requesters = Array.from({ length: nReq }, async () => {
 
 await new Promise((resolve) => setTimeout(resolve, Number(a.warmup) * 1000))
 const cpu0 = process.cpuUsage()
+const bcpu0 = broker ? procCPU(broker.proc.pid) : NaN
 const t0 = performance.now()
 measuring = true
 await new Promise((resolve) => setTimeout(resolve, Number(a.seconds) * 1000))
 measuring = false
 const secs = (performance.now() - t0) / 1000
 const cpu = process.cpuUsage(cpu0)
+const bcpu = broker ? procCPU(broker.proc.pid) - bcpu0 : NaN
 stop = true
 await Promise.all(requesters)
 stopResponders = true
@@ -93,4 +114,5 @@ const out = {
   p99ms: +q(0.99).toFixed(2),
   cpuUsPerRoundTrip: +((cpu.user + cpu.system) / count).toFixed(1)
 }
+if (broker) out.brokerCpuUsPerRoundTrip = +(bcpu * 1e6 / count).toFixed(1)
 console.log(JSON.stringify(out))

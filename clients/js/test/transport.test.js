@@ -183,18 +183,15 @@ test('Connection: close from the server: the answer counts, the calls behind it 
       sock.end(answer(201, '{"pushed":1}', 'connection: close\r\n'))
       return
     }
-    if (sock.closing) return
     sock.write(answer(201, JSON.stringify({ pushed: 1, n })))
   })
   const e = client(t, srv.url).ephemeral
   // Issued in one tick: they leave in one write on one connection; the
   // server reads all three but answers only the first and closes, so the
   // other two, pushes included, provably were not processed.
-  const origEnd = net.Socket.prototype.end
   const r = await Promise.all([e.push('q', [1]), e.push('q', [2]), e.queues()])
-  assert.equal(net.Socket.prototype.end, origEnd)
   assert.deepEqual(r[0], { pushed: 1 })
-  assert.ok(r[1].n > 1 && r[2].n > 1)
+  assert.ok(r[1].n > 3 && r[2].n > 3, 'answered by the second connection')
   assert.equal(srv.connections, 2)
 
   // An HTTP/1.0-style answer without a length, ended by the close.
