@@ -227,6 +227,7 @@ export class Queen {
     const pushPath = API + '/push'
     const popPath = (left) => API + '/pop?queue=' + encodeURIComponent(inbox) + '&batch=1&wait=true&timeout=' + left + '&autoAck=true'
     let dials = 0
+    let repeated = false
     for (;;) {
       if (signal?.aborted) throw signal.reason
       const idx = t.current
@@ -244,8 +245,8 @@ export class Queen {
           // Provably unsent (a failed dial, a connection the server was
           // closing): safe to send again, on the next URL after a dial failure.
           if (err instanceof ConnectionError && !signal?.aborted && !err.sent) {
-            if (!err.dial) continue
-            if (++dials < t.pools.length) { t.failover(idx); continue }
+            if (!err.dial && !repeated) { repeated = true; continue }
+            if (err.dial && ++dials < t.pools.length) { t.failover(idx); continue }
           }
           throw err
         }

@@ -6,6 +6,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import net from 'node:net'
+import tls from 'node:tls'
+import { readFileSync } from 'node:fs'
 import { Queen, QueenError, ConnectionError, RequestTimeoutError, Codes, parseRequest } from '../index.js'
 import { ResponseParser } from '../lib/http1.js'
 import { startBroker, freePort } from './broker.js'
@@ -308,4 +310,39 @@ test('the response parser: any split of pipelined answers gives the same answers
     assert.deepEqual(got, want, `pieces of ${size}`)
   }
   assert.throws(() => new ResponseParser(() => {}).feed(Buffer.from('SSH-2.0-x\r\n\r\n')), /malformed/)
+})
+
+test('https: the same transport over TLS, the certificate checked', async (t) => {
+  // A self-signed certificate for 127.0.0.1 and localhost (test/fixtures,
+  // made with openssl req -x509 -newkey ec, valid ten years).
+  const cert = readFileSync(new URL('./fixtures/localhost-cert.pem', import.meta.url))
+  const key = readFileSync(new URL('./fixtures/localhost-key.pem', import.meta.url))
+  let requests = 0
+  const server = tls.createServer({ key, cert }, (sock) => {
+    sock.on('error', () => {})
+    let buf = ''
+    sock.on('data', (d) => {
+      buf += d
+      let end
+      while ((end = buf.indexOf('\r\n\r\n')) >= 0) {
+        const len = +(/content-length: *(\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0)
+        if (buf.length < end + 4 + len) return
+        buf = buf.slice(end + 4 + len)
+        requests++
+        sock.write(answer(201, '{"pushed":1}'))
+      }
+    })
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => server.close())
+  const url = `https://127.0.0.1:${server.address().port}`
+
+  const trusting = client(t, url)
+  trusting.transport.tls = { ca: cert }
+  assert.deepEqual(await Promise.all([trusting.ephemeral.push('q', [1]), trusting.ephemeral.push('q', [2])]), [{ pushed: 1 }, { pushed: 1 }])
+  assert.equal(requests, 2)
+
+  // Without the CA the handshake fails before anything is sent.
+  await assert.rejects(client(t, url).ephemeral.push('q', [1]), (err) => err instanceof ConnectionError && err.dial && !err.sent)
+  assert.equal(requests, 2)
 })
