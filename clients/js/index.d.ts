@@ -197,6 +197,12 @@ export interface ConsumeOptions {
   batch?: number
   /** Each long poll's timeout, ms (default 10,000). */
   wait?: number
+  /**
+   * Pop with autoAck: no ack call per message, at-most-once (a handler that
+   * throws is reported to onError, the message is not redelivered). Made for
+   * request/reply responders. Default false.
+   */
+  autoAck?: boolean
   /** Stops the loop; so does close(). */
   signal?: AbortSignal
   /** Errors the loop survives: failed acks, pops refused with 429/503. */

@@ -530,10 +530,12 @@ export class Ephemeral {
   /**
    * Pop queue with long polls and run `handler(message, {signal})` on each,
    * at most `concurrency` at once; acks `completed` when it resolves and
-   * `failed` when it throws. Resolves when `signal` aborts or the client
+   * `failed` when it throws. With `autoAck` the pops ack what they take
+   * (at-most-once, no ack call per message: request/reply responders, whose
+   * requesters time out anyway) and a handler's failure goes to `onError`. Resolves when `signal` aborts or the client
    * closes, after the handlers in flight have settled and been acked.
    */
-  async consume (queue, handler, { group, partition, concurrency = 1, batch, wait = 10000, signal, onError } = {}) {
+  async consume (queue, handler, { group, partition, concurrency = 1, batch, wait = 10000, autoAck = false, signal, onError } = {}) {
     const stop = AbortSignal.any([this.queen.closeController.signal, ...(signal ? [signal] : [])])
     const inflight = new Set()
     const stopped = new Promise((resolve) => {
@@ -551,7 +553,7 @@ export class Ephemeral {
         const free = Math.min(concurrency - inflight.size, maxBatch)
         let res
         try {
-          res = await this.pop(queue, { group, partition, batch: free, wait: true, timeout: wait, signal: stop })
+          res = await this.pop(queue, { group, partition, batch: free, wait: true, timeout: wait, autoAck, signal: stop })
         } catch (err) {
           if (stop.aborted) break
           if (!retryable(err)) throw err
@@ -566,9 +568,11 @@ export class Ephemeral {
             let status = 'completed'
             try {
               await handler(m, { signal: stop })
-            } catch {
+            } catch (err) {
+              if (autoAck) { onError?.(err); return }
               status = 'failed'
             }
+            if (autoAck) return // acked by the pop itself
             try {
               await this.ack(queue, [m], { group, status })
             } catch (err) {

@@ -8,7 +8,7 @@
 //
 //   node bench/reqreply.mjs [--url http://127.0.0.1:6632] [--seconds 5]
 //        [--requesters 32] [--responders 4] [--client ./index.js]
-//        [--pipeline 16] [--connections 4]
+//        [--pipeline 16] [--connections 4] [--consume ack|autoAck]
 //
 // Without --url it starts a broker of its own (test/broker.js: QUEEN_BIN or
 // `go build ./cmd/queen`) on a free port with a temporary data directory.
@@ -41,6 +41,7 @@ const { values: a } = parseArgs({
     client: { type: 'string', default: new URL('../index.js', import.meta.url).pathname },
     label: { type: 'string' },
     pipeline: { type: 'string' },
+    consume: { type: 'string' }, // 'ack' or 'autoAck': responders are consume() loops
     connections: { type: 'string' }
   }
 })
@@ -70,7 +71,11 @@ let stopResponders = false
 let count = 0
 const lat = []
 
-const responders = Array.from({ length: nResp }, async () => {
+const consumers = new AbortController()
+const responders = a.consume
+  ? Array.from({ length: nResp }, () => e.consume(queue, (m) => e.reply(m, parseRequest(m).payload),
+    { group: 'workers', concurrency: 16, wait: 500, autoAck: a.consume === 'autoAck', signal: consumers.signal }))
+  : Array.from({ length: nResp }, async () => {
   while (!stopResponders) {
     const { messages } = await e.pop(queue, { group: 'workers', batch: 16, wait: true, timeout: 500, autoAck: true })
     await Promise.all(messages.map((m) => e.reply(m, parseRequest(m).payload)))
@@ -101,6 +106,7 @@ const bcpu = broker ? procCPU(broker.proc.pid) - bcpu0 : NaN
 stop = true
 await Promise.all(requesters)
 stopResponders = true
+consumers.abort()
 await Promise.all(responders)
 await queen.close()
 if (broker) await broker.kill()
