@@ -135,6 +135,10 @@ class Conn {
   }
 
   onResponse (status, body, retryAfter, close) {
+    // Bytes after a Connection: close answer, or after the connection was
+    // given up (timeout, protocol error), answer nothing: the calls still
+    // queued fail in onClose.
+    if (this.dead) return
     const call = this.calls.shift()
     if (!call) {
       this.err = new ConnectionError('an answer nobody asked for', { code: 'ERR_HTTP_PROTOCOL' })
