@@ -47,6 +47,20 @@ export declare class FlushError extends Error {
   readonly cause: unknown
 }
 
+/**
+ * The connection to the broker failed (refused, reset, closed before the answer).
+ * `code` is the socket's (`ECONNREFUSED`, `ECONNRESET`, ...) or `ECONNCLOSED`
+ * for a clean close. `sent` is false only when the call provably never reached
+ * the broker; `dial` is true when the connection was never established.
+ */
+export declare class ConnectionError extends Error {
+  readonly name: 'ConnectionError'
+  readonly code: string
+  readonly sent: boolean
+  readonly dial: boolean
+  readonly cause: unknown
+}
+
 export declare class RequestTimeoutError extends Error {
   readonly name: 'RequestTimeoutError'
   readonly code: 'request_timeout'
@@ -183,6 +197,12 @@ export interface ConsumeOptions {
   batch?: number
   /** Each long poll's timeout, ms (default 10,000). */
   wait?: number
+  /**
+   * Pop with autoAck: no ack call per message, at-most-once (a handler that
+   * throws is reported to onError, the message is not redelivered). Made for
+   * request/reply responders. Default false.
+   */
+  autoAck?: boolean
   /** Stops the loop; so does close(). */
   signal?: AbortSignal
   /** Errors the loop survives: failed acks, pops refused with 429/503. */

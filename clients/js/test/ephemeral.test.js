@@ -170,7 +170,7 @@ test('a flush that finally fails is reported, never dropped silently', async (t)
   await e.push('full', [0])
   await e.push('full', [1, 2, 3], { buffered: true })
   await assert.rejects(e.flush(), (err) => {
-    assert.ok(err instanceof FlushError)
+    assert.ok(err instanceof FlushError, `${err?.stack} ${err?.errors?.map(String)}`)
     assert.equal(err.queue, 'full')
     assert.equal(err.messages, 3)
     assert.equal(err.status, 429)
@@ -315,4 +315,27 @@ test('acks after a broker restart are stale, through failover to the new address
   const d = await e.depth('kept')
   assert.equal(d.tier, 'declared')
   assert.equal(d.pending, 0)
+})
+
+test('consume with autoAck: request/reply with no ack calls; a failing handler is reported, not redelivered', async (t) => {
+  const b = await startBroker(t)
+  const e = client(t, b.url).ephemeral
+  const ac = new AbortController()
+  const errors = []
+  let calls = 0
+  const origAck = e.ack
+  e.ack = (...args) => { calls++; return origAck.apply(e, args) }
+  const responder = e.consume('rpc-auto', async (m) => {
+    const { payload } = parseRequest(m)
+    if (payload === 'boom') throw new Error('boom')
+    await e.reply(m, payload * 3)
+  }, { group: 'workers', concurrency: 8, wait: 500, autoAck: true, signal: ac.signal, onError: (err) => errors.push(err) })
+  const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => e.request('rpc-auto', i, { timeout: 5000 })))
+  replies.forEach((r, i) => assert.equal(r.payload, i * 3))
+  await assert.rejects(e.request('rpc-auto', 'boom', { timeout: 500 }), RequestTimeoutError)
+  ac.abort()
+  await responder
+  assert.equal(calls, 0, 'no ack call')
+  assert.deepEqual(errors.map((err) => err.message), ['boom'])
+  assert.equal((await e.depth('rpc-auto', { group: 'workers' })).pending, 0, 'nothing left to redeliver')
 })

@@ -1,0 +1,124 @@
+// A/B measure of the SDK's request/reply path (transport work; the full
+// peer table is the bench helper's): R requesters calling
+// queen.ephemeral.request() in a loop, S responders doing
+// pop(queue, {wait, batch, autoAck}) + reply(), 64-byte payloads, a fresh
+// inbox per request. Prints round trips/s, p50, p99 and this process's CPU
+// (user+system, process.cpuUsage) per round trip, and the broker's when the
+// script started it (from /proc).
+//
+//   node bench/reqreply.mjs [--url http://127.0.0.1:6632] [--seconds 5]
+//        [--requesters 32] [--responders 4] [--client ./index.js]
+//        [--pipeline 16] [--connections 4] [--consume ack|autoAck]
+//
+// Without --url it starts a broker of its own (test/broker.js: QUEEN_BIN or
+// `go build ./cmd/queen`) on a free port with a temporary data directory.
+// --client loads another build of the SDK (e.g. the previous index.js) so
+// two transports can be compared in the same run.
+import { parseArgs } from 'node:util'
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { readFileSync } from 'node:fs'
+import { Broker } from '../test/broker.js'
+
+// CPU seconds (user+system) a process has used, from /proc (Linux), or NaN.
+function procCPU (pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    const v = f.slice(f.lastIndexOf(')') + 2).split(' ')
+    return (Number(v[11]) + Number(v[12])) / 100 // clock ticks, USER_HZ 100
+  } catch {
+    return NaN
+  }
+}
+
+const { values: a } = parseArgs({
+  options: {
+    url: { type: 'string' },
+    seconds: { type: 'string', default: '5' },
+    warmup: { type: 'string', default: '1' },
+    requesters: { type: 'string', default: '32' },
+    responders: { type: 'string', default: '4' },
+    client: { type: 'string', default: new URL('../index.js', import.meta.url).pathname },
+    label: { type: 'string' },
+    pipeline: { type: 'string' },
+    consume: { type: 'string' }, // 'ack' or 'autoAck': responders are consume() loops
+    connections: { type: 'string' }
+  }
+})
+const { Queen, parseRequest } = await import(pathToFileURL(path.resolve(a.client)).href)
+
+let broker
+let url = a.url
+if (!url) {
+  broker = new Broker()
+  await broker.start()
+  url = broker.url
+}
+
+const queen = new Queen(url)
+// Transport knobs (this SDK only): calls per shared connection, shared connections per URL.
+if (a.pipeline) queen.transport.pipeline = Number(a.pipeline)
+if (a.connections) queen.transport.connections = Number(a.connections)
+const e = queen.ephemeral
+const queue = 'rr-' + process.pid + '-' + Date.now()
+const payload = 'x'.repeat(64)
+const nReq = Number(a.requesters)
+const nResp = Number(a.responders)
+
+let measuring = false
+let stop = false
+let stopResponders = false
+let count = 0
+const lat = []
+
+const consumers = new AbortController()
+const responders = a.consume
+  ? Array.from({ length: nResp }, () => e.consume(queue, (m) => e.reply(m, parseRequest(m).payload),
+    { group: 'workers', concurrency: 16, wait: 500, autoAck: a.consume === 'autoAck', signal: consumers.signal }))
+  : Array.from({ length: nResp }, async () => {
+  while (!stopResponders) {
+    const { messages } = await e.pop(queue, { group: 'workers', batch: 16, wait: true, timeout: 500, autoAck: true })
+    await Promise.all(messages.map((m) => e.reply(m, parseRequest(m).payload)))
+  }
+})
+
+const requesters = Array.from({ length: nReq }, async () => {
+  while (!stop) {
+    const t0 = performance.now()
+    await e.request(queue, payload, { timeout: 10000 })
+    if (measuring) {
+      lat.push(performance.now() - t0)
+      count++
+    }
+  }
+})
+
+await new Promise((resolve) => setTimeout(resolve, Number(a.warmup) * 1000))
+const cpu0 = process.cpuUsage()
+const bcpu0 = broker ? procCPU(broker.proc.pid) : NaN
+const t0 = performance.now()
+measuring = true
+await new Promise((resolve) => setTimeout(resolve, Number(a.seconds) * 1000))
+measuring = false
+const secs = (performance.now() - t0) / 1000
+const cpu = process.cpuUsage(cpu0)
+const bcpu = broker ? procCPU(broker.proc.pid) - bcpu0 : NaN
+stop = true
+await Promise.all(requesters)
+stopResponders = true
+consumers.abort()
+await Promise.all(responders)
+await queen.close()
+if (broker) await broker.kill()
+
+lat.sort((x, y) => x - y)
+const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]
+const out = {
+  label: a.label ?? path.basename(path.dirname(path.resolve(a.client))) + '/' + path.basename(a.client),
+  roundTripsPerSec: Math.round(count / secs),
+  p50ms: +q(0.5).toFixed(2),
+  p99ms: +q(0.99).toFixed(2),
+  cpuUsPerRoundTrip: +((cpu.user + cpu.system) / count).toFixed(1)
+}
+if (broker) out.brokerCpuUsPerRoundTrip = +(bcpu * 1e6 / count).toFixed(1)
+console.log(JSON.stringify(out))

@@ -1,0 +1,376 @@
+// The transport under queen-mq: keep-alive HTTP/1.1 connections over
+// node:net (or node:tls), one small pool per broker URL.
+//
+// - Short calls are pipelined on shared connections: a call is appended to
+//   a connection's output, everything appended in the same tick leaves in
+//   one write (flushed from process.nextTick), and answers are matched to
+//   calls in FIFO order. At most `pipeline` calls ride one connection and
+//   at most `connections` shared connections are open per URL; past that,
+//   calls wait in the pool for room.
+// - A call that parks on the broker (a waiting pop) leases a connection of
+//   its own (lease/release), so it never sits in front of other calls.
+// - Timeouts: one interval timer per client sweeps the calls in flight and
+//   fails the overdue ones (closing their connection, since the answers
+//   behind an overdue one can no longer be matched). A caller's own signal
+//   cancels its call.
+// - Retry rule: see `retryable` in onClose and docs/sdk-transport-js.md.
+//   A call is repeated on a fresh connection only when it provably never
+//   reached the broker (the dial failed, or the server announced
+//   `Connection: close` before reading it), or when it went out on a reused
+//   connection that died with zero bytes of its answer received and the call
+//   is safe to repeat. Anything else is reported, never repeated.
+
+import net from 'node:net'
+import tls from 'node:tls'
+import { ResponseParser, requestHead } from './http1.js'
+
+/** The connection to the broker failed; `sent` is false when the call provably never reached it. */
+export class ConnectionError extends Error {
+  constructor (message, { code, dial = false, sent = true, cause } = {}) {
+    super('queen: ' + message, cause ? { cause } : undefined)
+    this.name = 'ConnectionError'
+    this.code = code
+    this.dial = dial
+    this.sent = sent
+  }
+}
+
+function timeoutError (method, path, ms) {
+  return new DOMException(`queen: ${method} ${path}: no answer within ${ms} ms`, 'TimeoutError')
+}
+
+/** One call on a connection; `promise` settles with { status, body, retryAfter }. */
+class Call {
+  constructor (method, path, head, body, timeout, signal, safe) {
+    this.method = method
+    this.path = path
+    this.out = body === undefined ? head : head + body
+    this.timeout = timeout
+    this.deadline = timeout > 0 ? Date.now() + timeout : Infinity
+    this.safe = safe
+    this.reused = false
+    this.done = false
+    this.conn = null
+    this.signal = signal
+    this.onAbort = null
+    this.promise = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
+    if (signal) {
+      this.onAbort = () => {
+        this.fail(signal.reason)
+        // A parked call cannot be taken back from a connection of its own
+        // but by closing it; on a shared one its answer is just dropped.
+        if (this.conn?.exclusive) this.conn.destroy()
+      }
+      signal.addEventListener('abort', this.onAbort, { once: true })
+    }
+  }
+
+  settle (status, body, retryAfter) {
+    if (this.done) return
+    this.finish()
+    this.resolve({ status, body, retryAfter })
+  }
+
+  fail (err) {
+    if (this.done) return
+    this.finish()
+    this.reject(err)
+  }
+
+  finish () {
+    this.done = true
+    if (this.onAbort) this.signal.removeEventListener('abort', this.onAbort)
+  }
+}
+
+class Conn {
+  constructor (pool, exclusive) {
+    this.pool = pool
+    this.exclusive = exclusive
+    this.calls = [] // written or about to be, FIFO
+    this.out = ''
+    this.flushQueued = false
+    this.served = 0
+    this.connected = false
+    this.closing = false // the server announced Connection: close
+    this.dead = false
+    this.err = null
+    this.parser = new ResponseParser((status, body, retryAfter, close) => this.onResponse(status, body, retryAfter, close))
+    const t = pool.transport
+    const s = pool.secure
+      ? tls.connect({ host: pool.hostname, port: pool.port, servername: net.isIP(pool.hostname) ? undefined : pool.hostname, ALPNProtocols: ['http/1.1'], ...t.tls })
+      : net.connect({ host: pool.hostname, port: pool.port, noDelay: true })
+    this.socket = s
+    s.once(pool.secure ? 'secureConnect' : 'connect', () => {
+      this.connected = true
+      if (pool.secure) s.setNoDelay(true)
+    })
+    s.on('data', (d) => {
+      try {
+        this.parser.feed(d)
+      } catch (err) {
+        this.err = err
+        this.destroy()
+      }
+    })
+    s.on('end', () => { this.parser.end() })
+    s.on('error', (err) => { this.err ??= err })
+    s.on('close', () => this.onClose())
+    t.conns.add(this)
+  }
+
+  get room () { return this.pool.transport.pipeline - this.calls.length }
+
+  send (call) {
+    call.conn = this
+    call.reused = this.served > 0
+    if (this.calls.length === 0) this.socket.ref()
+    this.calls.push(call)
+    this.out += call.out
+    if (!this.flushQueued) {
+      this.flushQueued = true
+      process.nextTick(flush, this)
+    }
+    return call.promise
+  }
+
+  onResponse (status, body, retryAfter, close) {
+    // Bytes after a Connection: close answer, or after the connection was
+    // given up (timeout, protocol error), answer nothing: the calls still
+    // queued fail in onClose.
+    if (this.dead) return
+    const call = this.calls.shift()
+    if (!call) {
+      this.err = new ConnectionError('an answer nobody asked for', { code: 'ERR_HTTP_PROTOCOL' })
+      this.destroy()
+      return
+    }
+    this.served++
+    if (close) {
+      this.closing = true
+      this.pool.drop(this)
+    }
+    call.settle(status, body, retryAfter)
+    if (this.closing) {
+      // The calls written behind it were not read: fail them now as never
+      // sent, rather than wait for the server's FIN.
+      this.destroy()
+      return
+    }
+    if (!this.exclusive) this.pool.admit(this)
+    if (this.calls.length === 0) {
+      this.socket.unref()
+      if (!this.exclusive && this.pool.transport.closed) this.destroy()
+    }
+  }
+
+  onClose () {
+    this.dead = true
+    this.pool.transport.conns.delete(this)
+    this.pool.drop(this)
+    const calls = this.calls
+    this.calls = []
+    const code = this.err?.code ?? 'ECONNCLOSED' // closed cleanly (a FIN), no socket error
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]
+      if (c.done) continue
+      const gotBytes = i === 0 && this.parser.midResponse
+      const dial = !this.connected
+      const unsent = dial || this.closing
+      const err = new ConnectionError(
+        dial
+          ? `${c.method} ${c.path}: cannot reach ${this.pool.origin}: ${this.err?.message ?? code}`
+          : `${c.method} ${c.path}: the connection to ${this.pool.origin} closed ${gotBytes ? 'during' : 'before'} the answer (${this.err?.message ?? 'closed by the server'})`,
+        { code, dial, sent: !unsent, cause: this.err ?? undefined })
+      // Internal: the transport may repeat it on a fresh connection.
+      err.retryable = unsent || (c.reused && !gotBytes && c.safe)
+      c.fail(err)
+    }
+  }
+
+  destroy () {
+    if (!this.dead) {
+      this.dead = true
+      this.socket.destroy()
+    }
+  }
+}
+
+function flush (conn) {
+  conn.flushQueued = false
+  if (conn.dead || conn.out === '') return
+  const out = conn.out
+  conn.out = ''
+  conn.socket.write(out)
+}
+
+class Pool {
+  constructor (transport, href) {
+    const u = new URL(href)
+    this.transport = transport
+    this.origin = u.origin
+    this.secure = u.protocol === 'https:'
+    this.hostname = u.hostname.replace(/^\[|\]$/g, '')
+    this.port = +u.port || (this.secure ? 443 : 80)
+    this.host = u.host
+    this.prefix = u.pathname.replace(/\/+$/, '')
+    this.shared = []
+    this.idle = []
+    this.waiting = [] // calls for which no shared connection has room
+  }
+
+  /** A shared connection for a call: the first with room, else a new one, else wait. */
+  submit (call) {
+    const shared = this.shared
+    for (let i = 0; i < shared.length; i++) {
+      if (shared[i].room > 0) return shared[i].send(call)
+    }
+    if (shared.length < this.transport.connections) {
+      const c = new Conn(this, false)
+      shared.push(c)
+      return c.send(call)
+    }
+    this.waiting.push(call)
+    return call.promise
+  }
+
+  /** Room opened on c: hand it the calls waiting for it. */
+  admit (c) {
+    while (this.waiting.length > 0 && c.room > 0) {
+      const call = this.waiting.shift()
+      if (!call.done) c.send(call)
+    }
+  }
+
+  lease () {
+    for (;;) {
+      const c = this.idle.pop()
+      if (!c) return new Conn(this, true)
+      if (!c.dead && !c.closing) return c
+    }
+  }
+
+  release (c) {
+    if (c.dead || c.closing || c.calls.length > 0 || this.transport.closed || this.idle.length >= this.transport.idle) {
+      c.destroy()
+      return
+    }
+    this.idle.push(c)
+  }
+
+  drop (c) {
+    const list = c.exclusive ? this.idle : this.shared
+    const i = list.indexOf(c)
+    if (i >= 0) list.splice(i, 1)
+    // Calls waiting for room go to a fresh connection.
+    if (!c.exclusive && this.waiting.length > 0 && this.shared.length < this.transport.connections) {
+      const n = new Conn(this, false)
+      this.shared.push(n)
+      this.admit(n)
+    }
+  }
+}
+
+export class Transport {
+  /**
+   * urls: broker URLs (failover order); headers: constant request headers
+   * as `name: value\r\n` lines; opts: { pipeline, connections, idle, tls }.
+   */
+  constructor (urls, headers, opts = {}) {
+    this.pools = urls.map((u) => new Pool(this, u))
+    this.current = 0
+    this.headers = headers
+    this.pipeline = opts.pipeline ?? 16
+    this.connections = opts.connections ?? 4
+    this.idle = opts.idle ?? 64
+    this.tls = opts.tls ?? {}
+    this.tick = opts.tick ?? 100
+    this.conns = new Set()
+    this.timer = null
+    this.closed = false
+  }
+
+  /** Make a call of method on path (under the URL's own path); see roundTrip. */
+  call (pool, method, path, body, timeout, signal, safe) {
+    if (this.timer === null) this.startSweep()
+    const head = requestHead(method, pool.prefix + path, pool.host, this.headers, body === undefined ? -1 : Buffer.byteLength(body))
+    return new Call(method, path, head, body, timeout, signal, safe)
+  }
+
+  /**
+   * One call with failover and the retry rule; resolves with
+   * { status, body: Buffer, retryAfter } whatever the status.
+   * `exclusive`: on a leased connection (a call that parks).
+   */
+  async roundTrip (method, path, body, { timeout, signal, safe = false, exclusive = false }) {
+    let dials = 0
+    let repeated = false
+    for (;;) {
+      const idx = this.current
+      const pool = this.pools[idx]
+      if (signal?.aborted) throw signal.reason
+      const call = this.call(pool, method, path, body, timeout, signal, safe)
+      let conn = null
+      try {
+        if (exclusive) {
+          conn = pool.lease()
+          return await conn.send(call)
+        }
+        return await pool.submit(call)
+      } catch (err) {
+        if (err instanceof ConnectionError && !signal?.aborted) {
+          if (err.dial && ++dials < this.pools.length) { this.failover(idx); continue }
+          if (err.retryable && !err.dial && !repeated) { repeated = true; continue }
+        }
+        throw err
+      } finally {
+        if (conn) pool.release(conn)
+      }
+    }
+  }
+
+  /** The URL at idx could not be reached: move on to the next one. */
+  failover (idx) {
+    if (this.current === idx) this.current = (idx + 1) % this.pools.length
+  }
+
+  get pool () { return this.pools[this.current] }
+
+  startSweep () {
+    this.timer = setInterval(() => this.sweep(), this.tick)
+    this.timer.unref()
+  }
+
+  // Fails the overdue calls. An overdue call's connection is closed: the
+  // answers behind it could not be matched to their calls any more, and a
+  // parked pop must be taken back from the broker.
+  sweep () {
+    const now = Date.now()
+    for (const c of this.conns) {
+      for (let i = 0; i < c.calls.length; i++) {
+        const call = c.calls[i]
+        if (call.deadline <= now && !call.done) {
+          call.fail(timeoutError(call.method, call.path, call.timeout))
+          c.destroy()
+          break
+        }
+      }
+    }
+    for (const p of this.pools) {
+      if (p.waiting.length === 0) continue
+      for (const call of p.waiting) if (call.deadline <= now) call.fail(timeoutError(call.method, call.path, call.timeout))
+      p.waiting = p.waiting.filter((call) => !call.done)
+    }
+  }
+
+  /** Close idle connections now and busy shared ones when their calls are answered. */
+  close () {
+    this.closed = true
+    for (const c of this.conns) if (c.calls.length === 0) c.destroy()
+    for (const p of this.pools) p.idle.length = 0
+    if (this.timer) {
+      clearInterval(this.timer)
+      this.timer = null
+    }
+  }
+}
