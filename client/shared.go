@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,10 @@ func (s *sharedConn) send(p *pool, c *call) bool {
 // writeLoop writes what callers append until the connection dies.
 func (s *sharedConn) writeLoop() {
 	for range s.kick {
+		// Let the callers that are ready to run append first: the replies
+		// to a batch are issued by goroutines started together, and one
+		// yield lets them leave in one write rather than one each.
+		runtime.Gosched()
 		s.mu.Lock()
 		for len(s.wbuf) > 0 && !s.dead {
 			buf := s.wbuf
