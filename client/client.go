@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queenmq/ephemeral/wire"
 )
 
 const apiPrefix = "/api/v1/ephemeral"
@@ -474,10 +476,10 @@ func (c *Client) Ack(ctx context.Context, queue string, messages []Message, opts
 	cl := newCall(http.MethodPost, "/ack", c.timeout)
 	cl.hasBody = true
 	b := append(cl.body[:0], `{"queue":`...)
-	b = appendJSONString(b, queue)
+	b = wire.AppendString(b, queue)
 	if opts.Group != "" {
 		b = append(b, `,"group":`...)
-		b = appendJSONString(b, opts.Group)
+		b = wire.AppendString(b, opts.Group)
 	}
 	b = append(b, `,"acks":[`...)
 	for i, m := range messages {
@@ -485,10 +487,10 @@ func (c *Client) Ack(ctx context.Context, queue string, messages []Message, opts
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = appendJSONString(b, m.ID)
+		b = wire.AppendString(b, m.ID)
 		if opts.Status != "" {
 			b = append(b, `,"status":`...)
-			b = appendJSONString(b, opts.Status)
+			b = wire.AppendString(b, opts.Status)
 		}
 		b = append(b, '}')
 	}
@@ -506,7 +508,7 @@ func (c *Client) Reset(ctx context.Context, queue string) (*ResetResult, error) 
 	var out ResetResult
 	cl := newCall(http.MethodPost, "/reset", c.timeout)
 	cl.hasBody = true
-	cl.body = append(appendJSONString(append(cl.body[:0], `{"queue":`...), queue), '}')
+	cl.body = append(wire.AppendString(append(cl.body[:0], `{"queue":`...), queue), '}')
 	if err := c.exchange(ctx, cl, false, &out); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/httpline"
 )
 
 // wireConn is one HTTP/1.1 keep-alive connection to a broker: the socket,
@@ -156,7 +158,7 @@ func (w *wireConn) readHead() (a answer, length int, chunked bool, err error) {
 			}
 			return a, 0, false, err
 		}
-		h = trimCRLF(h)
+		h = httpline.TrimCRLF(h)
 		if len(h) == 0 {
 			return a, length, chunked, nil
 		}
@@ -166,22 +168,22 @@ func (w *wireConn) readHead() (a answer, length int, chunked bool, err error) {
 		}
 		name, value := h[:colon], bytes.TrimSpace(h[colon+1:])
 		switch {
-		case equalFold(name, "content-length"):
-			n, ok := parseLength(value)
+		case httpline.EqualFold(name, "content-length"):
+			n, ok := httpline.ParseLength(value)
 			if !ok {
 				return a, 0, false, fmt.Errorf("%w: Content-Length %q", errFraming, value)
 			}
 			length = n
-		case equalFold(name, "transfer-encoding"):
-			if !equalFold(value, "chunked") {
+		case httpline.EqualFold(name, "transfer-encoding"):
+			if !httpline.EqualFold(value, "chunked") {
 				return a, 0, false, fmt.Errorf("%w: Transfer-Encoding %q", errFraming, value)
 			}
 			chunked = true
-		case equalFold(name, "connection"):
-			if equalFold(value, "close") {
+		case httpline.EqualFold(name, "connection"):
+			if httpline.EqualFold(value, "close") {
 				a.close = true
 			}
-		case equalFold(name, "retry-after"):
+		case httpline.EqualFold(name, "retry-after"):
 			a.retryAfter = string(value)
 		}
 	}
@@ -195,7 +197,7 @@ func (w *wireConn) readChunked(body []byte) ([]byte, error) {
 		if err != nil {
 			return body, err
 		}
-		line = trimCRLF(line)
+		line = httpline.TrimCRLF(line)
 		if i := bytes.IndexByte(line, ';'); i >= 0 {
 			line = line[:i] // chunk extensions
 		}
@@ -209,7 +211,7 @@ func (w *wireConn) readChunked(body []byte) ([]byte, error) {
 				if err != nil {
 					return body, err
 				}
-				if len(trimCRLF(t)) == 0 {
+				if len(httpline.TrimCRLF(t)) == 0 {
 					return body, nil
 				}
 			}
@@ -221,7 +223,7 @@ func (w *wireConn) readChunked(body []byte) ([]byte, error) {
 		if err != nil {
 			return body, err
 		}
-		if len(trimCRLF(crlf)) != 0 {
+		if len(httpline.TrimCRLF(crlf)) != 0 {
 			return body, fmt.Errorf("%w: chunk not followed by CRLF", errFraming)
 		}
 	}
@@ -269,48 +271,6 @@ func grow(dst []byte, n int) []byte {
 		dst = nb
 	}
 	return dst[:len(dst)+n]
-}
-
-// parseLength reads a decimal Content-Length.
-func parseLength(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-func trimCRLF(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
-}
-
-// equalFold compares ASCII b with lower-case s, ignoring case.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // aLongTimeAgo is a deadline in the past: setting it interrupts a blocked

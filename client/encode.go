@@ -4,67 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/queenmq/ephemeral/wire"
 )
 
 // Bodies and queries written by hand into the call's pooled buffers, so a
-// push or a pop allocates nothing of its own (P2): the JSON string escaping
-// is encoding/json's (without its HTML escaping, which the broker does not
-// need: it stores names and payloads verbatim).
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
-// U+FFFD, as encoding/json does.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			// Valid JSON either way; escaped as encoding/json does, for
-			// JavaScript readers.
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// push or a pop allocates nothing of its own (P2). Strings are escaped by
+// the broker's own encoder (wire.AppendString: encoding/json's escaping
+// without its HTML escaping, which the broker does not need: it stores
+// names and payloads verbatim).
 
 // appendPayload appends one payload: a json.RawMessage as is (checked, and
 // compacted when it holds whitespace, as json.Marshal would), anything else
@@ -98,10 +46,10 @@ func appendRaw(dst []byte, i int, raw json.RawMessage) ([]byte, error) {
 // {"queue":Q,"partition":P,"messages":[{"payload":...},...]}.
 func appendPushHead(dst []byte, queue, partition string) []byte {
 	dst = append(dst, `{"queue":`...)
-	dst = appendJSONString(dst, queue)
+	dst = wire.AppendString(dst, queue)
 	if partition != "" {
 		dst = append(dst, `,"partition":`...)
-		dst = appendJSONString(dst, partition)
+		dst = wire.AppendString(dst, partition)
 	}
 	return append(dst, `,"messages":[`...)
 }

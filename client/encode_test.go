@@ -7,17 +7,20 @@ import (
 	"reflect"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/queenmq/ephemeral/wire"
 )
 
-// FuzzAppendJSONString: the hand-written string encoder writes what
-// encoding/json reads back as the same string (invalid UTF-8 as U+FFFD,
-// as encoding/json writes it).
-func FuzzAppendJSONString(f *testing.F) {
+// FuzzEncodeString: the string encoder of the client's bodies
+// (wire.AppendString) writes what encoding/json reads back as the same
+// string (invalid UTF-8 as U+FFFD, as encoding/json writes it), and queries
+// are escaped as url.QueryEscape does.
+func FuzzEncodeString(f *testing.F) {
 	for _, s := range []string{"", "plain", `q"uo\te`, "ctl\x00\x01\x1f\x7f", "tab\tnl\ncr\r", "é日本", "\u2028\u2029", "bad\xff\xfeutf8", "a/b c?"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		enc := appendJSONString(nil, s)
+		enc := wire.AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(enc, &back); err != nil {
 			t.Fatalf("%q encoded as %s, which does not decode: %v", s, enc, err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/queenmq/ephemeral/wire"
 )
 
 // RequestEnvelope is what [Client.Request] pushes: the payload and the
@@ -52,7 +54,7 @@ func (c *Client) Request(ctx context.Context, queue string, payload any, opts Re
 	push.hasBody = true
 	b := appendPushHead(push.body[:0], queue, opts.Partition)
 	b = append(b, `{"payload":{"replyTo":`...)
-	b = appendJSONString(b, inbox)
+	b = wire.AppendString(b, inbox)
 	b = append(b, `,"payload":`...)
 	b, err := appendPayload(b, 0, payload)
 	push.body = b

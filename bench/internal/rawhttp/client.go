@@ -16,6 +16,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/httpline"
 )
 
 // Conn is one HTTP/1.1 connection. It is not safe for concurrent use, but
@@ -111,7 +113,7 @@ func (c *Conn) Read() (status int, body []byte, err error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		h = trimCRLF(h)
+		h = httpline.TrimCRLF(h)
 		if len(h) == 0 {
 			break
 		}
@@ -121,15 +123,15 @@ func (c *Conn) Read() (status int, body []byte, err error) {
 		}
 		name, value := h[:colon], bytes.TrimSpace(h[colon+1:])
 		switch {
-		case equalFold(name, "content-length"):
-			n, ok := parseLength(value)
+		case httpline.EqualFold(name, "content-length"):
+			n, ok := httpline.ParseLength(value)
 			if !ok {
 				return 0, nil, fmt.Errorf("%w: Content-Length %q", ErrFraming, value)
 			}
 			length = n
-		case equalFold(name, "connection"):
-			c.Close = equalFold(value, "close")
-		case equalFold(name, "transfer-encoding"):
+		case httpline.EqualFold(name, "connection"):
+			c.Close = httpline.EqualFold(value, "close")
+		case httpline.EqualFold(name, "transfer-encoding"):
 			return 0, nil, fmt.Errorf("%w: Transfer-Encoding %q", ErrFraming, value)
 		}
 	}
@@ -147,46 +149,4 @@ func (c *Conn) Read() (status int, body []byte, err error) {
 		return 0, nil, err
 	}
 	return status, c.body, nil
-}
-
-// parseLength reads a decimal Content-Length.
-func parseLength(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-func trimCRLF(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
-}
-
-// equalFold compares ASCII b with lower-case s, ignoring case.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }
