@@ -131,8 +131,9 @@ func benchNetHTTP(b *testing.B, tuned bool, pop bool) {
 	})
 }
 
-func benchFast(b *testing.B, pop bool) {
-	hc := &fasthttp.HostClient{Addr: addr, MaxConns: 256, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+// benchFast drives do, the Do of a fasthttp HostClient (a connection per
+// call in flight) or PipelineClient (calls pipelined on MaxConns).
+func benchFast(b *testing.B, pop bool, do func(*fasthttp.Request, *fasthttp.Response) error) {
 	b.ReportAllocs()
 	defer cpu(b)()
 	b.SetParallelism(4)
@@ -152,38 +153,7 @@ func benchFast(b *testing.B, pop bool) {
 				req.SetBody(pushBody)
 			}
 			req.Header.SetHost(addr)
-			if err := hc.Do(req, resp); err != nil {
-				b.Fatal(err)
-			}
-			if resp.StatusCode()/100 != 2 {
-				b.Fatal(resp.StatusCode())
-			}
-		}
-	})
-}
-
-func benchFastPipeline(b *testing.B, pop bool) {
-	hc := &fasthttp.PipelineClient{Addr: addr, MaxConns: 4, MaxPendingRequests: 1024, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
-	b.ReportAllocs()
-	defer cpu(b)()
-	b.SetParallelism(4)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		req := fasthttp.AcquireRequest()
-		resp := fasthttp.AcquireResponse()
-		for pb.Next() {
-			req.Reset()
-			if pop {
-				req.SetRequestURI(popPath)
-				req.Header.SetMethod("GET")
-			} else {
-				req.SetRequestURI("/api/v1/ephemeral/push")
-				req.Header.SetMethod("POST")
-				req.Header.SetContentType("application/json")
-				req.SetBody(pushBody)
-			}
-			req.Header.SetHost(addr)
-			if err := hc.Do(req, resp); err != nil {
+			if err := do(req, resp); err != nil {
 				b.Fatal(err)
 			}
 			if resp.StatusCode()/100 != 2 {
@@ -291,8 +261,14 @@ func BenchmarkTransport(b *testing.B) {
 		}
 		b.Run(op+"/nethttp", func(b *testing.B) { benchNetHTTP(b, false, pop) })
 		b.Run(op+"/nethttp-tuned", func(b *testing.B) { benchNetHTTP(b, true, pop) })
-		b.Run(op+"/fasthttp-host", func(b *testing.B) { benchFast(b, pop) })
-		b.Run(op+"/fasthttp-pipeline", func(b *testing.B) { benchFastPipeline(b, pop) })
+		b.Run(op+"/fasthttp-host", func(b *testing.B) {
+			hc := &fasthttp.HostClient{Addr: addr, MaxConns: 256, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+			benchFast(b, pop, hc.Do)
+		})
+		b.Run(op+"/fasthttp-pipeline", func(b *testing.B) {
+			hc := &fasthttp.PipelineClient{Addr: addr, MaxConns: 4, MaxPendingRequests: 1024, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+			benchFast(b, pop, hc.Do)
+		})
 		b.Run(op+"/raw", func(b *testing.B) { benchRaw(b, pop) })
 		b.Run(op+"/sdk", func(b *testing.B) { benchSDK(b, pop) })
 	}
