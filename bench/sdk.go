@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/queenmq/ephemeral/client"
@@ -13,10 +11,11 @@ import (
 
 // brokerSDK drives the broker through the Go SDK (package client) rather
 // than the raw client, as a user of the SDK would (-client sdk): requesters
-// call Request, which mints a fresh inbox per call; responders Pop with
-// Wait, AutoAck and a batch, and Reply to each message, the replies of a
-// batch concurrently. The tool's CPU per round trip (cpu.client) is then
-// the SDK's cost; the same run with -client raw shows the raw client's.
+// call Request, which mints a fresh inbox per call; responders are Serve
+// loops (a waiting autoAck pop of up to a batch, the replies to a batch
+// sent with the next pop), as nats.go's responders are its queue
+// subscriptions. The tool's CPU per round trip (cpu.client) is then the
+// SDK's cost; the same run with -client raw shows the raw client's.
 //
 // Two clients, as two services would have: one shared by every requester
 // and one shared by every responder, so the SDK's own connection pooling
@@ -82,36 +81,10 @@ func (r *sdkRequester) roundTrip(payload []byte) error {
 func (r *sdkRequester) close() {}
 
 func (b *brokerSDK) rrServe(ctx context.Context, _, batch int, ready func()) error {
-	c := b.responders
 	// The first pop parks on the queue; requests pushed before it waits in
 	// the queue, so the responder is ready at once.
 	ready()
-	// Each reply goes out on a goroutine of its own, as a Go service would
-	// answer, and the next pop leaves without waiting for them: up to
-	// 4 batches of replies may be in flight (the semaphore), as a consume
-	// loop with that concurrency would allow.
-	slots := make(chan struct{}, 4*batch)
-	var failed atomic.Pointer[error]
-	for ctx.Err() == nil {
-		if p := failed.Load(); p != nil {
-			return fmt.Errorf("reply: %w", *p)
-		}
-		res, err := c.Pop(ctx, b.queue, client.PopOptions{Batch: batch, Wait: true, Timeout: time.Second, AutoAck: true})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("pop: %w", err)
-		}
-		for _, m := range res.Messages {
-			slots <- struct{}{}
-			go func() {
-				defer func() { <-slots }()
-				if err := c.Reply(ctx, m, b.reply); err != nil && ctx.Err() == nil {
-					failed.CompareAndSwap(nil, &err)
-				}
-			}()
-		}
-	}
-	return nil
+	return b.responders.Serve(ctx, b.queue, client.ServeOptions{Batch: batch, Wait: time.Second}, func(context.Context, client.Message) (any, error) {
+		return b.reply, nil
+	})
 }

@@ -131,15 +131,51 @@ func (p *pool) pair(ctx context.Context, push, pop *call) error {
 	return p.exchange(ctx, w, reused, buf, push, pop)
 }
 
-// exchange writes buf on the leased connection w and reads first's answer
-// and, when first succeeded with a 2xx, second's. It gives w back to the
-// pool, or closes it when it cannot be reused: an error, a "Connection:
-// close", ctx ended, or second left unread (a refused push in front of a
-// pop that is now parked on the broker).
+// batch writes calls in one write on an exclusive connection and reads
+// every answer in order (Serve: a batch's replies and the next waiting
+// pop).
+func (p *pool) batch(ctx context.Context, calls []*call) error {
+	// The replies go even when ctx ends meanwhile (Serve stopping): only
+	// the pop's wait is cut short by it.
+	w, reused, err := p.lease(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	buf := w.wbuf[:0]
+	for _, c := range calls {
+		buf = appendRequest(buf, c.method, p.prefix, c.target, p.head, c.body, c.hasBody)
+	}
+	w.wbuf = buf
+	return p.exchangeAll(ctx, w, reused, buf, calls, false, len(calls)-1)
+}
+
+// exchange is exchangeAll for one call, or for a push and the pop behind
+// it, the pop read only when the push succeeded.
 func (p *pool) exchange(ctx context.Context, w *wireConn, reused bool, buf []byte, first, second *call) error {
+	if second == nil {
+		return p.exchangeAll(ctx, w, reused, buf, []*call{first}, true, 0)
+	}
+	return p.exchangeAll(ctx, w, reused, buf, []*call{first, second}, true, 0)
+}
+
+// exchangeAll writes buf (the calls' requests) on the leased connection w
+// and reads the calls' answers in order; with stopOnRefusal, a call
+// answered with other than a 2xx leaves the calls behind it unread. ctx
+// ending interrupts the reading of calls[interruptFrom] and those after it:
+// a batch's replies, answered at once, are read whatever ctx does, and only
+// the waiting pop behind them is cut short. It
+// gives w back to the pool, or closes it when it cannot be reused: an
+// error, a "Connection: close", ctx ended, or a call left unread (a refused
+// push in front of a pop that is now parked on the broker).
+func (p *pool) exchangeAll(ctx context.Context, w *wireConn, reused bool, buf []byte, calls []*call, stopOnRefusal bool, interruptFrom int) error {
 	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = w.nc.SetDeadline(aLongTimeAgo) })
+	arm := func() {
+		if stop == nil && ctx.Done() != nil {
+			stop = context.AfterFunc(ctx, func() { _ = w.nc.SetDeadline(aLongTimeAgo) })
+		}
+	}
+	if interruptFrom == 0 {
+		arm()
 	}
 	ok := false
 	defer func() {
@@ -150,25 +186,29 @@ func (p *pool) exchange(ctx context.Context, w *wireConn, reused bool, buf []byt
 			_ = w.nc.Close()
 		}
 	}()
+	first := calls[0]
 	setDeadline(w, first)
 	if _, err := w.nc.Write(buf); err != nil {
-		return ctxOr(ctx, &connError{err: err, retry: reused && first.safe, maybeApplied: !first.safe})
+		return ctxOr(ctx, &connError{err: err, retry: reused && first.safe && len(calls) == 1, maybeApplied: !first.safe || len(calls) > 1})
 	}
-	if err := readInto(w, first); err != nil {
-		return ctxOr(ctx, err)
+	for i, c := range calls {
+		if i > 0 {
+			setDeadline(w, c)
+		}
+		if i == interruptFrom {
+			arm()
+		}
+		if err := readInto(w, c); err != nil {
+			return ctxOr(ctx, err)
+		}
+		if c.ans.close {
+			return nil // the calls behind it were not read by the server
+		}
+		if stopOnRefusal && i < len(calls)-1 && (c.ans.status < 200 || c.ans.status > 299) {
+			return nil // the call behind it is parked: the connection goes
+		}
 	}
-	if second == nil {
-		ok = !first.ans.close
-		return nil
-	}
-	if first.ans.status < 200 || first.ans.status > 299 || first.ans.close {
-		return nil // the pop behind it is parked: the connection goes
-	}
-	setDeadline(w, second)
-	if err := readInto(w, second); err != nil {
-		return ctxOr(ctx, err)
-	}
-	ok = !second.ans.close
+	ok = true
 	return nil
 }
 

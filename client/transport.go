@@ -41,6 +41,9 @@ type endpoint interface {
 	// pair sends push and pop together and reads both answers; when push
 	// is refused (non-2xx) pop is left unread and its connection closed.
 	pair(ctx context.Context, push, pop *call) error
+	// batch sends calls together and reads every answer in order; a call
+	// left unread (behind a "Connection: close") keeps a zero status.
+	batch(ctx context.Context, calls []*call) error
 	// closeIdle closes the connections nothing is using.
 	closeIdle()
 }

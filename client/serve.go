@@ -1,0 +1,182 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Responder answers one request of [Client.Serve]: the request's payload
+// is m's envelope payload (ParseRequest), and what it answers is pushed to
+// the request's inbox (marshalled as a push payload; a json.RawMessage is
+// sent as is). An error sends no reply: the requester's Request times out.
+type Responder func(ctx context.Context, m Message) (reply any, err error)
+
+// ServeOptions are the options of [Client.Serve].
+type ServeOptions struct {
+	// Partition restricts the loop to one partition; empty is every one.
+	Partition string
+	// Batch is the most requests one pop takes (default 16).
+	Batch int
+	// Wait is each long poll's timeout (default 10 s).
+	Wait time.Duration
+	// OnError, when set, receives what the loop survives: a request that
+	// carries no replyTo, a responder's error or panic, a reply the broker
+	// refused or that may not have arrived (never sent twice), and a pop
+	// refused with a 429 or 503 or lost with its connection (retried with
+	// backoff).
+	OnError func(error)
+}
+
+// Serve answers the requests [Client.Request] pushes to queue, until ctx
+// is cancelled or the client is closed (it then returns nil, after sending
+// the replies already made); it returns an error when a pop is refused for
+// good (a 4xx other than 429).
+//
+// It is the responder's side of request/reply, in one loop on one
+// goroutine: it pops up to opts.Batch requests (a waiting pop with
+// autoAck: a request is delivered at most once, like a NATS request), runs
+// r on each in turn and pushes each reply to its request's inbox. The
+// replies of a batch and the next waiting pop leave together, in one write
+// on one connection, and their answers are read in order, so a batch costs
+// the broker one read and the responder one write. Run several Serve loops
+// (goroutines) on a queue for concurrency; the broker shares the requests
+// among them. [Client.Pop] with [Client.Reply] does the same one call at a
+// time.
+func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r Responder) error {
+	batch := opts.Batch
+	if batch <= 0 {
+		batch = 16
+	}
+	wait := opts.Wait
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	onErr := func(err error) {
+		if opts.OnError != nil {
+			opts.OnError(err)
+		}
+	}
+
+	var replies []*call // the last batch's, sent with the next pop
+	defer func() {
+		// The replies made before the loop stopped still go, without a pop.
+		if len(replies) > 0 {
+			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+			defer scancel()
+			c.sendReplies(sctx, replies, nil, onErr)
+		}
+	}()
+	backoff := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		pop := c.popCall(queue, PopOptions{Partition: opts.Partition, Batch: batch, Wait: true, Timeout: wait, AutoAck: true})
+		err := c.sendReplies(ctx, replies, pop, onErr)
+		replies = replies[:0]
+		var res *PopResult
+		if err == nil {
+			if pop.ans.status == 0 {
+				// Left unread behind a "Connection: close": it never
+				// reached the broker, pop again.
+				putCall(pop)
+				continue
+			}
+			res, err = c.popAnswer(pop, queue)
+		}
+		putCall(pop)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !retryable(err) {
+				return err
+			}
+			onErr(err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		for _, m := range res.Messages {
+			if cl, err := c.replyCall(ctx, m, r); err != nil {
+				onErr(err)
+			} else {
+				replies = append(replies, cl)
+			}
+		}
+	}
+	return nil
+}
+
+// replyCall runs r on request m and builds the push of its reply.
+func (c *Client) replyCall(ctx context.Context, m Message, r Responder) (*call, error) {
+	env, err := ParseRequest(m)
+	if err != nil {
+		return nil, fmt.Errorf("queen: serving %s: %w", m.ID, err)
+	}
+	reply, err := runResponder(ctx, r, m)
+	if err != nil {
+		return nil, fmt.Errorf("queen: serving %s: %w", m.ID, err)
+	}
+	cl := newCall(http.MethodPost, "/push", c.timeout)
+	cl.hasBody = true
+	b := appendPushHead(cl.body[:0], env.ReplyTo, "")
+	b = appendMessageOpen(b, 0)
+	if b, err = appendPayload(b, 0, reply); err != nil {
+		putCall(cl)
+		return nil, err
+	}
+	cl.body = appendPushTail(append(b, '}'))
+	return cl, nil
+}
+
+func runResponder(ctx context.Context, r Responder, m Message) (reply any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("queen: responder panicked: %v", p)
+		}
+	}()
+	return r(ctx, m)
+}
+
+// sendReplies sends replies and then pop (when not nil) together, reports
+// each reply that was refused or may not have arrived, and recycles the
+// replies. It answers the error that keeps pop from having an answer.
+func (c *Client) sendReplies(ctx context.Context, replies []*call, pop *call, onErr func(error)) error {
+	calls := replies
+	if pop != nil {
+		calls = append(calls, pop)
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	method, route := http.MethodPost, "/push"
+	if pop != nil {
+		method, route = pop.method, pop.route
+	}
+	err := c.failover(ctx, method, route, func(ep endpoint) error { return ep.batch(ctx, calls) })
+	for _, cl := range replies {
+		switch {
+		case cl.ans.status != 0:
+			if aerr := c.answer(cl, false, nil); aerr != nil {
+				onErr(aerr)
+			}
+		case err != nil:
+			onErr(fmt.Errorf("queen: a reply may not have arrived (it is not sent again): %w", err))
+		default:
+			onErr(fmt.Errorf("queen: a reply was not read by the broker, which closed the connection before it"))
+		}
+		putCall(cl)
+	}
+	return err
+}
