@@ -25,7 +25,8 @@
 //     backoff, honouring Retry-After; a flush that finally fails is reported
 //     by the next buffered push, by [Client.Flush] and by [Client.Close];
 //   - request/reply ([Client.Request], [Client.Reply]) over an inbox queue
-//     that nobody declares;
+//     that nobody declares, and [Client.Serve], the responder's loop that
+//     sends a batch's replies with its next waiting pop in one write;
 //   - a consume loop ([Client.Consume]) with bounded concurrency.
 //
 // Every refusal of the broker is an [*Error] carrying the HTTP status and

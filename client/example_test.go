@@ -5,6 +5,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -120,4 +121,34 @@ func ExampleClient_Consume() {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// The responder's side of request/reply as one loop: four Serve loops
+// share the requests of "greeter"; each answers a batch and sends the
+// replies with its next pop. An error (or a request without replyTo) goes
+// to OnError and sends no reply.
+func ExampleClient_Serve() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	queen, _ := client.New("http://localhost:6632")
+	defer queen.Close(ctx)
+
+	for range 4 {
+		go queen.Serve(ctx, "greeter", client.ServeOptions{OnError: func(err error) { log.Print(err) }}, func(ctx context.Context, m client.Message) (any, error) {
+			env, err := client.ParseRequest(m)
+			if err != nil {
+				return nil, err
+			}
+			var who struct{ Name string }
+			if err := json.Unmarshal(env.Payload, &who); err != nil {
+				return nil, err
+			}
+			return map[string]string{"greeting": "hello, " + who.Name}, nil
+		})
+	}
+	reply, err := queen.Request(ctx, "greeter", map[string]string{"name": "alice"}, client.RequestOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(reply.Payload))
 }
