@@ -120,7 +120,7 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 
 // replyCall runs r on request m and builds the push of its reply.
 func (c *Client) replyCall(ctx context.Context, m Message, r Responder) (*call, error) {
-	env, err := ParseRequest(m)
+	env, err := parseRequest(m, false) // m comes from the broker: valid JSON
 	if err != nil {
 		return nil, fmt.Errorf("queen: serving %s: %w", m.ID, err)
 	}
