@@ -56,13 +56,29 @@ export class ResponseParser {
     this.need = 0
     this.retryAfter = ''
     this.close = false
-    this.parts = null // chunked body pieces
+    this.parts = null // the pieces of a chunked body, or of a body read in several chunks
+    this.got = 0 // bytes of a Content-Length body in parts
   }
 
   /** True while an answer has begun but not ended (bytes were received). */
   get midResponse () { return this.state !== HEAD || (this.buf !== null && this.buf.length > 0) }
 
   feed (chunk) {
+    if (this.state === BODY && this.parts !== null) {
+      // The rest of a Content-Length body that began in an earlier chunk:
+      // its pieces are kept in a list and joined once, so a large answer
+      // read in many pieces costs one copy rather than one per piece.
+      const want = this.need - this.got
+      if (chunk.length < want) {
+        this.parts.push(chunk)
+        this.got += chunk.length
+        return
+      }
+      this.parts.push(chunk.subarray(0, want))
+      this.emit(Buffer.concat(this.parts, this.need))
+      if (chunk.length === want) return
+      chunk = chunk.subarray(want)
+    }
     let buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk])
     this.buf = null
     let i = 0
@@ -80,7 +96,14 @@ export class ResponseParser {
         if (this.state === HEAD) { this.emit(EMPTY); continue } // 204/304: no body
       } else if (this.state === BODY) {
         const have = buf.length - i
-        if (have < this.need) break
+        if (have < this.need) {
+          if (have > 0) { // the rest comes in later chunks (feed's first branch)
+            this.parts = [buf.subarray(i)]
+            this.got = have
+            i = buf.length
+          }
+          break
+        }
         const body = buf.subarray(i, i + this.need)
         i += this.need
         this.emit(body)
