@@ -27,15 +27,15 @@ const (
 
 // Refusals of the admin scope, allocated once.
 var (
-	errProtected = &wire.Error{Status: 403, Code: "forbidden", Msg: "the admin routes and /metrics answer only loopback clients " +
+	errProtected = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the admin routes and /metrics answer only loopback clients " +
 		"while QUEEN_AUTH_MODE=none and no admin token is set; to administer the broker remotely set QUEEN_ADMIN_TOKEN " +
 		"and send it as Authorization: Bearer <token>"}
-	errAdminToken = &wire.Error{Status: 401, Code: "unauthorized", Msg: "this route needs the admin token: " +
+	errAdminToken = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "this route needs the admin token: " +
 		"Authorization: Bearer <QUEEN_ADMIN_TOKEN>"}
-	errNotOperator = &wire.Error{Status: 403, Code: "forbidden", Msg: "this route is broker-wide: it needs the admin token " +
+	errNotOperator = &wire.Error{Status: 403, Code: codeForbidden, Msg: "this route is broker-wide: it needs the admin token " +
 		"(QUEEN_ADMIN_TOKEN) or an admin of the operator tenant (QUEEN_OPERATOR_TENANT); a tenant's admin may read " +
 		"the kill switch and its own grant only"}
-	errOtherGrant = &wire.Error{Status: 403, Code: "forbidden", Msg: "a tenant's admin may read its own grant only; " +
+	errOtherGrant = &wire.Error{Status: 403, Code: codeForbidden, Msg: "a tenant's admin may read its own grant only; " +
 		"other tenants' grants need the admin token or an admin of the operator tenant"}
 )
 

@@ -184,14 +184,14 @@ const defaultTenant = "default"
 
 // Refusals of identity, allocated once.
 var (
-	errNoCredential = &wire.Error{Status: 401, Code: "unauthorized", Msg: "no credential"}
-	errBadToken     = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the token is not valid"}
-	errNoExp        = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the token has no exp claim; exp is required (QUEEN_JWT_ALLOW_NO_EXP=true accepts tokens without one)"}
-	errBadGateway   = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the gateway secret is missing or wrong"}
-	errNoTenant     = &wire.Error{Status: 401, Code: "unauthorized", Msg: "no tenant in the request's identity"}
-	errBadTenant    = &wire.Error{Status: 401, Code: "unauthorized", Msg: "the tenant is not a valid name"}
-	errNoRole       = &wire.Error{Status: 403, Code: "forbidden", Msg: "the credential carries no known access level"}
-	errLevel        = &wire.Error{Status: 403, Code: "forbidden", Msg: "the credential's access level does not allow this route"}
+	errNoCredential = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "no credential"}
+	errBadToken     = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the token is not valid"}
+	errNoExp        = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the token has no exp claim; exp is required (QUEEN_JWT_ALLOW_NO_EXP=true accepts tokens without one)"}
+	errBadGateway   = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the gateway secret is missing or wrong"}
+	errNoTenant     = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "no tenant in the request's identity"}
+	errBadTenant    = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the tenant is not a valid name"}
+	errNoRole       = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential carries no known access level"}
+	errLevel        = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
 )
 
 // identify returns the request's tenant and access level (D14). Mode none

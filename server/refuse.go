@@ -7,19 +7,6 @@ import (
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// Error codes of the family (ephemeral-routes.md, status codes).
-const (
-	codeBadRequest      = "ephemeral_bad_request"
-	codeQueueFull       = "queue_full"
-	codeQuotaExceeded   = "ephemeral_quota_exceeded"
-	codeNotFound        = "ephemeral_queue_not_found"
-	codeUnavailable     = "ephemeral_unavailable"
-	codeConfigureFailed = "ephemeral_configure_failed"
-	codeDeleteFailed    = "ephemeral_delete_failed"
-	codeNoRoute         = "not_found"
-	codeMethod          = "method_not_allowed"
-)
-
 // refusal turns an engine or wire error into the wire's error value.
 func refusal(err error) *wire.Error {
 	var we *wire.Error
@@ -41,7 +28,7 @@ func refusal(err error) *wire.Error {
 			return &wire.Error{Status: 503, Code: codeUnavailable, Msg: ee.Msg}
 		}
 	}
-	return &wire.Error{Status: 500, Code: "internal_error", Msg: err.Error()}
+	return &wire.Error{Status: 500, Code: codeInternal, Msg: err.Error()}
 }
 
 // Refusals the server itself makes, allocated once.

@@ -51,77 +51,102 @@ func (cs *conn) dispatch(req *wire.Request) {
 	}
 }
 
+// ephemeralRoute is one route of the family (ephemeral-routes.md): its
+// name in the metrics, the method it takes, the access it needs, how a cell
+// serves it (D17) and its handler. Handlers of the two routes with a
+// :queue segment get the segment, still escaped; the others get nil.
+type ephemeralRoute struct {
+	path   string // under prefix; for a :queue route, the part before the segment
+	id     routeID
+	method wire.Method
+	need   Access
+	cell   cellRole
+	serve  func(cs *conn, req *wire.Request, seg []byte)
+}
+
+// cellRole says where a route is served in a cell of several brokers (D17).
+type cellRole uint8
+
+const (
+	// servedByOwner: push, pop and ack act on a queue's contents, which
+	// live on the queue's owner; a request that lands elsewhere is relayed
+	// to it.
+	servedByOwner cellRole = iota
+	// appliedByAll: configure, reset and delete are applied by every
+	// member to its own copy.
+	appliedByAll
+	// servedHere: the status reads answer with what the member that
+	// received them owns; they are never relayed.
+	servedHere
+)
+
+// fixedRoutes are the routes whose path is fixed, looked up by a scan
+// (six string comparisons cost less than hashing the path).
+var fixedRoutes = []ephemeralRoute{
+	{path: "push", id: routePush, method: wire.MethodPost, need: accWrite, cell: servedByOwner,
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.pushVerb(req) }},
+	{path: "pop", id: routePop, method: wire.MethodGet, need: accReadWrite, cell: servedByOwner,
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.pop(req) }},
+	{path: "ack", id: routeAck, method: wire.MethodPost, need: accReadWrite, cell: servedByOwner,
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.ackVerb(req) }},
+	{path: "configure", id: routeConfigure, method: wire.MethodPost, need: accReadWrite, cell: appliedByAll,
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.configure(req) }},
+	{path: "reset", id: routeReset, method: wire.MethodPost, need: accReadWrite, cell: appliedByAll,
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.reset(req) }},
+	{path: "queues", id: routeQueues, method: wire.MethodGet, need: accRead, cell: servedHere,
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.listQueues(req) }},
+}
+
+// The routes with a :queue segment: DELETE queue/:queue and GET
+// queues/:queue/depth.
+var (
+	deleteRoute = ephemeralRoute{path: "queue/", id: routeDeleteQueue, method: wire.MethodDelete, need: accReadWrite, cell: appliedByAll,
+		serve: func(cs *conn, req *wire.Request, seg []byte) { cs.deleteQueue(req, req.PathUnescape(seg)) }}
+	depthRoute = ephemeralRoute{path: "queues/", id: routeDepth, method: wire.MethodGet, need: accRead, cell: servedHere,
+		serve: func(cs *conn, req *wire.Request, seg []byte) { cs.depthRead(req, req.PathUnescape(seg)) }}
+)
+
 func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
-	switch string(rest) {
-	case "push":
-		cs.reqRoute = routePush
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accWrite) {
-			cs.pushVerb(req)
+	for i := range fixedRoutes {
+		if string(rest) == fixedRoutes[i].path {
+			cs.serveRoute(req, &fixedRoutes[i], nil)
+			return
 		}
-		return
-	case "pop":
-		cs.reqRoute = routePop
-		if cs.method(req, wire.MethodGet) && cs.admit(req, accReadWrite) {
-			cs.pop(req)
-		}
-		return
-	case "ack":
-		cs.reqRoute = routeAck
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite) {
-			cs.ackVerb(req)
-		}
-		return
-	case "configure":
-		cs.reqRoute = routeConfigure
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite) {
-			cs.configure(req)
-		}
-		return
-	case "reset":
-		cs.reqRoute = routeReset
-		if cs.method(req, wire.MethodPost) && cs.admit(req, accReadWrite) {
-			cs.reset(req)
-		}
-		return
-	case "queues":
-		cs.reqRoute = routeQueues
-		if cs.method(req, wire.MethodGet) && cs.admit(req, accRead) {
-			cs.listQueues(req)
-		}
-		return
 	}
+	var r *ephemeralRoute
+	var seg []byte
 	switch {
-	// An empty :queue segment is still the route: it is a name that breaks
-	// the name rule, so it is a 400 after identity, like any other bad name
-	// (docs/server.md, routes and answers).
-	case bytes.HasPrefix(rest, []byte("queue/")):
-		cs.reqRoute = routeDeleteQueue
-		seg := rest[len("queue/"):]
-		if bytes.IndexByte(seg, '/') >= 0 {
-			cs.refuse(req, errNoRoute)
-		} else if cs.method(req, wire.MethodDelete) && cs.admit(req, accReadWrite) {
-			if len(seg) == 0 {
-				cs.refuse(req, errEmptyPathQueue)
-			} else {
-				cs.deleteQueue(req, req.PathUnescape(seg))
-			}
-		}
-	case len(rest) >= len("queues/")+len(depthTail) &&
-		bytes.HasPrefix(rest, []byte("queues/")) && bytes.HasSuffix(rest, []byte(depthTail)):
-		cs.reqRoute = routeDepth
-		seg := rest[len("queues/") : len(rest)-len(depthTail)]
-		if bytes.IndexByte(seg, '/') >= 0 {
-			cs.refuse(req, errNoRoute)
-		} else if cs.method(req, wire.MethodGet) && cs.admit(req, accRead) {
-			if len(seg) == 0 {
-				cs.refuse(req, errEmptyPathQueue)
-			} else {
-				cs.depthRead(req, req.PathUnescape(seg))
-			}
-		}
+	case bytes.HasPrefix(rest, []byte(deleteRoute.path)):
+		r, seg = &deleteRoute, rest[len(deleteRoute.path):]
+	case len(rest) >= len(depthRoute.path)+len(depthTail) &&
+		bytes.HasPrefix(rest, []byte(depthRoute.path)) && bytes.HasSuffix(rest, []byte(depthTail)):
+		r, seg = &depthRoute, rest[len(depthRoute.path):len(rest)-len(depthTail)]
 	default:
 		cs.refuse(req, errNoRoute)
+		return
 	}
+	if bytes.IndexByte(seg, '/') >= 0 {
+		cs.reqRoute = r.id
+		cs.refuse(req, errNoRoute)
+		return
+	}
+	cs.serveRoute(req, r, seg)
+}
+
+// serveRoute checks req's method and identity against r and serves it. An
+// empty :queue segment is still the route: it is a name that breaks the
+// name rule, so it is a 400 after identity, like any other bad name
+// (docs/server.md, routes and answers).
+func (cs *conn) serveRoute(req *wire.Request, r *ephemeralRoute, seg []byte) {
+	cs.reqRoute = r.id
+	if !cs.method(req, r.method) || !cs.admit(req, r.need) {
+		return
+	}
+	if seg != nil && len(seg) == 0 {
+		cs.refuse(req, errEmptyPathQueue)
+		return
+	}
+	r.serve(cs, req, seg)
 }
 
 // method refuses req with 405, naming the method the route takes in an

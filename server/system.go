@@ -12,9 +12,6 @@ import (
 const (
 	systemPath = "/api/v1/system/ephemeral"
 	grantsPath = systemPath + "/grants/"
-
-	codeSystemBadRequest = wire.CodeSystemBadRequest
-	codeGrantNotFound    = "grant_not_found"
 )
 
 // routeSystem serves the system routes (D15). Who may use which is the
@@ -120,7 +117,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		case wire.MethodGet:
 			g, found, err := s.st.GetGrant(ctx, tenant)
 			if err != nil {
-				cs.answerAsync(s.storeFailure(head, err, "internal_error", "the store call failed"))
+				cs.answerAsync(s.storeFailure(head, err, codeInternal, "the store call failed"))
 			} else if !found {
 				cs.answerAsync(s.errorAnswer(head, 404, codeGrantNotFound, "the tenant has no grant"))
 			} else {
@@ -129,7 +126,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		case wire.MethodPut:
 			g := store.Grant{Tenant: tenant, MaxBytes: body.MaxBytes, MaxQueues: body.MaxQueues, MessagesPerSecond: body.MessagesPerSecond}
 			if err := s.st.PutGrant(ctx, g); err != nil {
-				cs.answerAsync(s.storeFailure(head, err, "internal_error", "the store call failed"))
+				cs.answerAsync(s.storeFailure(head, err, codeInternal, "the store call failed"))
 				return
 			}
 			s.setGrant(tenant, &g)
@@ -137,7 +134,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 		default:
 			existed, err := s.st.DeleteGrant(ctx, tenant)
 			if err != nil {
-				cs.answerAsync(s.storeFailure(head, err, "internal_error", "the store call failed"))
+				cs.answerAsync(s.storeFailure(head, err, codeInternal, "the store call failed"))
 				return
 			}
 			s.setGrant(tenant, nil)

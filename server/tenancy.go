@@ -195,9 +195,9 @@ var errDisabledMsg = "an operator paused the ephemeral surface"
 
 // Refusals of the gates, allocated once.
 var (
-	errFeatureGated = &wire.Error{Status: 403, Code: "feature_gated", Msg: "the tenant is not granted the ephemeral class"}
-	errRateLimited  = &wire.Error{Status: 429, Code: "rate_limited", Msg: "the tenant is over its messages-per-second allowance"}
-	errDisabled     = &wire.Error{Status: 503, Code: "ephemeral_disabled", Msg: errDisabledMsg}
+	errFeatureGated = &wire.Error{Status: 403, Code: codeFeatureGated, Msg: "the tenant is not granted the ephemeral class"}
+	errRateLimited  = &wire.Error{Status: 429, Code: codeRateLimited, Msg: "the tenant is over its messages-per-second allowance"}
+	errDisabled     = &wire.Error{Status: 503, Code: codeDisabled, Msg: errDisabledMsg}
 )
 
 // admit runs identity, then the kill switch and the

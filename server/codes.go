@@ -1,0 +1,34 @@
+package server
+
+import "github.com/queenmq/ephemeral/wire"
+
+// Every code the server answers in an error body's "code", in one place:
+// the family's (ephemeral-routes.md, status codes), the system routes'
+// (D15), identity's and the HTTP layer's. An SDK branches on these; the
+// conformance tests pin each with its status.
+const (
+	// The family's refusals.
+	codeBadRequest      = wire.CodeBadRequest          // 400 "ephemeral_bad_request"
+	codeQueueFull       = "queue_full"                 // 429
+	codeRateLimited     = "rate_limited"               // 429
+	codeQuotaExceeded   = "ephemeral_quota_exceeded"   // 403
+	codeFeatureGated    = "feature_gated"              // 403
+	codeNotFound        = "ephemeral_queue_not_found"  // 404, the depth read only
+	codeUnavailable     = "ephemeral_unavailable"      // 503
+	codeDisabled        = "ephemeral_disabled"         // 503, the kill switch
+	codeConfigureFailed = "ephemeral_configure_failed" // 503, the store refused a declaration
+	codeDeleteFailed    = "ephemeral_delete_failed"    // 503, the store refused a removal
+
+	// Identity and the admin scope.
+	codeUnauthorized = "unauthorized" // 401
+	codeForbidden    = "forbidden"    // 403
+
+	// The system routes (D15).
+	codeSystemBadRequest = wire.CodeSystemBadRequest // 400 "bad_request"
+	codeGrantNotFound    = "grant_not_found"         // 404
+
+	// The HTTP layer.
+	codeNoRoute  = "not_found"          // 404
+	codeMethod   = "method_not_allowed" // 405
+	codeInternal = "internal_error"     // 500, a bug
+)
