@@ -62,6 +62,11 @@ type Engine struct {
 	// seqFloor is at least every seq a removed partition ever issued, so a
 	// partition created later with the same name starts above them (D6).
 	seqFloor atomic.Uint64
+	// moveFloor is at least every seq issued by a queue that an ownership
+	// move dropped (DropForMove), and never above seqFloor. An id of ours
+	// for a queue that is not here, below it, is stale (docs/engine.md,
+	// "Ownership moves"). It stays 0 in a broker that never lost a queue.
+	moveFloor atomic.Uint64
 
 	nextHint  atomic.Uint64 // spreads partitions over arena and wheel shards
 	sweep     sweeper

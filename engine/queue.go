@@ -13,6 +13,12 @@ type Queue struct {
 	e    *Engine
 	t    *tenant
 	name string
+	// base is the move floor when this instance was made: every seq it
+	// issues is at or above it, and an id of this incarnation below it was
+	// minted before an ownership move of the queue, so it is stale (D17,
+	// docs/engine.md "Ownership moves"). Set before the queue is published,
+	// never changed.
+	base uint64
 
 	mu       sync.Mutex // declaration changes, partition and group creation
 	declared atomic.Bool
@@ -54,7 +60,7 @@ const indexAt = 8
 const groupIndexAt = 32
 
 func newQueue(e *Engine, t *tenant, name string) *Queue {
-	q := &Queue{e: e, t: t, name: name}
+	q := &Queue{e: e, t: t, name: name, base: e.moveFloor.Load()}
 	q.opts.Store(e.defaultOpts)
 	q.lastActive.Store(e.nowNanos())
 	return q
