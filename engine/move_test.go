@@ -273,3 +273,29 @@ func TestAckOnAMissingQueueAfterAMove(t *testing.T) {
 		t.Fatalf("acks on a missing queue after a move: %s", got)
 	}
 }
+
+// P3: acking ids a move made stale allocates nothing, for a queue that is
+// here (declared, replaced) and one that is not (implicit, gone).
+func TestAckOfStaleIdsIsAllocationFree(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("d", OptionSet{})
+	items := map[string][]AckItem{}
+	for _, q := range []string{"d", "i"} {
+		h.push(q, "p", numbered("m", 10)...)
+		for _, m := range h.pop(PopRequest{Queue: q, Group: "g", Batch: 10}) {
+			items[q] = append(items[q], AckItem{ID: []byte(m.ID)})
+		}
+		h.dropForMove(q)
+	}
+	out := make([]Outcome, 0, 10)
+	for _, q := range []string{"d", "i"} {
+		ack := func() { out, _ = h.e.Ack("default", q, "g", items[q], out[:0]) }
+		ack()
+		if outcomes(out) != outcomes(stales(10)) {
+			t.Fatalf("%s: %v", q, out)
+		}
+		if allocs := testing.AllocsPerRun(50, ack); allocs != 0 {
+			t.Fatalf("%s: an ack of 10 stale ids allocates %.1f times", q, allocs)
+		}
+	}
+}
