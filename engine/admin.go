@@ -153,6 +153,12 @@ func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 		q.mu.Unlock()
 		return 0, false
 	}
+	// The groups die first: freeing the partitions then makes no cursor for
+	// a group that never read there only to count skips nobody will read.
+	for _, g := range q.groupList() {
+		g.dead.Store(true) // so a forget in flight gives nothing back twice
+		q.t.force(-q.e.charge.ofGroup(g.name))
+	}
 	var done doneList
 	var top uint64 // the highest tail: every seq q issued is below it
 	for _, p := range parts {
@@ -166,10 +172,6 @@ func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 		e.raiseSeqFloor(p.tail)
 		top = max(top, p.tail)
 		p.release()
-	}
-	for _, g := range q.groupList() {
-		g.dead.Store(true) // so a forget in flight gives nothing back twice
-		q.t.force(-q.e.charge.ofGroup(g.name))
 	}
 	q.t.force(-q.e.charge.ofQueue(q.name))
 	// Every charge is given back: from here on nothing of q charges again.

@@ -299,3 +299,36 @@ func TestAckOfStaleIdsIsAllocationFree(t *testing.T) {
 		}
 	}
 }
+
+// An ack racing the move of its queue answers acked (it settled first) or
+// stale (the move came first, or killed the queue while the ack looked at
+// it), never unknown: the lease was live until the move.
+func TestAckRacingAMoveIsAckedOrStale(t *testing.T) {
+	h := newHarness(t, nil)
+	counts := map[Outcome]int{}
+	for i := 0; i < 2000; i++ {
+		q := "i"
+		if i%2 == 0 {
+			q = "d"
+			h.configure(q, OptionSet{})
+		}
+		h.push(q, "p", "a")
+		ms := h.pop(PopRequest{Queue: q, Group: "g"})
+		start := make(chan struct{})
+		var out []Outcome
+		done := make(chan struct{})
+		go func() {
+			<-start
+			out, _ = h.e.Ack("default", q, "g", []AckItem{{ID: []byte(ms[0].ID)}}, nil)
+			close(done)
+		}()
+		close(start)
+		h.dropForMove(q)
+		<-done
+		if out[0] != OutcomeAcked && out[0] != OutcomeStale {
+			t.Fatalf("round %d (%s): an ack racing the move answered %v", i, q, out[0])
+		}
+		counts[out[0]]++
+	}
+	t.Logf("acked %d, stale %d", counts[OutcomeAcked], counts[OutcomeStale])
+}
