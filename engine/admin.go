@@ -124,8 +124,9 @@ func (q *Queue) remove(idle int64) bool {
 // floor is raised above every seq q issued, so that each of its ids answers
 // stale from here on, and a declared queue is replaced in the tenant's map,
 // in the same step that kills it, by a fresh empty instance with the same
-// declaration; an implicit one goes. It returns the pending messages
-// dropped and whether q was live.
+// declaration; an implicit one goes. A move leaves a pristine queue (no
+// partition, group or parked pop) alone. It returns the messages dropped
+// (held, as Reset counts them) and whether it killed q.
 func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 	e := q.e
 	q.mu.Lock()

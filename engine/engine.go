@@ -218,7 +218,17 @@ func (e *Engine) lookup(tenant, name string) *Queue {
 		return nil
 	}
 	q, ok := t.queues.Load(name)
-	if !ok || q.dead.Load() {
+	for ok && q.dead.Load() {
+		// Dead: being removed, or replaced by an ownership move, which
+		// publishes the replacement before it marks q dead (Queue.retire).
+		// Look again: the replacement, or nothing.
+		var again *Queue
+		if again, ok = t.queues.Load(name); again == q {
+			return nil
+		}
+		q = again
+	}
+	if !ok {
 		return nil
 	}
 	return q

@@ -68,6 +68,17 @@ func newQueue(e *Engine, t *tenant, name string) *Queue {
 
 func (q *Queue) options() *Options { return q.opts.Load() }
 
+// live returns q, or, when q died, what holds its name now: the instance
+// an ownership move put in its place, or nil. A walk of the tenant's map
+// (Range: one entry per name) that found q dead uses it, so a declared
+// queue does not drop out of a listing while it moves.
+func (q *Queue) live() *Queue {
+	if !q.dead.Load() {
+		return q
+	}
+	return q.e.lookup(q.t.name, q.name)
+}
+
 func (q *Queue) partitions() []*partition {
 	if p := q.parts.Load(); p != nil {
 		return *p
