@@ -97,7 +97,13 @@ func (e *Engine) AckBy(by any, tenant, queue, groupName string, items []AckItem,
 		case kind == idStale:
 			out = append(out, OutcomeStale)
 			continue
-		case kind == idForeign || g == nil:
+		case kind == idForeign:
+			out = append(out, OutcomeUnknown)
+			continue
+		case e.mintedBeforeMove(q, seq):
+			out = append(out, OutcomeStale)
+			continue
+		case g == nil:
 			out = append(out, OutcomeUnknown)
 			continue
 		}
@@ -111,8 +117,12 @@ func (e *Engine) AckBy(by any, tenant, queue, groupName string, items []AckItem,
 			p.mu.Lock()
 			locked = p
 		}
+		if q.dead.Load() { // deleted, collected or moved since the lookup
+			out = append(out, e.goneOutcome(seq))
+			continue
+		}
 		c := p.findCursor(g)
-		if c == nil || q.dead.Load() {
+		if c == nil {
 			out = append(out, OutcomeUnknown)
 			continue
 		}

@@ -98,31 +98,49 @@ func (e *Engine) Delete(tenant, queue string) (bool, error) {
 	if err := CheckName("queue", queue); err != nil {
 		return false, err
 	}
-	q := e.lookup(tenant, queue)
-	if q == nil {
-		return false, nil
+	for {
+		q := e.lookup(tenant, queue)
+		if q == nil {
+			return false, nil
+		}
+		if q.remove(-1) {
+			return true, nil
+		}
+		// q died under us: deleted, or replaced by an ownership move
+		// (DropForMove), whose replacement is what is deleted now.
 	}
-	return q.remove(-1), nil
-}
-
-// DropContents empties a queue as an ownership move does (D17): like Reset,
-// for the cell's use.
-func (e *Engine) DropContents(tenant, queue string) int64 {
-	n, _ := e.Reset(tenant, queue)
-	return n
 }
 
 // remove kills q: with idle >= 0 it first checks, under every lock, that
 // the queue is an implicit one still collectable after that idle time
 // (Queue.idleFor); idle < 0 removes it whatever it holds (delete).
 func (q *Queue) remove(idle int64) bool {
+	_, ok := q.retire(idle, false)
+	return ok
+}
+
+// retire kills q as remove does and reports what it held. With move set it
+// is an ownership move (D17, docs/engine.md "Ownership moves"): the move
+// floor is raised above every seq q issued, so that each of its ids answers
+// stale from here on, and a declared queue is replaced in the tenant's map,
+// in the same step that kills it, by a fresh empty instance with the same
+// declaration; an implicit one goes. A move leaves a pristine queue (no
+// partition, group or parked pop) alone. It returns the messages dropped
+// (held, as Reset counts them) and whether it killed q.
+func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 	e := q.e
 	q.mu.Lock()
 	if q.dead.Load() {
 		q.mu.Unlock()
-		return false
+		return 0, false
 	}
 	parts := q.partitions()
+	if move && len(parts) == 0 && len(q.groupList()) == 0 && q.parked.Load() == 0 {
+		// Pristine: no partition, so no id was ever minted; no group, so no
+		// parked pop. Partitions and groups are made under q.mu.
+		q.mu.Unlock()
+		return 0, false
+	}
 	for _, p := range parts {
 		p.mu.Lock()
 	}
@@ -134,10 +152,18 @@ func (q *Queue) remove(idle int64) bool {
 	if idle >= 0 && !q.idleFor(e.nowNanos(), idle) {
 		unlockAll()
 		q.mu.Unlock()
-		return false
+		return 0, false
+	}
+	// The groups die first: freeing the partitions then makes no cursor for
+	// a group that never read there only to count skips nobody will read.
+	for _, g := range q.groupList() {
+		g.dead.Store(true) // so a forget in flight gives nothing back twice
+		q.t.force(-q.e.charge.ofGroup(g.name))
 	}
 	var done doneList
+	var top uint64 // the highest tail: every seq q issued is below it
 	for _, p := range parts {
+		dropped += int64(p.held()) // counted as reset counts
 		p.freeHead(p.held(), causeNone)
 		p.armTTL() // stops it: nothing is held
 		for _, c := range p.cursors {
@@ -145,29 +171,53 @@ func (q *Queue) remove(idle int64) bool {
 		}
 		p.waiters.claimAll(&done)
 		e.raiseSeqFloor(p.tail)
+		top = max(top, p.tail)
 		p.release()
-	}
-	for _, g := range q.groupList() {
-		g.dead.Store(true) // so a forget in flight gives nothing back twice
-		q.t.force(-q.e.charge.ofGroup(g.name))
 	}
 	q.t.force(-q.e.charge.ofQueue(q.name))
 	// Every charge is given back: from here on nothing of q charges again.
+	var next *Queue
+	if move {
+		e.raiseMoveFloor(top) // before anyone can see q dead or gone
+		if q.declared.Load() {
+			next = q.successor()
+		}
+	}
+	if next != nil {
+		// Published before q is marked dead and while q's locks are held:
+		// whoever finds q dead and looks again finds next, and no push can
+		// slip an implicit queue in between (publishQueue replaces only a
+		// dead queue).
+		installed := false
+		q.t.queues.Compute(q.name, func(old *Queue, loaded bool) (*Queue, xsyncOp) {
+			if loaded && old == q {
+				installed = true
+				return next, opUpdate
+			}
+			return old, opCancel
+		})
+		if !installed { // cannot happen while q is live and its locks held
+			q.t.force(-e.charge.ofQueue(next.name))
+			next = nil
+		}
+	}
 	q.dead.Store(true)
 	unlockAll()
 	q.mu.Unlock()
 	q.waitMu.Lock()
 	q.waiters.claimAll(&done)
 	q.waitMu.Unlock()
-	q.t.queues.Compute(q.name, func(old *Queue, loaded bool) (*Queue, xsyncOp) {
-		if loaded && old == q {
-			return nil, opDelete
-		}
-		return old, opCancel
-	})
-	q.t.nqueues.Add(-1)
+	if next == nil {
+		q.t.queues.Compute(q.name, func(old *Queue, loaded bool) (*Queue, xsyncOp) {
+			if loaded && old == q {
+				return nil, opDelete
+			}
+			return old, opCancel
+		})
+		q.t.nqueues.Add(-1)
+	}
 	done.finish()
-	return true
+	return dropped, true
 }
 
 // raiseSeqFloor makes every partition created from now on start at or above

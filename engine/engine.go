@@ -62,6 +62,11 @@ type Engine struct {
 	// seqFloor is at least every seq a removed partition ever issued, so a
 	// partition created later with the same name starts above them (D6).
 	seqFloor atomic.Uint64
+	// moveFloor is at least every seq issued by a queue that an ownership
+	// move dropped (DropForMove), and never above seqFloor. An id of ours
+	// for a queue that is not here, below it, is stale (docs/engine.md,
+	// "Ownership moves"). It stays 0 in a broker that never lost a queue.
+	moveFloor atomic.Uint64
 
 	nextHint  atomic.Uint64 // spreads partitions over arena and wheel shards
 	sweep     sweeper
@@ -213,7 +218,17 @@ func (e *Engine) lookup(tenant, name string) *Queue {
 		return nil
 	}
 	q, ok := t.queues.Load(name)
-	if !ok || q.dead.Load() {
+	for ok && q.dead.Load() {
+		// Dead: being removed, or replaced by an ownership move, which
+		// publishes the replacement before it marks q dead (Queue.retire).
+		// Look again: the replacement, or nothing.
+		var again *Queue
+		if again, ok = t.queues.Load(name); again == q {
+			return nil
+		}
+		q = again
+	}
+	if !ok {
 		return nil
 	}
 	return q

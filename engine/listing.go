@@ -27,7 +27,7 @@ func (e *Engine) EachQueue(tenant string, f func(QueueInfo) bool) {
 		return
 	}
 	t.queues.Range(func(_ string, q *Queue) bool {
-		if q.dead.Load() {
+		if q = q.live(); q == nil {
 			return true
 		}
 		return f(q.info())

@@ -11,7 +11,7 @@ func (e *Engine) TenantGauges(fn func(tenant string, bytes int64, declared, impl
 		var declared, implicit int
 		var parked int64
 		t.queues.Range(func(_ string, q *Queue) bool {
-			if q.dead.Load() {
+			if q = q.live(); q == nil {
 				return true
 			}
 			if q.declared.Load() {

@@ -13,6 +13,12 @@ type Queue struct {
 	e    *Engine
 	t    *tenant
 	name string
+	// base is the move floor when this instance was made: every seq it
+	// issues is at or above it, and an id of this incarnation below it was
+	// minted before an ownership move of the queue, so it is stale (D17,
+	// docs/engine.md "Ownership moves"). Set before the queue is published,
+	// never changed.
+	base uint64
 
 	mu       sync.Mutex // declaration changes, partition and group creation
 	declared atomic.Bool
@@ -54,13 +60,24 @@ const indexAt = 8
 const groupIndexAt = 32
 
 func newQueue(e *Engine, t *tenant, name string) *Queue {
-	q := &Queue{e: e, t: t, name: name}
+	q := &Queue{e: e, t: t, name: name, base: e.moveFloor.Load()}
 	q.opts.Store(e.defaultOpts)
 	q.lastActive.Store(e.nowNanos())
 	return q
 }
 
 func (q *Queue) options() *Options { return q.opts.Load() }
+
+// live returns q, or, when q died, what holds its name now: the instance
+// an ownership move put in its place, or nil. A walk of the tenant's map
+// (Range: one entry per name) that found q dead uses it, so a declared
+// queue does not drop out of a listing while it moves.
+func (q *Queue) live() *Queue {
+	if !q.dead.Load() {
+		return q
+	}
+	return q.e.lookup(q.t.name, q.name)
+}
 
 func (q *Queue) partitions() []*partition {
 	if p := q.parts.Load(); p != nil {

@@ -26,7 +26,7 @@ func (e *Engine) Queues(tenant string, dst []QueueInfo) []QueueInfo {
 	}
 	start := len(dst)
 	t.queues.Range(func(_ string, q *Queue) bool {
-		if q.dead.Load() {
+		if q = q.live(); q == nil {
 			return true
 		}
 		dst = append(dst, q.info())

@@ -13,6 +13,7 @@ type xsyncOp = xsync.ComputeOp
 const (
 	opDelete = xsync.DeleteOp
 	opCancel = xsync.CancelOp
+	opUpdate = xsync.UpdateOp
 )
 
 // sweeper runs every SweepEvery from the timing wheel: it forgets idle
