@@ -166,6 +166,7 @@ func (q *Queue) remove(idle int64) bool {
 		return old, opCancel
 	})
 	q.t.nqueues.Add(-1)
+	e.sweep.index.drop(q)
 	done.finish()
 	return true
 }
