@@ -216,6 +216,12 @@ func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 		})
 		q.t.nqueues.Add(-1)
 	}
+	e.sweep.index.drop(q)
+	if next != nil {
+		// Installed without publishQueue, which files the queues it
+		// publishes: the successor is filed here.
+		e.sweep.index.file(next, e.tickOf(next.nextDue(e.nowNanos())))
+	}
 	done.finish()
 	return dropped, true
 }

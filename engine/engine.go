@@ -273,6 +273,10 @@ func (t *tenant) publishQueue(fresh *Queue) (q *Queue, created bool, err error) 
 	if err != nil {
 		return nil, false, err
 	}
+	if created {
+		now := t.e.nowNanos()
+		t.e.sweep.index.file(q, t.e.tickOf(q.nextDue(now)))
+	}
 	return q, created, nil
 }
 

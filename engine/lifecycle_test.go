@@ -345,3 +345,46 @@ func TestEmptyInboxesCollectedEarlyUnderTenantPressure(t *testing.T) {
 		t.Fatalf("queues of a: %d, of b: %d; want a's inbox collected, b's kept", len(h.e.Queues("a", nil)), len(h.e.Queues("b", nil)))
 	}
 }
+
+// The sweeper's due index (engine/sweepindex.go) holds every live queue
+// once and no queue that went: after churn (queues created, deleted,
+// collected, touched again) it files exactly the live queues.
+func TestDueIndexFilesExactlyTheLiveQueues(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("declared", OptionSet{})
+	for i := range 300 {
+		q := "q-" + strconv.Itoa(i)
+		h.push(q, "", "x")
+		h.pop(PopRequest{Queue: q, Group: "g", AutoAck: true})
+		if i%3 == 0 {
+			if _, err := h.e.Delete("default", q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, live := h.e.sweep.index.filed(), len(h.e.Queues("default", nil)); n != live || live != 201 {
+		t.Fatalf("after the deletes the due index files %d queues, %d are live (want 201)", n, live)
+	}
+	h.advance(100 * time.Second)
+	for i := 1; i < 300; i += 3 {
+		h.push("q-"+strconv.Itoa(i), "", "keeps it alive") // pending: never collected
+	}
+	h.advance(250 * time.Second) // the untouched ones are collected
+	live := len(h.e.Queues("default", nil))
+	if live != 1+100 {
+		t.Fatalf("%d queues live, want the declared one and the 100 with a pending message", live)
+	}
+	if n := h.e.sweep.index.filed(); n != live {
+		t.Fatalf("the due index files %d queues, %d are live", n, live)
+	}
+	// An ownership move replaces a declared queue by a fresh instance
+	// (engine/move.go): the old one leaves the index, the new one is filed.
+	h.push("declared", "", "x")
+	h.pop(PopRequest{Queue: "declared", Group: "g"})
+	if _, err := h.e.DropForMove("default", "declared"); err != nil {
+		t.Fatal(err)
+	}
+	if n, live := h.e.sweep.index.filed(), len(h.e.Queues("default", nil)); n != live {
+		t.Fatalf("after a move the due index files %d queues, %d are live", n, live)
+	}
+}

@@ -49,6 +49,10 @@ type Queue struct {
 	rr         atomic.Uint32
 	trimAt     atomic.Uint64 // where trimOthers resumes
 	dead       atomic.Bool   // collected or deleted; lookups retry
+
+	// Where the sweeper's dueIndex files the queue; guarded by its mutex.
+	dueTick int64
+	dueSlot int32
 }
 
 // indexAt is the partition count from which lookups use the index map.

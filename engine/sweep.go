@@ -27,6 +27,9 @@ type sweeper struct {
 	lastReturn int64 // engine time memory was last given to the OS
 	peak       int64 // the highest footprint seen at a trim since then
 	unreturned int64 // bytes trimmed since memory was last given to the OS
+
+	index dueIndex // the queues by the tick they may next need a visit
+	due   []*Queue // scratch: the queues of the ticks being visited
 }
 
 const (
@@ -82,36 +85,60 @@ func (s *sweeper) Fire(now int64) {
 	e.wheels.Shard(0).Schedule(&s.timer, now+int64(e.cfg.SweepEvery), s)
 }
 
-// Sweep runs one idle collection pass at engine time now. The wheel calls it
-// every SweepEvery; tests may call it directly.
+// Sweep runs one idle collection pass at engine time now: it visits the
+// queues the due index holds for the ticks that have come (idle groups
+// forgotten, D4; idle implicit queues collected, D8), walks the tenants
+// under memory pressure for empty inboxes, and frees reclaimable messages
+// near the broker total (D3). The wheel calls it every SweepEvery; tests
+// may call it directly.
 func (e *Engine) Sweep(now int64) {
-	groupIdle := int64(e.cfg.GroupIdle)
 	brokerPressed := pressed(e.footprint.Load(), e.cfg.MaxBytes)
 	e.tenants.Range(func(_ string, t *tenant) bool {
-		// Under memory pressure an empty implicit queue goes once it has
-		// been quiet for spareIdle rather than ImplicitIdle.
-		idle := int64(e.cfg.ImplicitIdle)
 		if brokerPressed || pressed(t.footprint.Load(), t.maxBytes.Load()) {
-			idle = min(idle, spareIdle)
+			t.collectSpare(now)
 		}
-		t.queues.Range(func(_ string, q *Queue) bool {
-			for _, g := range q.groupList() {
-				if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
-					q.forgetIdle(now)
-					break
-				}
-			}
-			if q.idleFor(now, idle) {
-				q.remove(idle)
-			}
-			return true
-		})
 		return true
 	})
+	s := &e.sweep
+	s.due = s.index.takeDue(s.due[:0], now/int64(e.cfg.SweepEvery))
+	for i, q := range s.due {
+		s.due[i] = nil
+		e.visit(q, now)
+	}
 	if e.nearBudget() && e.reclaimable.Load() > 0 {
 		e.reclaimAll()
 	}
-	e.sweep.returnMemory(now)
+	s.returnMemory(now)
+}
+
+// visit does what q's due time came for and files q again for the next.
+func (e *Engine) visit(q *Queue, now int64) {
+	if q.dead.Load() {
+		return
+	}
+	groupIdle := int64(e.cfg.GroupIdle)
+	for _, g := range q.groupList() {
+		if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
+			q.forgetIdle(now)
+			break
+		}
+	}
+	if idle := int64(e.cfg.ImplicitIdle); q.idleFor(now, idle) && q.remove(idle) {
+		return
+	}
+	e.sweep.index.file(q, e.tickOf(q.nextDue(now)))
+}
+
+// collectSpare collects the tenant's empty implicit queues that have been
+// quiet for spareIdle (memory pressure, below).
+func (t *tenant) collectSpare(now int64) {
+	idle := min(int64(t.e.cfg.ImplicitIdle), spareIdle)
+	t.queues.Range(func(_ string, q *Queue) bool {
+		if q.idleFor(now, idle) {
+			q.remove(idle)
+		}
+		return true
+	})
 }
 
 // Early collection under memory pressure (docs/engine.md, "Empty inboxes
