@@ -2,6 +2,13 @@
 
 export type Payload = unknown
 
+/**
+ * The codes of the specification's refusal taxonomy, plus `ephemeral_unsupported`;
+ * the same list as the Go SDK's Code* constants. OWNER_MOVED and FORWARD_FAILED
+ * come only from a cell of several brokers and say the request was not applied:
+ * every call sends such a refusal again by itself, with backoff (or after its
+ * Retry-After), within the call's bounds, and throws it only when they end first.
+ */
 export declare const Codes: Readonly<{
   BAD_REQUEST: 'ephemeral_bad_request'
   QUOTA_EXCEEDED: 'ephemeral_quota_exceeded'
@@ -33,6 +40,12 @@ export declare class QueenError extends Error {
   readonly path: string
   /** A 429 or a 503. */
   readonly temporary: boolean
+  /**
+   * How many times the call was sent: 1, or more for a cell refusal
+   * (`owner_moved`, `ephemeral_forward_failed`) retried until the call's
+   * bounds (its timeout, its signal) ended.
+   */
+  readonly attempts: number
 }
 
 /** Buffered messages that could not be delivered; `cause` is the last error. */
@@ -88,7 +101,10 @@ export interface QueenOptions {
   /** Sent as `Authorization: Bearer <token>`. */
   token?: string
   headers?: Record<string, string>
-  /** Per-request timeout in ms (default 30,000); a waiting pop adds its own timeout. */
+  /**
+   * Per-request timeout in ms (default 30,000); a waiting pop adds its own timeout.
+   * It also bounds, from the first send, the retries of a call refused by the cell.
+   */
   timeout?: number
   buffer?: BufferOptions
   /** Called for each flush that finally failed (also reported by the next buffered push, flush() and close()). */
@@ -205,7 +221,12 @@ export interface ConsumeOptions {
   autoAck?: boolean
   /** Stops the loop; so does close(). */
   signal?: AbortSignal
-  /** Errors the loop survives: failed acks, pops refused with 429/503. */
+  /**
+   * Errors the loop survives: failed acks, pops refused with 429/503 or lost with
+   * their connection (polled again after a backoff, or the broker's Retry-After).
+   * Pops and acks refused by the cell are retried by pop() and ack() first and
+   * reach onError only when their bounds end.
+   */
   onError?: (err: unknown) => void
 }
 
