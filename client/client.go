@@ -239,9 +239,7 @@ func (cl *call) jsonBody(body any) error {
 
 // exchange runs cl and decodes its 2xx answer into out (when not nil). depth
 // says the route is the depth read, the one route whose 404 is a code of
-// its own.
-// A call refused by the cell is sent again (cellretry.go) within
-// WithTimeout and ctx.
+// its own. A call refused by the cell is sent again (roundTripCell).
 func (c *Client) exchange(ctx context.Context, cl *call, depth bool, out any) error {
 	err := c.roundTripCell(ctx, cl)
 	if err == nil {

@@ -72,6 +72,7 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 		}
 	}
 	s := &server{c: c, ctx: ctx, onErr: onErr}
+	s.answered = s.onAnswer  // one method value for the loop, not a closure per batch
 	defer s.resending.Wait() // after the last replies are sent (defers run last first)
 
 	var replies []*call // the last batch's, sent with the next pop
@@ -168,6 +169,20 @@ type server struct {
 	onErr func(error)
 	// resending counts the replies being sent again after a cell refusal.
 	resending sync.WaitGroup
+	// pop is the pop of the batch being sent (nil when none), answered
+	// is onAnswer: both for the batch's answered hook.
+	pop      *call
+	answered func(*call)
+}
+
+// onAnswer is called with each call of a batch as soon as its answer is
+// read: a reply refused by the cell is sent again at once (resend).
+func (s *server) onAnswer(cl *call) {
+	if cl != s.pop {
+		if e := cellRefusal(cl); e != nil {
+			s.resend(cl, e)
+		}
+	}
 }
 
 // sendReplies sends replies and then pop (when not nil) together, reports
@@ -188,14 +203,9 @@ func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) er
 	if pop != nil {
 		method, route = pop.method, pop.route
 	}
-	answered := func(cl *call) {
-		if cl != pop {
-			if e := cellRefusal(cl); e != nil {
-				s.resend(cl, e)
-			}
-		}
-	}
-	err := c.failover(ctx, method, route, func(ep endpoint) error { return ep.batch(ctx, calls, answered) })
+	s.pop = pop
+	err := c.failover(ctx, method, route, func(ep endpoint) error { return ep.batch(ctx, calls, s.answered) })
+	s.pop = nil
 	for _, cl := range replies {
 		switch {
 		case cl.ans.status != 0:

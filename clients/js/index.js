@@ -198,11 +198,9 @@ export class Queen {
    * One call. `safe`: it may be repeated on a fresh connection when it
    * provably got no answer (lib/transport.js); `exclusive`: it parks, so it
    * takes a connection of its own; `depth` marks the one route whose 404 has
-   * a code of its own.
-   */
-  /**
-   * `cell`: a cell refusal (lib/cellretry.js) is sent again, within the
-   * client's timeout from the first send and the signal.
+   * a code of its own; `cell` (the default): a cell refusal
+   * (lib/cellretry.js) is sent again, within the client's timeout from the
+   * first send and the signal.
    */
   async _call (method, route, { query, body, timeout = this.timeout, signal, depth = false, safe = false, exclusive = false, cell = true } = {}) {
     const path = API + route + (query ? queryString(query) : '')
