@@ -206,16 +206,22 @@ export class Queen {
     const path = API + route + (query ? queryString(query) : '')
     const data = body === undefined ? undefined : JSON.stringify(body)
     const start = Date.now()
-    let retry = null
+    const res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
+    if (res.status === 503 && cell) return this._callAgain(res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive })
+    return this._answer(res, method, API + route, depth)
+  }
+
+  /** _call's retries of a call answered `res`, a 503, first sent at `start`. */
+  async _callAgain (res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive }) {
+    const retry = new CellRetry(start, this.timeout)
     for (;;) {
-      const res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
-      if (res.status !== 503 || !cell) return this._answer(res, method, API + route, depth)
       const err = this._error(res, method, API + route, depth)
       if (!isCellRefusal(err)) throw err
-      retry ??= new CellRetry(start, this.timeout)
       await retry.again(err, signal)
       const left = retry.left()
       if (timeout > 0 && left < timeout) timeout = left // the retries stay within the first send's bound
+      res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
+      if (res.status !== 503) return this._answer(res, method, API + route, depth)
     }
   }
 
