@@ -6,8 +6,10 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import http from 'node:http'
 import { Queen, QueenError, Codes } from '../index.js'
 import { scripted, answer } from './scripted.js'
+import { startBroker } from './broker.js'
 
 const API = '/api/v1/ephemeral'
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -339,4 +341,85 @@ test('a responder (consume with autoAck + reply) whose reply is refused by the c
   const [a, c] = b.sent('/push')
   assert.equal(a.body, c.body)
   assert.equal(JSON.parse(c.body).queue, 'inbox-a')
+})
+
+// A member in front of a real broker whose relay keeps failing: it refuses
+// every third request with one of the two codes, without forwarding it,
+// and forwards the others.
+async function cellProxy (t, target) {
+  const u = new URL(target)
+  const agent = new http.Agent({ keepAlive: true })
+  const p = { n: 0, refused: {} }
+  const server = http.createServer((req, res) => {
+    const n = ++p.n
+    if (n % 3 === 0) {
+      const route = new URL(req.url, 'http://x').pathname.slice(API.length)
+      p.refused[route] = (p.refused[route] ?? 0) + 1
+      req.resume()
+      res.writeHead(503, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ error: 'the cell is moving', code: CELL[n % 2] }))
+      return
+    }
+    const up = http.request({ host: u.hostname, port: u.port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
+      res.writeHead(ur.statusCode, ur.headers)
+      ur.pipe(res)
+    })
+    up.on('error', () => res.destroy())
+    // The client gone (a pop parked behind a refused push): cancel upstream.
+    res.on('close', () => { if (!res.writableFinished) up.destroy() })
+    req.pipe(up)
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  p.url = `http://127.0.0.1:${server.address().port}`
+  t.after(() => { server.closeAllConnections(); server.close(); agent.destroy() })
+  return p
+}
+
+test('every verb through a member refusing a third of all requests, to a real broker: each message once, in order, no caller sees a refusal', async (t) => {
+  const b = await startBroker(t)
+  const p = await cellProxy(t, b.url)
+  const queen = client(t, p.url, { buffer: { messageCount: 16, timeMillis: 5 } })
+  const e = queen.ephemeral
+  const range = (n) => Array.from({ length: n }, (_, i) => i)
+
+  for (const i of range(60)) await e.push('plain', [i])
+  for (const i of range(300)) await e.push('buffered', [i], { buffered: true })
+  await e.flush()
+  async function drain (queue, want, autoAck) {
+    const got = []
+    while (got.length < want) {
+      const { messages } = await e.pop(queue, { group: 'g', batch: 50, wait: true, timeout: 1000, autoAck })
+      assert.ok(messages.length > 0, `${queue}: ${got.length} of ${want}`)
+      got.push(...messages.map((m) => m.payload))
+      if (!autoAck) {
+        const { results } = await e.ack(queue, messages, { group: 'g' })
+        assert.ok(results.every((r) => r.outcome === 'acked'), JSON.stringify(results))
+      }
+    }
+    assert.deepEqual(got, range(want))
+    assert.equal((await e.pop(queue, { group: 'g', batch: 50 })).messages.length, 0, `${queue}: nothing left`)
+  }
+  await drain('plain', 60, false)
+  await drain('buffered', 300, true)
+
+  const ac = new AbortController()
+  const reported = []
+  const onError = (err) => reported.push(err)
+  const responder = e.consume('rpc', (m) => e.reply(m, m.payload.payload * 2), { autoAck: true, concurrency: 4, wait: 200, signal: ac.signal, onError })
+  const answers = await Promise.all(range(30).map((i) => e.request('rpc', i, { timeout: 10000 })))
+  assert.deepEqual(answers.map((m) => m.payload), range(30).map((i) => i * 2))
+
+  const handled = new Map()
+  const worker = e.consume('work', (m) => { handled.set(m.payload, (handled.get(m.payload) ?? 0) + 1) }, { group: 'w', concurrency: 4, wait: 200, signal: ac.signal, onError })
+  for (const i of range(40)) await e.push('work', [i])
+  const deadline = Date.now() + 10000
+  while (handled.size < 40 && Date.now() < deadline) await sleep(10)
+  await sleep(300) // room for a duplicate to show up
+  ac.abort()
+  await Promise.all([responder, worker])
+  assert.deepEqual([...handled.keys()].sort((a, b) => a - b), range(40))
+  assert.ok([...handled.values()].every((k) => k === 1), 'each handled once')
+  // The loops report only a pop that ran out of its wait while refused.
+  for (const err of reported) assert.ok(err instanceof QueenError && CELL.includes(err.code) && err.path.endsWith('/pop'), String(err))
+  for (const route of ['/push', '/pop', '/ack']) assert.ok(p.refused[route] > 0, `no ${route} refused: the test proves nothing`)
 })
