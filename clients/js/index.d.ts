@@ -230,9 +230,17 @@ export interface ConsumeOptions {
   onError?: (err: unknown) => void
 }
 
+/**
+ * Every call that the cell refuses (`503 owner_moved`, `503 ephemeral_forward_failed`:
+ * not applied) is sent again by itself with backoff and jitter, or after Retry-After,
+ * within its bound (the client's `timeout` from the first send; a waiting pop's or a
+ * request's own `timeout`) and its `signal`; the last QueenError is thrown when those
+ * end first. A call whose answer was lost is never sent again (push, ack, autoAck pop).
+ */
 export declare class Ephemeral {
   configure (queue: string, options?: QueueOptions, opts?: CallOptions): Promise<{ queue: string, options: QueueOptions }>
   push (queue: string, payloads: Payload[], options?: PushOptions): Promise<{ pushed: number }>
+  /** A waiting pop refused by the cell is re-issued with what is left of its `timeout`. */
   pop<T = Payload> (queue: string, options?: PopOptions): Promise<{ queue: string, messages: Message<T>[] }>
   ack (queue: string, messages: (Message | { id: string } | string)[], options?: AckOptions): Promise<{ results: AckOutcome[] }>
   reset (queue: string, opts?: CallOptions): Promise<{ queue: string, dropped: number }>
@@ -241,6 +249,10 @@ export declare class Ephemeral {
   depth (queue: string, options?: { group?: string } & CallOptions): Promise<Depth>
   /** Send every buffered message now; rejects with the flushes that failed. */
   flush (): Promise<void>
+  /**
+   * Its push refused by the cell: pushed again with a fresh inbox; its inbox pop
+   * refused: parked again on the same inbox (the request was delivered).
+   */
   request<T = Payload> (queue: string, payload: Payload, options?: RequestOptions): Promise<Message<T>>
   reply (request: Message, payload: Payload, opts?: CallOptions): Promise<void>
   consume<T = Payload> (queue: string, handler: (message: Message<T>, ctx: { signal: AbortSignal }) => unknown | Promise<unknown>, options?: ConsumeOptions): Promise<void>
