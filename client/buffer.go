@@ -26,6 +26,16 @@ import (
 // refusal, is dropped from the buffer and reported as a *FlushError. A
 // transport error after the broker appended a batch makes the retry append
 // it again: buffered delivery is at-least-once.
+//
+// The 503s of a cell's membership change (CodeOwnerMoved,
+// CodeForwardFailed) are refusals like the others: the push is all or
+// nothing, so a refused batch was appended nowhere and is sent again whole,
+// while the part of a batch the broker already accepted (201) is never
+// sent again. A buffer therefore drains through a membership change with
+// every message appended once, in order, as long as the change settles
+// within RetryTimeout (a member timeout, 5 s by default, is what a dead
+// owner takes to be replaced). What the move itself drops from the old
+// owner's memory is the class's loss contract, not the buffer's.
 type BufferOptions struct {
 	// MessageCount is the batch size (default 100, at most 10,000).
 	MessageCount int

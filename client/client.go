@@ -239,14 +239,42 @@ func (cl *call) jsonBody(body any) error {
 
 // exchange runs cl and decodes its 2xx answer into out (when not nil). depth
 // says the route is the depth read, the one route whose 404 is a code of
-// its own.
+// its own. A call refused by the cell is sent again (roundTripCell).
 func (c *Client) exchange(ctx context.Context, cl *call, depth bool, out any) error {
-	err := c.roundTrip(ctx, cl)
+	err := c.roundTripCell(ctx, cl)
 	if err == nil {
 		err = c.answer(cl, depth, out)
 	}
 	release(cl, err)
 	return err
+}
+
+// roundTripCell is roundTrip, sending cl again while the broker answers it
+// with a cell refusal (cellretry.go), within WithTimeout and ctx. When it
+// gives up it answers the last refusal as an *Error (joined with ctx's
+// error when ctx ended); cl is then the caller's to release.
+func (c *Client) roundTripCell(ctx context.Context, cl *call) error {
+	start := time.Now()
+	err := c.roundTrip(ctx, cl)
+	if err != nil || cl.ans.status != 503 {
+		return err // the common path: no retry state at all
+	}
+	r := newCellRetry(start, c.timeout)
+	for {
+		e := cellRefusal(cl)
+		if e == nil {
+			return nil // another 503: answer reports it
+		}
+		if err := r.again(ctx, e); err != nil {
+			return err
+		}
+		if left := r.left(); left > 0 && (cl.timeout == 0 || left < cl.timeout) {
+			cl.timeout = left // the retries stay within the first send's bound
+		}
+		if err := c.roundTrip(ctx, cl); err != nil || cl.ans.status != 503 {
+			return err
+		}
+	}
 }
 
 // answer turns cl's answer into an *Error (non-2xx) or decodes it into out.
@@ -268,7 +296,7 @@ func isDialError(err error) bool {
 }
 
 func apiError(a answer, data []byte, method, path string, depth bool) *Error {
-	e := &Error{Status: a.status, Method: method, Path: path}
+	e := &Error{Status: a.status, Method: method, Path: path, Attempts: 1}
 	var body struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
@@ -347,6 +375,12 @@ func encodePayloads(payloads []any) ([]json.RawMessage, error) {
 // answers how many messages the buffer accepted. A buffered push first
 // reports (and forgets) any flush of the same queue and partition that
 // finally failed, accepting nothing in that call.
+//
+// A push refused by the cell (CodeOwnerMoved, CodeForwardFailed: nothing
+// was appended, the push being all or nothing) is sent again after a
+// backoff (or the Retry-After the broker sent), within WithTimeout and
+// ctx; the last refusal is returned when they end first. A push whose
+// answer was lost is never sent again (docs/sdk-transport.md).
 func (c *Client) Push(ctx context.Context, queue string, payloads []any, opts PushOptions) (*PushResult, error) {
 	if opts.Buffered {
 		msgs, err := encodePayloads(payloads)
@@ -372,10 +406,12 @@ func (c *Client) Push(ctx context.Context, queue string, payloads []any, opts Pu
 		putCall(cl)
 		return nil, ErrClosed
 	}
-	return c.push(ctx, cl)
+	return c.push(ctx, cl, true)
 }
 
-// pushNow sends msgs (already JSON) at once: the buffer's flushes.
+// pushNow sends msgs (already JSON) at once: the buffer's flushes, which
+// retry a cell refusal (as any 429 or 503) by their own rule, so it is
+// not retried here.
 func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []json.RawMessage) (*PushResult, error) {
 	cl := newCall(http.MethodPost, "/push", c.timeout)
 	cl.hasBody = true
@@ -386,11 +422,18 @@ func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []js
 		cl.body = append(cl.body, '}')
 	}
 	cl.body = appendPushTail(cl.body)
-	return c.push(ctx, cl)
+	return c.push(ctx, cl, false)
 }
 
-func (c *Client) push(ctx context.Context, cl *call) (*PushResult, error) {
-	err := c.roundTrip(ctx, cl)
+// push sends the push cl; with cell, a cell refusal is sent again
+// (roundTripCell).
+func (c *Client) push(ctx context.Context, cl *call, cell bool) (*PushResult, error) {
+	var err error
+	if cell {
+		err = c.roundTripCell(ctx, cl)
+	} else {
+		err = c.roundTrip(ctx, cl)
+	}
 	var out *PushResult
 	if err == nil {
 		out = new(PushResult)
@@ -447,15 +490,47 @@ func (c *Client) popCall(queue string, opts PopOptions) *call {
 // until a message arrives or the timeout passes; an empty result is not an
 // error. Without AutoAck each message is leased and must be acked with the
 // same group, or it is redelivered when the lease expires.
+//
+// A pop refused by the cell (CodeOwnerMoved, CodeForwardFailed: nothing was
+// taken) is sent again after a backoff, a waiting pop with what is left of
+// its Timeout, until that Timeout (WithTimeout for a pop that does not
+// wait or leaves the timeout to the broker) or ctx ends; the last refusal
+// is then returned.
 func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) (*PopResult, error) {
-	cl := c.popCall(queue, opts)
-	err := c.roundTrip(ctx, cl)
-	var out *PopResult
-	if err == nil {
-		out, err = c.popAnswer(cl, queue)
+	start := time.Now()
+	var r cellRetry
+	for {
+		cl := c.popCall(queue, opts)
+		err := c.roundTrip(ctx, cl)
+		if err == nil && cl.ans.status == 503 {
+			if e := cellRefusal(cl); e != nil {
+				putCall(cl)
+				if r.attempts == 0 {
+					budget := c.timeout
+					if opts.Wait && opts.Timeout > 0 {
+						budget = opts.Timeout
+					}
+					r = newCellRetry(start, budget)
+				}
+				if err := r.again(ctx, e); err != nil {
+					return nil, err
+				}
+				if opts.Wait && opts.Timeout > 0 {
+					// The wait is the caller's, not each send's.
+					if opts.Timeout = r.left(); opts.Timeout < time.Millisecond {
+						return nil, e
+					}
+				}
+				continue
+			}
+		}
+		var out *PopResult
+		if err == nil {
+			out, err = c.popAnswer(cl, queue)
+		}
+		release(cl, err)
+		return out, err
 	}
-	release(cl, err)
-	return out, err
 }
 
 func (c *Client) popAnswer(cl *call, queue string) (*PopResult, error) {
@@ -472,6 +547,12 @@ func (c *Client) popAnswer(cl *call, queue string) (*PopResult, error) {
 // Ack settles messages (only their ID is used) for opts.Group with
 // opts.Status, answering one outcome per id. Ids minted by a broker
 // incarnation that is gone answer OutcomeStale, not an error.
+//
+// An ack refused by the cell (CodeOwnerMoved, CodeForwardFailed: nothing
+// was settled) is sent again after a backoff, within WithTimeout and ctx.
+// After an ownership move its ids answer OutcomeStale wherever they land:
+// the move dropped their leases, and the retry learns that rather than an
+// error.
 func (c *Client) Ack(ctx context.Context, queue string, messages []Message, opts AckOptions) (*AckResult, error) {
 	cl := newCall(http.MethodPost, "/ack", c.timeout)
 	cl.hasBody = true

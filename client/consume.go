@@ -27,7 +27,12 @@ type ConsumeOptions struct {
 	Wait time.Duration
 	// OnError, when set, receives the errors the loop survives: a failed
 	// ack (the message is then redelivered when its lease expires) or a
-	// pop refused with a 429 or 503 (retried with backoff).
+	// pop refused with a 429 or 503 or lost with its connection (retried
+	// with backoff, or after the broker's Retry-After). A pop or an ack
+	// refused by the cell (CodeOwnerMoved, CodeForwardFailed) is first
+	// retried by Pop and Ack themselves, within the poll's Wait and
+	// WithTimeout; it reaches OnError only when that ends first. It is
+	// called from the loop's goroutine and from the handlers'.
 	OnError func(error)
 }
 
@@ -88,7 +93,7 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions,
 				return err
 			}
 			onErr(err)
-			t := time.NewTimer(backoff)
+			t := time.NewTimer(pause(backoff, err))
 			select {
 			case <-t.C:
 			case <-ctx.Done():

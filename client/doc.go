@@ -31,7 +31,14 @@
 //
 // Every refusal of the broker is an [*Error] carrying the HTTP status and
 // the specification's code; branch on the code (or use errors.Is with the
-// Err* values), never on the message. A 404 from any route but the depth
+// Err* values), never on the message. In a cell of several brokers two
+// refusals say the request was not applied, [CodeOwnerMoved] and
+// [CodeForwardFailed]: every call sends such a request again by itself,
+// with exponential backoff and jitter or after the broker's Retry-After,
+// within its own bound (WithTimeout, a waiting pop's or a Request's
+// timeout) and its context, and returns the last refusal only when those
+// end first (docs/sdk-transport.md, "Cell refusals"). Nothing else needs
+// configuring to use a cell. A 404 from any route but the depth
 // read means the broker (or a proxy in front of it) predates the ephemeral
 // routes and is reported with the code [CodeUnsupported].
 //

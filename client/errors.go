@@ -8,7 +8,14 @@ import (
 
 // The codes of the specification's closed refusal taxonomy, plus
 // CodeUnsupported, which the SDK reports for a 404 from any route but the
-// depth read.
+// depth read. The same list is Codes in the JavaScript SDK (clients/js),
+// checked by TestCodesMatchJS.
+//
+// CodeOwnerMoved and CodeForwardFailed come only from a cell of several
+// brokers, and say the request was not applied: the client sends such a
+// call again by itself, with backoff, within the call's bounds
+// (docs/sdk-transport.md, "Cell refusals"); the refusal is returned only
+// when those bounds end first.
 const (
 	CodeBadRequest      = "ephemeral_bad_request"
 	CodeQuotaExceeded   = "ephemeral_quota_exceeded"
@@ -63,6 +70,10 @@ type Error struct {
 	Message string
 	// RetryAfter is the Retry-After header, zero when there was none.
 	RetryAfter time.Duration
+	// Attempts is how many times the call was sent: 1, or more for a
+	// cell refusal (CodeOwnerMoved, CodeForwardFailed) that the client
+	// retried until the call's bounds ended.
+	Attempts int
 	// Method and Path name the request that was refused.
 	Method, Path string
 }

@@ -64,10 +64,13 @@ func (h *httpEndpoint) pair(ctx context.Context, push, pop *call) error {
 	return h.do(ctx, pop)
 }
 
-func (h *httpEndpoint) batch(ctx context.Context, calls []*call) error {
+func (h *httpEndpoint) batch(ctx context.Context, calls []*call, answered func(*call)) error {
 	for _, c := range calls {
 		if err := h.do(ctx, c); err != nil {
 			return err
+		}
+		if answered != nil {
+			answered(c)
 		}
 	}
 	return nil

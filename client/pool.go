@@ -134,7 +134,7 @@ func (p *pool) pair(ctx context.Context, push, pop *call) error {
 // batch writes calls in one write on an exclusive connection and reads
 // every answer in order (Serve: a batch's replies and the next waiting
 // pop).
-func (p *pool) batch(ctx context.Context, calls []*call) error {
+func (p *pool) batch(ctx context.Context, calls []*call, answered func(*call)) error {
 	// The replies go even when ctx ends meanwhile (Serve stopping): only
 	// the pop's wait is cut short by it.
 	w, reused, err := p.lease(context.WithoutCancel(ctx))
@@ -146,16 +146,16 @@ func (p *pool) batch(ctx context.Context, calls []*call) error {
 		buf = appendRequest(buf, c.method, p.prefix, c.target, p.head, c.body, c.hasBody)
 	}
 	w.wbuf = buf
-	return p.exchangeAll(ctx, w, reused, buf, calls, false, len(calls)-1)
+	return p.exchangeAll(ctx, w, reused, buf, calls, false, len(calls)-1, answered)
 }
 
 // exchange is exchangeAll for one call, or for a push and the pop behind
 // it, the pop read only when the push succeeded.
 func (p *pool) exchange(ctx context.Context, w *wireConn, reused bool, buf []byte, first, second *call) error {
 	if second == nil {
-		return p.exchangeAll(ctx, w, reused, buf, []*call{first}, true, 0)
+		return p.exchangeAll(ctx, w, reused, buf, []*call{first}, true, 0, nil)
 	}
-	return p.exchangeAll(ctx, w, reused, buf, []*call{first, second}, true, 0)
+	return p.exchangeAll(ctx, w, reused, buf, []*call{first, second}, true, 0, nil)
 }
 
 // exchangeAll writes buf (the calls' requests) on the leased connection w
@@ -163,11 +163,12 @@ func (p *pool) exchange(ctx context.Context, w *wireConn, reused bool, buf []byt
 // answered with other than a 2xx leaves the calls behind it unread. ctx
 // ending interrupts the reading of calls[interruptFrom] and those after it:
 // a batch's replies, answered at once, are read whatever ctx does, and only
-// the waiting pop behind them is cut short. It
+// the waiting pop behind them is cut short. answered (when not nil) is
+// called with each call whose answer was read, at once. It
 // gives w back to the pool, or closes it when it cannot be reused: an
 // error, a "Connection: close", ctx ended, or a call left unread (a refused
 // push in front of a pop that is now parked on the broker).
-func (p *pool) exchangeAll(ctx context.Context, w *wireConn, reused bool, buf []byte, calls []*call, stopOnRefusal bool, interruptFrom int) error {
+func (p *pool) exchangeAll(ctx context.Context, w *wireConn, reused bool, buf []byte, calls []*call, stopOnRefusal bool, interruptFrom int, answered func(*call)) error {
 	var stop func() bool
 	arm := func() {
 		if stop == nil && ctx.Done() != nil {
@@ -200,6 +201,9 @@ func (p *pool) exchangeAll(ctx context.Context, w *wireConn, reused bool, buf []
 		}
 		if err := readInto(w, c); err != nil {
 			return ctxOr(ctx, err)
+		}
+		if answered != nil {
+			answered(c)
 		}
 		if c.ans.close {
 			return nil // the calls behind it were not read by the server

@@ -44,54 +44,119 @@ func NewInbox() string { return "inbox-" + strings.ToLower(rand.Text()) }
 // When the push is refused the pop is already parked on the broker, so that
 // connection is closed (which removes the pop) and the push's refusal is
 // answered.
+//
+// A push refused by the cell (CodeOwnerMoved, CodeForwardFailed: the
+// request was not delivered) is sent again after a backoff, with a fresh
+// inbox (no pop left behind on the old one can take the reply); an inbox
+// pop refused by the cell is parked again after a backoff (the request was
+// delivered, it is not sent again). Both within the timeout and ctx; the
+// last refusal is answered when they end first.
 func (c *Client) Request(ctx context.Context, queue string, payload any, opts RequestOptions) (*Message, error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	r := newCellRetry(start, timeout)
+	for {
+		msg, refused, err := c.request(ctx, queue, payload, opts.Partition, deadline)
+		if refused == nil {
+			return msg, err
+		}
+		if err := r.again(ctx, refused.err); err != nil {
+			return nil, err
+		}
+		if !refused.delivered {
+			continue // the request was not delivered: push it again
+		}
+		// Delivered: park on its inbox again for what is left (Pop
+		// retries its own cell refusals).
+		for {
+			left := time.Until(deadline)
+			if left < time.Millisecond {
+				return nil, ErrRequestTimeout
+			}
+			res, err := c.Pop(ctx, refused.inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true})
+			if err != nil {
+				return nil, err
+			}
+			if len(res.Messages) > 0 {
+				return &res.Messages[0], nil
+			}
+		}
+	}
+}
+
+// requestRefused is a cell refusal of a request's push or of the first
+// park on its inbox.
+type requestRefused struct {
+	err   *Error
+	inbox string
+	// delivered: the push was applied, the inbox pop was refused.
+	delivered bool
+}
+
+// request is one push of a request with a fresh inbox and the parks on
+// that inbox; a cell refusal of the push or of the first park is answered
+// as refused, for Request to retry.
+func (c *Client) request(ctx context.Context, queue string, payload any, partition string, deadline time.Time) (msg *Message, refused *requestRefused, err error) {
 	inbox := NewInbox()
 	push := newCall(http.MethodPost, "/push", c.timeout)
 	push.hasBody = true
-	b := appendPushHead(push.body[:0], queue, opts.Partition)
+	b := appendPushHead(push.body[:0], queue, partition)
 	b = append(b, `{"payload":{"replyTo":`...)
 	b = wire.AppendString(b, inbox)
 	b = append(b, `,"payload":`...)
-	b, err := appendPayload(b, 0, payload)
+	b, err = appendPayload(b, 0, payload)
 	push.body = b
 	if err != nil {
 		putCall(push)
-		return nil, err
+		return nil, nil, err
 	}
 	push.body = appendPushTail(append(push.body, "}}"...))
-	deadline := time.Now().Add(timeout)
-	pop := c.popCall(inbox, PopOptions{Batch: 1, Wait: true, Timeout: timeout, AutoAck: true})
+	left := time.Until(deadline)
+	if left < time.Millisecond {
+		putCall(push)
+		return nil, nil, ErrRequestTimeout
+	}
+	pop := c.popCall(inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true})
 	err = c.failover(ctx, push.method, push.route, func(ep endpoint) error { return ep.pair(ctx, push, pop) })
 	if err == nil {
+		if e := cellRefusal(push); e != nil {
+			putCall(push)
+			putCall(pop)
+			return nil, &requestRefused{err: e, inbox: inbox}, nil
+		}
 		err = c.answer(push, false, nil)
 	}
 	release(push, err)
 	if err != nil {
 		release(pop, err)
-		return nil, err
+		return nil, nil, err
 	}
 	res := &PopResult{Queue: inbox, Messages: []Message{}}
 	if pop.ans.status != 0 {
+		if e := cellRefusal(pop); e != nil {
+			putCall(pop)
+			return nil, &requestRefused{err: e, inbox: inbox, delivered: true}, nil
+		}
 		res, err = c.popAnswer(pop, inbox)
 	} // else the push's answer closed the connection before the pop was read: pop again
 	putCall(pop)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for len(res.Messages) == 0 {
 		left := time.Until(deadline)
 		if left < time.Millisecond {
-			return nil, ErrRequestTimeout
+			return nil, nil, ErrRequestTimeout
 		}
 		if res, err = c.Pop(ctx, inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return &res.Messages[0], nil
+	return &res.Messages[0], nil, nil
 }
 
 // ParseRequest decodes a message pushed by [Client.Request]. The

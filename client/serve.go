@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -25,14 +26,19 @@ type ServeOptions struct {
 	// carries no replyTo, a responder's error or panic, a reply the broker
 	// refused or that may not have arrived (never sent twice), and a pop
 	// refused with a 429 or 503 or lost with its connection (retried with
-	// backoff).
+	// backoff). A reply refused by the cell (CodeOwnerMoved,
+	// CodeForwardFailed: not delivered) is sent again with backoff, and
+	// reported only when that ends without delivering it. Calls are made
+	// one at a time, not always from Serve's goroutine.
 	OnError func(error)
 }
 
 // Serve answers the requests [Client.Request] pushes to queue, until ctx
 // is cancelled or the client is closed (it then returns nil, after sending
 // the replies already made); it returns an error when a pop is refused for
-// good (a 4xx other than 429).
+// good (a 4xx other than 429). A pop refused with a 429 or a 503 (the
+// cell's owner_moved and ephemeral_forward_failed included) is sent again
+// after a backoff, or the Retry-After the broker sent.
 //
 // It is the responder's side of request/reply, in one loop on one
 // goroutine: it pops up to opts.Batch requests (a waiting pop with
@@ -57,11 +63,17 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 	defer cancel()
 	stop := context.AfterFunc(c.ctx, cancel)
 	defer stop()
+	var errMu sync.Mutex
 	onErr := func(err error) {
 		if opts.OnError != nil {
+			errMu.Lock()
+			defer errMu.Unlock()
 			opts.OnError(err)
 		}
 	}
+	s := &server{c: c, ctx: ctx, onErr: onErr}
+	s.answered = s.onAnswer  // one method value for the loop, not a closure per batch
+	defer s.resending.Wait() // after the last replies are sent (defers run last first)
 
 	var replies []*call // the last batch's, sent with the next pop
 	defer func() {
@@ -69,13 +81,13 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 		if len(replies) > 0 {
 			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 			defer scancel()
-			c.sendReplies(sctx, replies, nil, onErr)
+			s.sendReplies(sctx, replies, nil)
 		}
 	}()
 	backoff := 10 * time.Millisecond
 	for ctx.Err() == nil {
 		pop := c.popCall(queue, PopOptions{Partition: opts.Partition, Batch: batch, Wait: true, Timeout: wait, AutoAck: true})
-		err := c.sendReplies(ctx, replies, pop, onErr)
+		err := s.sendReplies(ctx, replies, pop)
 		replies = replies[:0]
 		var res *PopResult
 		if err == nil {
@@ -96,7 +108,7 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 				return err
 			}
 			onErr(err)
-			t := time.NewTimer(backoff)
+			t := time.NewTimer(pause(backoff, err))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -149,10 +161,37 @@ func runResponder(ctx context.Context, r Responder, m Message) (reply any, err e
 	return r(ctx, m)
 }
 
+// server is one Serve loop's state shared with the goroutines that
+// resend its replies.
+type server struct {
+	c     *Client
+	ctx   context.Context // Serve's: ends when it stops
+	onErr func(error)
+	// resending counts the replies being sent again after a cell refusal.
+	resending sync.WaitGroup
+	// pop is the pop of the batch being sent (nil when none), answered
+	// is onAnswer: both for the batch's answered hook.
+	pop      *call
+	answered func(*call)
+}
+
+// onAnswer is called with each call of a batch as soon as its answer is
+// read: a reply refused by the cell is sent again at once (resend).
+func (s *server) onAnswer(cl *call) {
+	if cl != s.pop {
+		if e := cellRefusal(cl); e != nil {
+			s.resend(cl, e)
+		}
+	}
+}
+
 // sendReplies sends replies and then pop (when not nil) together, reports
 // each reply that was refused or may not have arrived, and recycles the
-// replies. It answers the error that keeps pop from having an answer.
-func (c *Client) sendReplies(ctx context.Context, replies []*call, pop *call, onErr func(error)) error {
+// replies. A reply refused by the cell is sent again by a goroutine of its
+// own, started as soon as its answer is read (resend), not after the pop
+// behind it. It answers the error that keeps pop from having an answer.
+func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) error {
+	c := s.c
 	calls := replies
 	if pop != nil {
 		calls = append(calls, pop)
@@ -164,19 +203,54 @@ func (c *Client) sendReplies(ctx context.Context, replies []*call, pop *call, on
 	if pop != nil {
 		method, route = pop.method, pop.route
 	}
-	err := c.failover(ctx, method, route, func(ep endpoint) error { return ep.batch(ctx, calls) })
+	s.pop = pop
+	err := c.failover(ctx, method, route, func(ep endpoint) error { return ep.batch(ctx, calls, s.answered) })
+	s.pop = nil
 	for _, cl := range replies {
 		switch {
 		case cl.ans.status != 0:
+			if cellRefusal(cl) != nil {
+				break // being sent again (answered)
+			}
 			if aerr := c.answer(cl, false, nil); aerr != nil {
-				onErr(aerr)
+				s.onErr(aerr)
 			}
 		case err != nil:
-			onErr(fmt.Errorf("queen: a reply may not have arrived (it is not sent again): %w", err))
+			s.onErr(fmt.Errorf("queen: a reply may not have arrived (it is not sent again): %w", err))
 		default:
-			onErr(fmt.Errorf("queen: a reply was not read by the broker, which closed the connection before it"))
+			s.onErr(fmt.Errorf("queen: a reply was not read by the broker, which closed the connection before it"))
 		}
 		putCall(cl)
 	}
 	return err
+}
+
+// resend sends again, after a backoff, a copy of reply cl that the cell
+// refused (e): a push that was not applied. It goes on when Serve stops
+// (the reply was made), bounded by WithTimeout from now.
+func (s *server) resend(cl *call, e *Error) {
+	c := s.c
+	cp := newCall(cl.method, cl.route, c.timeout)
+	cp.target = append(cp.target[:0], cl.target...)
+	cp.body = append(cp.body[:0], cl.body...)
+	cp.hasBody = cl.hasBody
+	s.resending.Add(1)
+	go func() {
+		defer s.resending.Done()
+		ctx := context.WithoutCancel(s.ctx)
+		if c.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+		}
+		r := newCellRetry(time.Now(), c.timeout)
+		if err := r.again(ctx, e); err != nil {
+			putCall(cp)
+			s.onErr(fmt.Errorf("queen: a reply refused by the cell was not delivered: %w", err))
+			return
+		}
+		if _, err := c.push(ctx, cp, true); err != nil {
+			s.onErr(fmt.Errorf("queen: a reply refused by the cell was sent again: %w", err))
+		}
+	}()
 }

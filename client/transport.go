@@ -43,7 +43,10 @@ type endpoint interface {
 	pair(ctx context.Context, push, pop *call) error
 	// batch sends calls together and reads every answer in order; a call
 	// left unread (behind a "Connection: close") keeps a zero status.
-	batch(ctx context.Context, calls []*call) error
+	// answered, when not nil, is called with each call as soon as its
+	// answer is read, before the answers behind it (Serve: a reply is
+	// retried while the pop behind it is parked).
+	batch(ctx context.Context, calls []*call, answered func(*call)) error
 	// closeIdle closes the connections nothing is using.
 	closeIdle()
 }

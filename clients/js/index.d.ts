@@ -2,6 +2,13 @@
 
 export type Payload = unknown
 
+/**
+ * The codes of the specification's refusal taxonomy, plus `ephemeral_unsupported`;
+ * the same list as the Go SDK's Code* constants. OWNER_MOVED and FORWARD_FAILED
+ * come only from a cell of several brokers and say the request was not applied:
+ * every call sends such a refusal again by itself, with backoff (or after its
+ * Retry-After), within the call's bounds, and throws it only when they end first.
+ */
 export declare const Codes: Readonly<{
   BAD_REQUEST: 'ephemeral_bad_request'
   QUOTA_EXCEEDED: 'ephemeral_quota_exceeded'
@@ -33,6 +40,12 @@ export declare class QueenError extends Error {
   readonly path: string
   /** A 429 or a 503. */
   readonly temporary: boolean
+  /**
+   * How many times the call was sent: 1, or more for a cell refusal
+   * (`owner_moved`, `ephemeral_forward_failed`) retried until the call's
+   * bounds (its timeout, its signal) ended.
+   */
+  readonly attempts: number
 }
 
 /** Buffered messages that could not be delivered; `cause` is the last error. */
@@ -88,7 +101,10 @@ export interface QueenOptions {
   /** Sent as `Authorization: Bearer <token>`. */
   token?: string
   headers?: Record<string, string>
-  /** Per-request timeout in ms (default 30,000); a waiting pop adds its own timeout. */
+  /**
+   * Per-request timeout in ms (default 30,000); a waiting pop adds its own timeout.
+   * It also bounds, from the first send, the retries of a call refused by the cell.
+   */
   timeout?: number
   buffer?: BufferOptions
   /** Called for each flush that finally failed (also reported by the next buffered push, flush() and close()). */
@@ -205,13 +221,26 @@ export interface ConsumeOptions {
   autoAck?: boolean
   /** Stops the loop; so does close(). */
   signal?: AbortSignal
-  /** Errors the loop survives: failed acks, pops refused with 429/503. */
+  /**
+   * Errors the loop survives: failed acks, pops refused with 429/503 or lost with
+   * their connection (polled again after a backoff, or the broker's Retry-After).
+   * Pops and acks refused by the cell are retried by pop() and ack() first and
+   * reach onError only when their bounds end.
+   */
   onError?: (err: unknown) => void
 }
 
+/**
+ * Every call that the cell refuses (`503 owner_moved`, `503 ephemeral_forward_failed`:
+ * not applied) is sent again by itself with backoff and jitter, or after Retry-After,
+ * within its bound (the client's `timeout` from the first send; a waiting pop's or a
+ * request's own `timeout`) and its `signal`; the last QueenError is thrown when those
+ * end first. A call whose answer was lost is never sent again (push, ack, autoAck pop).
+ */
 export declare class Ephemeral {
   configure (queue: string, options?: QueueOptions, opts?: CallOptions): Promise<{ queue: string, options: QueueOptions }>
   push (queue: string, payloads: Payload[], options?: PushOptions): Promise<{ pushed: number }>
+  /** A waiting pop refused by the cell is re-issued with what is left of its `timeout`. */
   pop<T = Payload> (queue: string, options?: PopOptions): Promise<{ queue: string, messages: Message<T>[] }>
   ack (queue: string, messages: (Message | { id: string } | string)[], options?: AckOptions): Promise<{ results: AckOutcome[] }>
   reset (queue: string, opts?: CallOptions): Promise<{ queue: string, dropped: number }>
@@ -220,6 +249,10 @@ export declare class Ephemeral {
   depth (queue: string, options?: { group?: string } & CallOptions): Promise<Depth>
   /** Send every buffered message now; rejects with the flushes that failed. */
   flush (): Promise<void>
+  /**
+   * Its push refused by the cell: pushed again with a fresh inbox; its inbox pop
+   * refused: parked again on the same inbox (the request was delivered).
+   */
   request<T = Payload> (queue: string, payload: Payload, options?: RequestOptions): Promise<Message<T>>
   reply (request: Message, payload: Payload, opts?: CallOptions): Promise<void>
   consume<T = Payload> (queue: string, handler: (message: Message<T>, ctx: { signal: AbortSignal }) => unknown | Promise<unknown>, options?: ConsumeOptions): Promise<void>

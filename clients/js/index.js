@@ -4,12 +4,19 @@
 
 import { randomBytes } from 'node:crypto'
 import { Transport, ConnectionError } from './lib/transport.js'
+import { CellRetry, isCellRefusal, sleep, jitter } from './lib/cellretry.js'
 
 export { ConnectionError }
 
 const API = '/api/v1/ephemeral'
 
-/** The codes of the specification's refusal taxonomy, plus `ephemeral_unsupported`. */
+/**
+ * The codes of the specification's refusal taxonomy, plus `ephemeral_unsupported`.
+ * The same list as the Go SDK's Code* constants (client/codes_test.go checks it).
+ * OWNER_MOVED and FORWARD_FAILED come only from a cell of several brokers and
+ * say the request was not applied: the client sends such a call again by
+ * itself, with backoff, within the call's bounds (lib/cellretry.js).
+ */
 export const Codes = Object.freeze({
   BAD_REQUEST: 'ephemeral_bad_request',
   QUOTA_EXCEEDED: 'ephemeral_quota_exceeded',
@@ -37,6 +44,8 @@ export class QueenError extends Error {
     this.retryAfter = retryAfter
     this.method = method
     this.path = path
+    /** How many times the call was sent: 1, or more for a cell refusal retried until its bounds ended. */
+    this.attempts = 1
   }
 
   /** A 429 or a 503: come back later. */
@@ -76,13 +85,6 @@ export class ClosedError extends Error {
 
 const noop = () => {}
 
-const sleep = (ms, signal) => new Promise((resolve) => {
-  if (signal?.aborted) return resolve()
-  const t = setTimeout(done, ms)
-  function done () { clearTimeout(t); signal?.removeEventListener('abort', done); resolve() }
-  signal?.addEventListener('abort', done, { once: true })
-})
-
 // Whether a failed call is worth trying again after a pause: a 429 or 503,
 // or a connection failure. The transport itself never repeats a call that
 // may have reached the broker; the two loops that call this do, by their
@@ -91,6 +93,12 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 function retryable (err) {
   if (err instanceof QueenError) return err.temporary
   return err instanceof ConnectionError
+}
+
+// A loop's pause after err (consume): the broker's Retry-After when it sent
+// one, else the backoff with jitter.
+function pause (backoff, err) {
+  return err instanceof QueenError && err.retryAfter > 0 ? err.retryAfter : jitter(backoff)
 }
 
 // encodeURIComponent rather than URLSearchParams: same decoding on the
@@ -190,29 +198,51 @@ export class Queen {
    * One call. `safe`: it may be repeated on a fresh connection when it
    * provably got no answer (lib/transport.js); `exclusive`: it parks, so it
    * takes a connection of its own; `depth` marks the one route whose 404 has
-   * a code of its own.
+   * a code of its own; `cell` (the default): a cell refusal
+   * (lib/cellretry.js) is sent again, within the client's timeout from the
+   * first send and the signal.
    */
-  async _call (method, route, { query, body, timeout = this.timeout, signal, depth = false, safe = false, exclusive = false } = {}) {
+  async _call (method, route, { query, body, timeout = this.timeout, signal, depth = false, safe = false, exclusive = false, cell = true } = {}) {
     const path = API + route + (query ? queryString(query) : '')
-    const res = await this.transport.roundTrip(method, path, body === undefined ? undefined : JSON.stringify(body), { timeout, signal, safe, exclusive })
+    const data = body === undefined ? undefined : JSON.stringify(body)
+    const start = Date.now()
+    const res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
+    if (res.status === 503 && cell) return this._callAgain(res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive })
     return this._answer(res, method, API + route, depth)
   }
 
-  /** The parsed body of a 2xx answer, or the QueenError of any other. */
-  _answer ({ status, body, retryAfter }, method, path, depth = false) {
-    const text = body.length > 0 ? body.toString() : ''
-    if (status < 200 || status > 299) {
-      let code = ''
-      let message = text.slice(0, 512)
-      try {
-        const j = JSON.parse(text)
-        code = j.code ?? ''
-        message = j.error ?? message
-      } catch {}
-      if (status === 404 && (!depth || code !== Codes.QUEUE_NOT_FOUND)) code = Codes.UNSUPPORTED
-      throw new QueenError({ status, code, message, retryAfter: parseRetryAfter(retryAfter), method, path })
+  /** _call's retries of a call answered `res`, a 503, first sent at `start`. */
+  async _callAgain (res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive }) {
+    const retry = new CellRetry(start, this.timeout)
+    for (;;) {
+      const err = this._error(res, method, API + route, depth)
+      if (!isCellRefusal(err)) throw err
+      await retry.again(err, signal)
+      const left = retry.left()
+      if (timeout > 0 && left < timeout) timeout = left // the retries stay within the first send's bound
+      res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
+      if (res.status !== 503) return this._answer(res, method, API + route, depth)
     }
-    return text ? JSON.parse(text) : {}
+  }
+
+  /** The parsed body of a 2xx answer, or the QueenError of any other. */
+  _answer (res, method, path, depth = false) {
+    if (res.status < 200 || res.status > 299) throw this._error(res, method, path, depth)
+    return res.body.length > 0 ? JSON.parse(res.body.toString()) : {}
+  }
+
+  /** The QueenError of a non-2xx answer. */
+  _error ({ status, body, retryAfter }, method, path, depth = false) {
+    const text = body.length > 0 ? body.toString() : ''
+    let code = ''
+    let message = text.slice(0, 512)
+    try {
+      const j = JSON.parse(text)
+      code = j.code ?? ''
+      message = j.error ?? message
+    } catch {}
+    if (status === 404 && (!depth || code !== Codes.QUEUE_NOT_FOUND)) code = Codes.UNSUPPORTED
+    return new QueenError({ status, code, message, retryAfter: parseRetryAfter(retryAfter), method, path })
   }
 
   /**
@@ -220,22 +250,33 @@ export class Queen {
    * its inbox leave together in one write on a connection of their own, and
    * their answers are read in order. When the push is refused the pop is
    * still parked on the broker, so that connection is closed.
+   *
+   * A cell refusal (lib/cellretry.js) of the push means the request was not
+   * delivered: it is pushed again after a backoff, with a fresh inbox (no pop
+   * left behind on the old one can take the reply). One of the inbox pop
+   * means the request was delivered: the inbox is parked on again after a
+   * backoff, the request is not pushed again. Both within the timeout.
    */
-  async _request (queue, pushBody, inbox, timeout, signal) {
+  async _request (queue, payload, partition, timeout, signal) {
     const t = this.transport
-    const deadline = Date.now() + timeout
+    const start = Date.now()
+    const deadline = start + timeout
     const pushPath = API + '/push'
-    const popPath = (left) => API + '/pop?queue=' + encodeURIComponent(inbox) + '&batch=1&wait=true&timeout=' + left + '&autoAck=true'
+    const popPath = (inbox, left) => API + '/pop?queue=' + encodeURIComponent(inbox) + '&batch=1&wait=true&timeout=' + left + '&autoAck=true'
     let dials = 0
     let repeated = false
+    let retry = null
+    let inbox = newInbox()
     for (;;) {
       if (signal?.aborted) throw signal.reason
+      const body = { queue, messages: [{ payload: { replyTo: inbox, payload } }] }
+      if (partition) body.partition = partition
       const idx = t.current
       const pool = t.pools[idx]
       const conn = pool.lease()
-      const left = Math.max(1, deadline - Date.now())
-      const push = conn.send(t.call(pool, 'POST', pushPath, pushBody, this.timeout, signal, false))
-      let pop = conn.send(t.call(pool, 'GET', popPath(left), undefined, left + this.timeout, signal, false))
+      let left = Math.max(1, Math.floor(deadline - Date.now()))
+      const push = conn.send(t.call(pool, 'POST', pushPath, JSON.stringify(body), this.timeout, signal, false))
+      let pop = conn.send(t.call(pool, 'GET', popPath(inbox, left), undefined, left + this.timeout, signal, false))
       pop.catch(noop) // awaited below unless the push fails first
       try {
         let res
@@ -252,14 +293,27 @@ export class Queen {
         }
         if (res.status < 200 || res.status > 299) {
           conn.destroy()
-          this._answer(res, 'POST', pushPath)
+          const err = this._error(res, 'POST', pushPath)
+          if (!isCellRefusal(err)) throw err
+          retry ??= new CellRetry(start, timeout)
+          await retry.again(err, signal)
+          inbox = newInbox()
+          continue
         }
         for (;;) {
-          const r = this._answer(await pop, 'GET', API + '/pop')
-          if (r.messages?.length > 0) return r.messages[0]
-          const left = deadline - Date.now()
+          res = await pop
+          if (res.status === 503) {
+            const err = this._error(res, 'GET', API + '/pop')
+            if (!isCellRefusal(err)) throw err
+            retry ??= new CellRetry(start, timeout)
+            await retry.again(err, signal)
+          } else {
+            const r = this._answer(res, 'GET', API + '/pop')
+            if (r.messages?.length > 0) return r.messages[0]
+          }
+          left = Math.floor(deadline - Date.now())
           if (left < 1) throw new RequestTimeoutError(queue, timeout)
-          pop = conn.send(t.call(pool, 'GET', popPath(left), undefined, left + this.timeout, signal, false))
+          pop = conn.send(t.call(pool, 'GET', popPath(inbox, left), undefined, left + this.timeout, signal, false))
         }
       } finally {
         pool.release(conn)
@@ -351,7 +405,8 @@ class PushBuffer {
     while (rest.length > 0) {
       const k = Math.min(size, rest.length)
       try {
-        await this.eph._pushNow(this.queue, this.partition, rest.slice(0, k))
+        // cell: false: a cell refusal is retried here, as any 503.
+        await this.eph._pushNow(this.queue, this.partition, rest.slice(0, k), undefined, false)
         rest = rest.slice(k)
         backoff = 10
         continue
@@ -425,10 +480,10 @@ export class Ephemeral {
     return { pushed: payloads.length }
   }
 
-  _pushNow (queue, partition, payloads, signal) {
+  _pushNow (queue, partition, payloads, signal, cell = true) {
     const body = { queue, messages: payloads.map((payload) => ({ payload })) }
     if (partition) body.partition = partition
-    return this.queen._call('POST', '/push', { body, signal })
+    return this.queen._call('POST', '/push', { body, signal, cell })
   }
 
   async _acquire () {
@@ -464,20 +519,43 @@ export class Ephemeral {
     if (failed) throw failed
   }
 
+  /**
+   * A pop refused by the cell (nothing was taken) is sent again after a
+   * backoff, a waiting pop with what is left of its `timeout`, until that
+   * timeout (the client's `timeout` for a pop that does not wait or leaves
+   * the wait to the broker) or the signal ends it; then the last refusal is
+   * thrown.
+   */
   async pop (queue, { partition, group, batch, wait = false, timeout, autoAck = false, signal } = {}) {
-    let t = this.queen.timeout
-    if (wait) t = timeout > 0 ? t + timeout : 0
-    const res = await this.queen._call('GET', '/pop', {
-      query: { queue, partition, group, batch, wait: wait ? 'true' : undefined, timeout, autoAck: autoAck ? 'true' : undefined },
-      timeout: t,
-      signal,
-      // A pop without autoAck leases what it takes: a repeat redelivers
-      // nothing twice that a lost answer had not already leased.
-      safe: !autoAck,
-      exclusive: wait
-    })
-    res.messages ??= []
-    return res
+    const start = Date.now()
+    let retry = null
+    for (;;) {
+      let t = this.queen.timeout
+      if (wait) t = timeout > 0 ? t + timeout : 0
+      try {
+        const res = await this.queen._call('GET', '/pop', {
+          query: { queue, partition, group, batch, wait: wait ? 'true' : undefined, timeout, autoAck: autoAck ? 'true' : undefined },
+          timeout: t,
+          signal,
+          // A pop without autoAck leases what it takes: a repeat redelivers
+          // nothing twice that a lost answer had not already leased.
+          safe: !autoAck,
+          exclusive: wait,
+          cell: false // retried here, where the wait can shrink
+        })
+        res.messages ??= []
+        return res
+      } catch (err) {
+        if (!isCellRefusal(err)) throw err
+        retry ??= new CellRetry(start, wait && timeout > 0 ? timeout : this.queen.timeout)
+        await retry.again(err, signal)
+        if (wait && timeout > 0) {
+          // The wait is the caller's, not each send's.
+          timeout = Math.floor(retry.left())
+          if (timeout < 1) throw err
+        }
+      }
+    }
   }
 
   /** Ack messages (objects with an `id`, or ids) with one status; one outcome per id. */
@@ -515,10 +593,7 @@ export class Ephemeral {
    */
   async request (queue, payload, { timeout = 30000, partition, signal } = {}) {
     if (this.queen.closed) throw new ClosedError()
-    const inbox = newInbox()
-    const body = { queue, messages: [{ payload: { replyTo: inbox, payload } }] }
-    if (partition) body.partition = partition
-    return this.queen._request(queue, JSON.stringify(body), inbox, timeout, signal)
+    return this.queen._request(queue, payload, partition, timeout, signal)
   }
 
   /** Push payload to the inbox named by a message `request()` pushed. */
@@ -558,7 +633,7 @@ export class Ephemeral {
           if (stop.aborted) break
           if (!retryable(err)) throw err
           onError?.(err)
-          await sleep(backoff, stop)
+          await sleep(pause(backoff, err), stop)
           backoff = Math.min(backoff * 2, 1000)
           continue
         }

@@ -164,7 +164,10 @@ test('buffered push under backpressure: nothing lost, nothing duplicated', async
 test('a flush that finally fails is reported, never dropped silently', async (t) => {
   const b = await startBroker(t)
   const handled = []
-  const queen = client(t, b.url, { buffer: { messageCount: 10, timeMillis: 1, retryTimeout: 150, maxBackoff: 20 }, onFlushError: (fe) => handled.push(fe) })
+  // timeMillis 100, not 1: with 1 ms, the clock could tick between the first
+  // message's arrival and the runner's look at its age, and the three
+  // messages below then left as two batches (two FlushErrors).
+  const queen = client(t, b.url, { buffer: { messageCount: 10, timeMillis: 100, retryTimeout: 150, maxBackoff: 20 }, onFlushError: (fe) => handled.push(fe) })
   const e = queen.ephemeral
   await e.configure('full', { maxLength: 1, policy: 'reject' })
   await e.push('full', [0])
