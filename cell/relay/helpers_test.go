@@ -60,6 +60,8 @@ func (o *testOwner) handle(ctx context.Context, req *Request, reply func(Respons
 	o.mu.Unlock()
 	target := string(req.Target)
 	switch {
+	case target == "/fixed":
+		reply(fixedAnswer)
 	case target == "/echo":
 		reply(answer(fmt.Sprintf("%s|%d|%s|%s|%q|%s", req.Tenant, req.Access, req.Method, req.Target, req.Header, req.Body)))
 	case target == "/park":
@@ -94,6 +96,22 @@ func (o *testOwner) handle(ctx context.Context, req *Request, reply func(Respons
 		reply(Response{Raw: b})
 	default:
 		reply(Response{Raw: []byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")})
+	}
+}
+
+// fixedAnswer is a pop's answer of one 100-byte message, about the size
+// the request/reply benchmarks move.
+var fixedAnswer = answer(`{"messages":[{"id":"0000000000000001-0000000000000002","partition":"p","data":"` +
+	strings.Repeat("x", 100) + `","attempts":1}]}`)
+
+// releaseAll answers every parked call.
+func (o *testOwner) releaseAll() {
+	o.mu.Lock()
+	ps := o.parked
+	o.parked = map[string]func(Response){}
+	o.mu.Unlock()
+	for _, r := range ps {
+		r(fixedAnswer)
 	}
 }
 
