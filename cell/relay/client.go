@@ -75,6 +75,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	peers  map[string]*peer
+	conns  map[*clientConn]struct{} // every open connection, forgotten peers' too
 	closed bool
 	wg     sync.WaitGroup
 	dials  atomic.Int64
@@ -85,7 +86,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("relay: the cell secret is empty")
 	}
-	return &Client{cfg: cfg.withDefaults(), peers: map[string]*peer{}}, nil
+	return &Client{cfg: cfg.withDefaults(), peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
 }
 
 // Dials is the number of connections dialled so far (handshake included).
@@ -115,24 +116,44 @@ func (c *Client) Conns(addr string) int {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	peers := c.peers
 	c.peers = map[string]*peer{}
+	conns := make([]*clientConn, 0, len(c.conns))
+	for cc := range c.conns {
+		conns = append(conns, cc)
+	}
 	c.mu.Unlock()
-	for _, p := range peers {
-		for _, s := range p.slots {
-			s.mu.Lock()
-			cc := s.cc
-			s.mu.Unlock()
-			if cc != nil {
-				cc.close(errClientClosed)
-			}
-		}
+	for _, cc := range conns {
+		cc.close(errClientClosed)
 	}
 	c.wg.Wait()
 	return nil
 }
 
-var errClientClosed = errors.New("relay: client closed")
+var (
+	errClientClosed = errors.New("relay: client closed")
+	errForgotten    = errors.New("relay: peer forgotten (it left the cell)")
+)
+
+// Forget closes the connections to addr (a member that left the cell): its
+// calls in flight fail with ErrUnreachable now rather than at the ping
+// timeout. A later call to addr dials afresh.
+func (c *Client) Forget(addr string) {
+	c.mu.Lock()
+	p := c.peers[addr]
+	delete(c.peers, addr)
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	for _, s := range p.slots {
+		s.mu.Lock()
+		cc := s.cc
+		s.mu.Unlock()
+		if cc != nil {
+			cc.close(errForgotten)
+		}
+	}
+}
 
 // Do relays req to the member at addr and waits for its answer. req's
 // bytes are copied before Do returns control to the network.
@@ -295,6 +316,7 @@ func (c *Client) dial(s *slot) (*clientConn, error) {
 		nc.Close()
 		return nil, &Error{Addr: addr, Kind: ErrClosed}
 	}
+	c.conns[cc] = struct{}{}
 	c.wg.Add(1)
 	c.mu.Unlock()
 	cc.run(&c.wg)
@@ -405,6 +427,10 @@ func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 // closed runs once when the link ends: the slot forgets cc and every call
 // in flight on it fails.
 func (cc *clientConn) closed(error) {
+	c := cc.slot.p.c
+	c.mu.Lock()
+	delete(c.conns, cc)
+	c.mu.Unlock()
 	s := cc.slot
 	s.mu.Lock()
 	if s.cc == cc {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -128,7 +129,7 @@ func newOwner() *testOwner {
 // startServer serves o on a loopback port; Close runs at cleanup.
 func startServer(t testing.TB, o *testOwner, mod func(*ServerConfig)) (*Server, string) {
 	t.Helper()
-	cfg := ServerConfig{Secret: testSecret, Handler: o.handle}
+	cfg := ServerConfig{Secret: testSecret, Handler: o.handle, Logger: slog.New(slog.DiscardHandler)}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -2,8 +2,10 @@ package relay
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -79,6 +81,7 @@ func TestPausedOwnerFailsAfterPingTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Process.Signal(syscall.SIGSTOP)
+	waitFor(t, "the owner to stop", func() bool { return procState(cmd.Process.Pid) == 'T' })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -93,4 +96,17 @@ func TestPausedOwnerFailsAfterPingTimeout(t *testing.T) {
 	if _, err := c.Do(context.Background(), addr, req("/echo", "")); err != nil {
 		t.Fatalf("after the owner resumed: %v", err)
 	}
+}
+
+// procState is the state letter in /proc/<pid>/stat ('T' once stopped).
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
