@@ -71,7 +71,12 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	refused atomic.Int64 // connections that failed the handshake
+	lastLog atomic.Int64 // unix nanos of the last refusal logged
 }
+
+// refusalLogEvery: at most one log line per this for refused handshakes, so
+// that a port scanner cannot flood the log (Refused counts them all).
+const refusalLogEvery = 10 * time.Second
 
 // NewServer checks cfg and returns a Server; Serve starts it.
 func NewServer(cfg ServerConfig) (*Server, error) {
@@ -155,8 +160,11 @@ func (s *Server) serveConn(c net.Conn) {
 		tc.SetNoDelay(true)
 	}
 	if err := serverHandshake(c, s.cfg.Secret, s.cfg.HandshakeTimeout); err != nil {
-		s.refused.Add(1)
-		s.cfg.Logger.Warn("relay handshake refused", "peer", c.RemoteAddr().String(), "err", err)
+		total := s.refused.Add(1)
+		now := time.Now().UnixNano()
+		if last := s.lastLog.Load(); now-last >= int64(refusalLogEvery) && s.lastLog.CompareAndSwap(last, now) {
+			s.cfg.Logger.Warn("relay handshake refused", "peer", c.RemoteAddr().String(), "err", err, "refused_total", total)
+		}
 		c.Close()
 		return
 	}
