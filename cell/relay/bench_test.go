@@ -26,19 +26,21 @@ func cpuNanos() int64 {
 
 type doFunc func(context.Context, *Request) (Response, error)
 
-func candidates(b *testing.B) []struct {
+// candidates set up each transport for the benchmark b given to setup
+// (whose cleanup closes it).
+func candidates() []struct {
 	name  string
-	setup func(*testOwner) (doFunc, func() int64)
+	setup func(testing.TB, *testOwner) (doFunc, func() int64)
 } {
 	return []struct {
 		name  string
-		setup func(*testOwner) (doFunc, func() int64)
+		setup func(testing.TB, *testOwner) (doFunc, func() int64)
 	}{
-		{"h2", func(o *testOwner) (doFunc, func() int64) {
+		{"h2", func(b testing.TB, o *testOwner) (doFunc, func() int64) {
 			r := startH2(b, o.handle)
 			return r.Do, r.conns.Load
 		}},
-		{"framed", func(o *testOwner) (doFunc, func() int64) {
+		{"framed", func(b testing.TB, o *testOwner) (doFunc, func() int64) {
 			srv, addr := startServer(b, o, nil)
 			c := newClient(b, nil)
 			return func(ctx context.Context, r *Request) (Response, error) { return c.Do(ctx, addr, r) },
@@ -60,14 +62,14 @@ func benchRequest() *Request {
 // cpu-ns/op (both members' CPU per relayed op), allocs/op.
 func BenchmarkRelayRoundTrip(b *testing.B) {
 	for _, par := range []int{1, 16} {
-		for _, cand := range candidates(b) {
+		for _, cand := range candidates() {
 			name := cand.name + "/callers=1"
 			if par > 1 {
 				name = cand.name + "/callers=" + itoa(par*runtime.GOMAXPROCS(0))
 			}
 			b.Run(name, func(b *testing.B) {
 				o := newOwner()
-				do, _ := cand.setup(o)
+				do, _ := cand.setup(b, o)
 				ctx := context.Background()
 				if _, err := do(ctx, benchRequest()); err != nil {
 					b.Fatal(err)
@@ -110,7 +112,7 @@ func BenchmarkRelayRoundTrip(b *testing.B) {
 // as a blocking API must.
 func BenchmarkRelayParked10k(b *testing.B) {
 	const n = 10000
-	cands := candidates(b)
+	cands := candidates()
 	for _, name := range []string{"h2", "framed-Do", "framed-Go"} {
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
@@ -119,7 +121,7 @@ func BenchmarkRelayParked10k(b *testing.B) {
 				if name == "h2" {
 					ci = 0
 				}
-				do, conns := cands[ci].setup(o)
+				do, conns := cands[ci].setup(b, o)
 				var goFn func(context.Context, *Request, func(Response, error)) error
 				if name == "framed-Go" {
 					srv, addr := startServer(b, o, nil)
@@ -161,8 +163,8 @@ func BenchmarkRelayParked10k(b *testing.B) {
 				}
 				waitFor(b, "10k parked", func() bool { return o.parkedCount() == n })
 				h1, s1, g1 := memNow()
-				b.ReportMetric(float64(h1+s1-h0-s0)/n, "B/parked")
-				b.ReportMetric(float64(s1-s0)/n, "stackB/parked")
+				b.ReportMetric((float64(h1)+float64(s1)-float64(h0)-float64(s0))/n, "B/parked")
+				b.ReportMetric((float64(s1)-float64(s0))/n, "stackB/parked")
 				b.ReportMetric(float64(g1-g0)/n, "goroutines/parked")
 				b.ReportMetric(float64(conns()), "conns")
 				o.releaseAll()
