@@ -60,8 +60,8 @@ func readHello(r io.Reader, n int) ([]byte, error) {
 	return b[5:], nil
 }
 
-// serverHandshake authenticates the peer on c; false means c was refused
-// (the caller closes it).
+// serverHandshake authenticates the peer on c; after an error the caller
+// closes c without reading a frame from it.
 func serverHandshake(c net.Conn, secret []byte, timeout time.Duration) error {
 	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})

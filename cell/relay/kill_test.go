@@ -110,3 +110,25 @@ func procState(pid int) byte {
 	}
 	return b[i+2]
 }
+
+// A healthy owner answers pings: a connection idle for many ping timeouts
+// is kept, and the next call uses it without a redial.
+func TestIdleConnectionSurvivesPings(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, nil)
+	c := newClient(t, func(cfg *ClientConfig) {
+		cfg.ConnsPerPeer = 1
+		cfg.PingInterval = 20 * time.Millisecond
+		cfg.PingTimeout = 100 * time.Millisecond
+	})
+	if _, err := c.Do(context.Background(), addr, req("/echo", "")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if _, err := c.Do(context.Background(), addr, req("/echo", "")); err != nil {
+		t.Fatal(err)
+	}
+	if c.Dials() != 1 || c.Conns(addr) != 1 {
+		t.Fatalf("dials %d, connections %d", c.Dials(), c.Conns(addr))
+	}
+}
