@@ -1,0 +1,211 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ClientConfig configures a Client. Zero values take the defaults.
+type ClientConfig struct {
+	Secret []byte // the cell secret (QUEEN_CELL_SECRET); required
+	// ConnsPerPeer is the number of connections kept to each peer (default
+	// 2): calls go round robin, so a huge frame holds up only its own.
+	ConnsPerPeer int
+	// MaxInFlightPerPeer bounds the calls waiting on one peer (default
+	// 65536); one more fails at once with ErrOverloaded.
+	MaxInFlightPerPeer int
+	// MaxFrameBytes bounds one frame (default 80 MiB), as ServerConfig's.
+	MaxFrameBytes int
+	// DialTimeout bounds dial and handshake together (default 2 s).
+	DialTimeout time.Duration
+	// PingInterval: a connection that has read nothing for this long is
+	// pinged (default 1 s). PingTimeout: one that has read nothing for this
+	// long is closed and its calls fail with ErrUnreachable (default 5 s,
+	// the default member timeout: a paused owner is given up on when the
+	// cell would give up on it).
+	PingInterval, PingTimeout time.Duration
+	// CallTimeout bounds a call whose context has no deadline (default
+	// 6 min: a pop waits at most 5).
+	CallTimeout time.Duration
+}
+
+const (
+	defaultConnsPerPeer = 2
+	defaultMaxInFlight  = 1 << 16
+	defaultDialTimeout  = 2 * time.Second
+	defaultPingInterval = time.Second
+	defaultPingTimeout  = 5 * time.Second
+	defaultCallTimeout  = 6 * time.Minute
+)
+
+func (c *ClientConfig) withDefaults() ClientConfig {
+	d := *c
+	if d.ConnsPerPeer <= 0 {
+		d.ConnsPerPeer = defaultConnsPerPeer
+	}
+	if d.MaxInFlightPerPeer <= 0 {
+		d.MaxInFlightPerPeer = defaultMaxInFlight
+	}
+	if d.MaxFrameBytes <= 0 {
+		d.MaxFrameBytes = defaultMaxFrame
+	}
+	if d.DialTimeout <= 0 {
+		d.DialTimeout = defaultDialTimeout
+	}
+	if d.PingInterval <= 0 {
+		d.PingInterval = defaultPingInterval
+	}
+	if d.PingTimeout <= 0 {
+		d.PingTimeout = defaultPingTimeout
+	}
+	if d.CallTimeout <= 0 {
+		d.CallTimeout = defaultCallTimeout
+	}
+	return d
+}
+
+// Client relays calls to peers, keeping ConnsPerPeer connections to each,
+// dialled on first use and redialled after a loss.
+type Client struct {
+	cfg ClientConfig
+
+	mu     sync.Mutex
+	peers  map[string]*peer
+	conns  map[*clientConn]struct{} // every open connection, forgotten peers' too
+	closed bool
+	wg     sync.WaitGroup
+	dials  atomic.Int64
+}
+
+// NewClient checks cfg and returns a Client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if len(cfg.Secret) == 0 {
+		return nil, errors.New("relay: the cell secret is empty")
+	}
+	return &Client{cfg: cfg.withDefaults(), peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
+}
+
+// Dials is the number of connections dialled so far (handshake included).
+func (c *Client) Dials() int64 { return c.dials.Load() }
+
+// Conns is the number of connections open now to addr.
+func (c *Client) Conns(addr string) int {
+	c.mu.Lock()
+	p := c.peers[addr]
+	c.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range p.slots {
+		s.mu.Lock()
+		if s.cc != nil {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Close closes every connection, failing the calls in flight with
+// ErrClosed, and waits for the client's goroutines.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.peers = map[string]*peer{}
+	conns := make([]*clientConn, 0, len(c.conns))
+	for cc := range c.conns {
+		conns = append(conns, cc)
+	}
+	c.mu.Unlock()
+	for _, cc := range conns {
+		cc.close(errClientClosed)
+	}
+	c.wg.Wait()
+	return nil
+}
+
+var (
+	errClientClosed = errors.New("relay: client closed")
+	errForgotten    = errors.New("relay: peer forgotten (it left the cell)")
+)
+
+// Forget closes the connections to addr (a member that left the cell): its
+// calls in flight fail with ErrUnreachable now rather than at the ping
+// timeout. A later call to addr dials afresh.
+func (c *Client) Forget(addr string) {
+	c.mu.Lock()
+	p := c.peers[addr]
+	delete(c.peers, addr)
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	for _, s := range p.slots {
+		s.mu.Lock()
+		cc := s.cc
+		s.mu.Unlock()
+		if cc != nil {
+			cc.close(errForgotten)
+		}
+	}
+}
+
+// Do relays req to the member at addr and waits for its answer. req's
+// bytes are copied before Do returns control to the network.
+func (c *Client) Do(ctx context.Context, addr string, req *Request) (Response, error) {
+	type result struct {
+		r   Response
+		err error
+	}
+	ch := make(chan result, 1)
+	if err := c.Go(ctx, addr, req, func(r Response, err error) { ch <- result{r, err} }); err != nil {
+		return Response{}, err
+	}
+	res := <-ch
+	return res.r, res.err
+}
+
+// Go relays req to the member at addr without waiting: done is called once
+// with the answer or the failure, from one of the client's goroutines (or
+// the context's), and must not block. A non-nil return means the call was
+// not started (and done will not be called). req's bytes are copied before
+// Go returns. Cancelling ctx ends the call with ErrCanceled (ErrTimeout for
+// its deadline) and tells the owner to stop.
+func (c *Client) Go(ctx context.Context, addr string, req *Request, done func(Response, error)) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return &Error{Addr: addr, Kind: ErrClosed}
+	}
+	p := c.peers[addr]
+	if p == nil {
+		p = c.newPeer(addr)
+		c.peers[addr] = p
+	}
+	c.mu.Unlock()
+	if req.encodedLen() > c.cfg.MaxFrameBytes {
+		return &Error{Addr: addr, Kind: ErrTooLarge}
+	}
+	if p.inflight.Add(1) > int64(c.cfg.MaxInFlightPerPeer) {
+		p.inflight.Add(-1)
+		return &Error{Addr: addr, Kind: ErrOverloaded}
+	}
+	frame, err := appendRequest(make([]byte, 0, hdrLen+req.encodedLen()), 0, req)
+	if err != nil {
+		p.inflight.Add(-1)
+		return &Error{Addr: addr, Kind: ErrTooLarge, Cause: err}
+	}
+	cl := &call{peer: p, done: done, frame: frame}
+	if ctx.Done() != nil {
+		cl.stopCtx = context.AfterFunc(ctx, func() { cl.cancelled(ctx.Err()) })
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		cl.timer = time.AfterFunc(c.cfg.CallTimeout, func() { cl.cancelled(context.DeadlineExceeded) })
+	}
+	p.slots[p.rr.Add(1)%uint32(len(p.slots))].submit(cl)
+	return nil
+}

@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+)
+
+// The candidate the framed protocol was measured against (docs/cell-relay.md):
+// HTTP/2 cleartext with prior knowledge through the standard library (the
+// same code as golang.org/x/net/http2, bundled into net/http, which serves
+// h2c itself since Go 1.24). The request travels as the same encoded
+// payload in a POST body, the secret in a header compared per request, and
+// the owner's answer as the response body. The owner's Handler is the same
+// async one; each stream's handler goroutine waits for its reply, as
+// net/http requires.
+
+type h2Relay struct {
+	conns  atomic.Int64 // connections the server accepted
+	srv    *http.Server
+	client *http.Client
+	url    string
+}
+
+func startH2(tb testing.TB, h Handler) *h2Relay {
+	tb.Helper()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Cell-Secret")), testSecret) != 1 {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		req := new(Request)
+		if decodeRequest(body, req) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		done := make(chan Response, 1)
+		h(r.Context(), req, func(resp Response) { done <- resp })
+		select {
+		case resp := <-done:
+			w.Write(resp.Raw)
+		case <-r.Context().Done():
+		}
+	})
+	srv := &http.Server{Handler: mux, Protocols: &p,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 1 << 16}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr := &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 4}
+	r := &h2Relay{srv: srv, client: &http.Client{Transport: tr}, url: "http://" + ln.Addr().String() + "/relay"}
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			r.conns.Add(1)
+		}
+	}
+	go srv.Serve(ln)
+	tb.Cleanup(func() { srv.Close(); tr.CloseIdleConnections() })
+	return r
+}
+
+func (r *h2Relay) Do(ctx context.Context, req *Request) (Response, error) {
+	payload, _ := appendRequest(nil, 0, req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload[hdrLen:]))
+	if err != nil {
+		return Response{}, err
+	}
+	hr.Header.Set("X-Cell-Secret", string(testSecret))
+	resp, err := r.client.Do(hr)
+	if err != nil {
+		return Response{}, &Error{Kind: ErrUnreachable, Cause: err}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Response{}, &Error{Kind: ErrUnreachable, Cause: err}
+	}
+	return Response{Raw: raw}, nil
+}
+
+// The candidate works: the benchmark compares two relays that both answer.
+func TestH2CandidateRoundTrip(t *testing.T) {
+	o := newOwner()
+	r := startH2(t, o.handle)
+	resp, err := r.Do(context.Background(), req("/echo", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(resp.Raw, []byte("acme|3|POST|/echo|\"\"|x")) {
+		t.Fatalf("%q", resp.Raw)
+	}
+	r.client.Transport.(*http.Transport).CloseIdleConnections()
+	r.srv.Close()
+}

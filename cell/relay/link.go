@@ -1,0 +1,195 @@
+package relay
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// link is one authenticated connection as both ends use it: a reader
+// goroutine that hands every frame to dispatch, and a writer goroutine
+// that takes everything queued since its last write and sends it with one
+// writev, small frames copied together, large payloads referenced.
+type link struct {
+	nc       net.Conn
+	maxFrame int
+	dispatch func(typ byte, id uint64, p []byte)
+	onClose  func(error)
+
+	mu     sync.Mutex
+	q      []outFrame // frames waiting for the writer
+	spare  []outFrame // the writer's previous batch, reused
+	closed bool
+	err    error
+
+	wake     chan struct{} // capacity 1: "the queue is not empty"
+	done     chan struct{} // closed by close
+	lastRecv atomic.Int64  // unix nanos of the last frame read
+}
+
+// outFrame is a frame to write: hdr (when withHdr) followed by p. A request
+// is encoded whole into p; an answer is a header and the handler's bytes,
+// never copied when large.
+type outFrame struct {
+	hdr     [hdrLen]byte
+	withHdr bool
+	p       []byte
+}
+
+const (
+	readBufSize = 64 << 10
+	copyMax     = 16 << 10 // payloads up to this are copied into the write buffer
+	keepWBuf    = 1 << 20  // a write buffer grown past this is not kept
+)
+
+var (
+	errFrameTooLarge = errors.New("relay: frame over the limit")
+	errProtocol      = errors.New("relay: protocol error")
+)
+
+func newLink(nc net.Conn, maxFrame int) *link {
+	l := &link{nc: nc, maxFrame: maxFrame, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.lastRecv.Store(time.Now().UnixNano())
+	return l
+}
+
+// run starts the reader and the writer on wg.
+func (l *link) run(wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() { defer wg.Done(); l.readLoop() }()
+	go func() { defer wg.Done(); l.writeLoop() }()
+}
+
+// send queues f; false when the link is closed (f is dropped).
+func (l *link) send(f outFrame) bool {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return false
+	}
+	l.q = append(l.q, f)
+	first := len(l.q) == 1
+	l.mu.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// sendCtl queues a frame without payload.
+func (l *link) sendCtl(typ byte, id uint64, p []byte) bool {
+	f := outFrame{withHdr: true, p: p}
+	putHdr(f.hdr[:], typ, id, len(p))
+	return l.send(f)
+}
+
+func (l *link) writeLoop() {
+	var wbuf []byte
+	var bufs net.Buffers
+	for {
+		select {
+		case <-l.wake:
+		case <-l.done:
+			return
+		}
+		l.mu.Lock()
+		q := l.q
+		l.q, l.spare = l.spare[:0], nil
+		l.mu.Unlock()
+
+		wbuf, bufs = wbuf[:0], bufs[:0]
+		start := 0
+		for i := range q {
+			f := &q[i]
+			if f.withHdr {
+				wbuf = append(wbuf, f.hdr[:]...)
+			}
+			if len(f.p) <= copyMax {
+				wbuf = append(wbuf, f.p...)
+				continue
+			}
+			// A slice taken before wbuf grows keeps the old array, which
+			// still holds those bytes: appending never rewrites them.
+			bufs = append(bufs, wbuf[start:], f.p)
+			start = len(wbuf)
+		}
+		if start < len(wbuf) {
+			bufs = append(bufs, wbuf[start:])
+		}
+		w := bufs
+		_, err := w.WriteTo(l.nc)
+		clear(q)
+		clear(bufs)
+		if cap(wbuf) > keepWBuf {
+			wbuf = nil
+		}
+		l.mu.Lock()
+		if l.spare == nil {
+			l.spare = q[:0]
+		}
+		l.mu.Unlock()
+		if err != nil {
+			l.close(err)
+			return
+		}
+	}
+}
+
+func (l *link) readLoop() {
+	br := bufio.NewReaderSize(l.nc, readBufSize)
+	var h [hdrLen]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			l.close(err)
+			return
+		}
+		n := binary.BigEndian.Uint32(h[0:4])
+		if uint64(n) > uint64(l.maxFrame) {
+			l.close(errFrameTooLarge)
+			return
+		}
+		var p []byte
+		if n > 0 {
+			p = make([]byte, n)
+			if _, err := io.ReadFull(br, p); err != nil {
+				l.close(err)
+				return
+			}
+		}
+		l.lastRecv.Store(time.Now().UnixNano())
+		l.dispatch(h[4], binary.BigEndian.Uint64(h[5:13]), p)
+	}
+}
+
+// close ends the link once: queued frames are dropped, both goroutines
+// stop, and onClose learns why.
+func (l *link) close(err error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed, l.err = true, err
+	clear(l.q)
+	l.q = nil
+	l.mu.Unlock()
+	close(l.done)
+	l.nc.Close()
+	if l.onClose != nil {
+		l.onClose(err)
+	}
+}
+
+func (l *link) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}

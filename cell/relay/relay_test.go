@@ -1,0 +1,368 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The owner receives the identity and request as the landing member sent
+// them, and its answer comes back byte for byte.
+func TestRoundTripCarriesIdentityAndAnswer(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, nil)
+	c := newClient(t, nil)
+	r := &Request{Tenant: []byte("acme"), Access: 7, Method: []byte("PUT"),
+		Target: []byte("/echo"), Header: []byte("X-Queen-Trace: 1\r\n"), Body: []byte{0, 1, 2, 'x'}}
+	resp, err := c.Do(context.Background(), addr, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "acme|7|PUT|/echo|\"X-Queen-Trace: 1\\r\\n\"|\x00\x01\x02x"
+	want := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	if string(resp.Raw) != want {
+		t.Fatalf("answer %q, want %q", resp.Raw, want)
+	}
+}
+
+// Thousands of parked calls share ConnsPerPeer connections, and answers
+// released in reverse order reach their own callers.
+func TestManyParkedCallsShareFewConnections(t *testing.T) {
+	o := newOwner()
+	srv, addr := startServer(t, o, nil)
+	c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 2 })
+	const n = 3000
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		key := strconv.Itoa(i)
+		err := c.Go(context.Background(), addr, req("/park", key), func(r Response, err error) {
+			defer wg.Done()
+			if err != nil {
+				errs <- err
+				return
+			}
+			if want := "released " + key; !bytes.HasSuffix(r.Raw, []byte("\r\n\r\n"+want)) {
+				errs <- fmt.Errorf("call %s got %q", key, r.Raw)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every call parked", func() bool { return o.parkedCount() == n })
+	if got := srv.Conns(); got != 2 {
+		t.Fatalf("server has %d connections for %d parked calls, want 2", got, n)
+	}
+	if got := c.Dials(); got != 2 {
+		t.Fatalf("client dialled %d times, want 2", got)
+	}
+	for i := n - 1; i >= 0; i-- {
+		if _, err := c.Do(context.Background(), addr, req("/release", strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// On one connection, a quick answer overtakes a slow one sent before it.
+func TestAnswersOutOfOrder(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, nil)
+	c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 1 })
+	order := make(chan string, 2)
+	done := func(r Response, err error) {
+		if err != nil {
+			order <- err.Error()
+			return
+		}
+		order <- string(r.Raw[bytes.Index(r.Raw, []byte("\r\n\r\n"))+4:])
+	}
+	if err := c.Go(context.Background(), addr, req("/delay/300", "slow"), done); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Go(context.Background(), addr, req("/delay/0", "quick"), done); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := <-order, <-order; a != "quick" || b != "slow" {
+		t.Fatalf("answers came %q then %q", a, b)
+	}
+	if c.Dials() != 1 {
+		t.Fatalf("dials %d", c.Dials())
+	}
+}
+
+// Cancelling the caller's context cancels the handler's on the owner; a
+// passed deadline does too and is reported as a timeout.
+func TestCancellationReachesOwner(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, nil)
+	c := newClient(t, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	if err := c.Go(ctx, addr, req("/park", "gone"), func(_ Response, err error) { got <- err }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "parked", func() bool { return o.parkedCount() == 1 })
+	cancel()
+	err := <-got
+	if !errors.Is(err, ErrCanceled) || ForwardFailed(err) {
+		t.Fatalf("cancelled call: %v (forward failed %v)", err, ForwardFailed(err))
+	}
+	select {
+	case key := <-o.cancelled:
+		if key != "gone" {
+			t.Fatalf("owner cancelled %q", key)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the owner's context was not cancelled")
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = c.Do(ctx, addr, req("/park", "late"))
+	if !errors.Is(err, ErrTimeout) || !ForwardFailed(err) {
+		t.Fatalf("timed out call: %v", err)
+	}
+	if key := <-o.cancelled; key != "late" {
+		t.Fatalf("owner cancelled %q", key)
+	}
+	if o.parkedCount() != 0 {
+		t.Fatal("a cancelled call stayed parked")
+	}
+}
+
+// A client with another secret is refused at the handshake and nothing is
+// relayed; so is a peer that skips the handshake and sends a frame.
+func TestWrongSecretIsRefused(t *testing.T) {
+	o := newOwner()
+	srv, addr := startServer(t, o, nil)
+	c := newClient(t, func(cfg *ClientConfig) { cfg.Secret = []byte("not-the-secret") })
+	_, err := c.Do(context.Background(), addr, req("/echo", "x"))
+	if !errors.Is(err, ErrAuth) || !ForwardFailed(err) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	frame, _ := appendRequest(nil, 1, req("/echo", string(make([]byte, 100))))
+	nc.Write(frame) // in place of the handshake reply
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	rest, _ := io.ReadAll(nc)
+	if len(rest) != helloLen { // the hello, then closed
+		t.Fatalf("a peer without the handshake read %d bytes: %q", len(rest), rest)
+	}
+	waitFor(t, "two refusals", func() bool { return srv.Refused() == 2 })
+	if o.calls != 0 {
+		t.Fatalf("the handler ran %d times for unauthenticated peers", o.calls)
+	}
+	if srv.Conns() != 0 {
+		t.Fatalf("%d connections kept", srv.Conns())
+	}
+}
+
+// A client also refuses a server that does not know the secret.
+func TestServerWithWrongSecretIsRefused(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.Secret = []byte("other") })
+	c := newClient(t, nil)
+	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); !errors.Is(err, ErrAuth) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// An owner that closes mid-request fails the calls in flight as
+// unreachable at once, and a new owner on the same address is redialled.
+func TestOwnerRestartFailsInFlightAndRedials(t *testing.T) {
+	o := newOwner()
+	srv, addr := startServer(t, o, nil)
+	c := newClient(t, nil)
+	got := make(chan error, 10)
+	for i := range 10 {
+		if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "parked", func() bool { return o.parkedCount() == 10 })
+	srv.Close()
+	for range 10 {
+		select {
+		case err := <-got:
+			if !errors.Is(err, ErrUnreachable) || !ForwardFailed(err) {
+				t.Fatalf("in flight when the owner went: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call hung after its owner closed")
+		}
+	}
+	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("no owner listening: %v", err)
+	}
+	o2 := newOwner()
+	srv2, _ := NewServer(ServerConfig{Secret: testSecret, Handler: o2.handle})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv2.Serve(ln)
+	defer srv2.Close()
+	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
+		t.Fatalf("after the owner came back: %v", err)
+	}
+}
+
+// A 48 MiB answer arrives whole while small calls keep going on the other
+// connection.
+func TestHugeAnswer(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, nil)
+	c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 2 })
+	const size = 48 << 20
+	huge := make(chan Response, 1)
+	if err := c.Go(context.Background(), addr, req("/size/"+strconv.Itoa(size), ""), func(r Response, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		huge <- r
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if _, err := c.Do(context.Background(), addr, req("/echo", "small")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := <-huge
+	if len(r.Raw) != size {
+		t.Fatalf("huge answer is %d bytes", len(r.Raw))
+	}
+	for i := 0; i < size; i += 4093 {
+		if r.Raw[i] != byte('a'+i%26) {
+			t.Fatalf("byte %d is %q", i, r.Raw[i])
+		}
+	}
+}
+
+// Frames over the limit: a request is refused before it is sent, an answer
+// by the owner; the connection survives both.
+func TestFrameLimits(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.MaxFrameBytes = 1 << 20 })
+	c := newClient(t, func(cfg *ClientConfig) { cfg.MaxFrameBytes = 1 << 20; cfg.ConnsPerPeer = 1 })
+	err := c.Go(context.Background(), addr, req("/echo", string(make([]byte, 1<<20))), func(Response, error) {})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("big request: %v", err)
+	}
+	if _, err := c.Do(context.Background(), addr, req("/size/"+strconv.Itoa(2<<20), "")); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("big answer: %v", err)
+	}
+	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if c.Dials() != 1 {
+		t.Fatalf("dials %d", c.Dials())
+	}
+}
+
+// The in-flight bounds: the client's per peer, the server's per connection.
+func TestBackpressureBounds(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.MaxStreamsPerConn = 5 })
+	c := newClient(t, func(cfg *ClientConfig) { cfg.MaxInFlightPerPeer = 8; cfg.ConnsPerPeer = 1 })
+	got := make(chan error, 8)
+	for i := range 8 {
+		if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("ninth call: %v", err)
+	}
+	for range 3 {
+		if err := <-got; !errors.Is(err, ErrOverloaded) || !ForwardFailed(err) {
+			t.Fatalf("over the server's bound: %v", err)
+		}
+	}
+	waitFor(t, "five parked", func() bool { return o.parkedCount() == 5 })
+	other := newClient(t, nil) // c's connection has no stream left for a release
+	for i := range 8 {
+		if _, err := other.Do(context.Background(), addr, req("/release", strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Nothing listening: unreachable, at once.
+func TestNoOwnerListening(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newClient(t, nil)
+	start := time.Now()
+	_, err := c.Do(context.Background(), addr, req("/echo", ""))
+	if !errors.Is(err, ErrUnreachable) || time.Since(start) > time.Second {
+		t.Fatalf("%v after %v", err, time.Since(start))
+	}
+}
+
+// A closed client fails what is in flight and refuses new calls.
+func TestClientClose(t *testing.T) {
+	o := newOwner()
+	_, addr := startServer(t, o, nil)
+	c, _ := NewClient(ClientConfig{Secret: testSecret})
+	got := make(chan error, 1)
+	c.Go(context.Background(), addr, req("/park", "p"), func(_ Response, err error) { got <- err })
+	waitFor(t, "parked", func() bool { return o.parkedCount() == 1 })
+	c.Close()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("in flight at Close: %v", err)
+	}
+	if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if key := <-o.cancelled; key != "p" {
+		t.Fatalf("owner cancelled %q", key)
+	}
+}
+
+// A malformed frame from an authenticated peer closes its connection.
+func FuzzDecodeRequest(f *testing.F) {
+	frame, _ := appendRequest(nil, 1, req("/echo", "body"))
+	f.Add(frame[hdrLen:])
+	f.Add([]byte{0, 1})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var r Request
+		if decodeRequest(p, &r) != nil {
+			return
+		}
+		again, err := appendRequest(nil, 9, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if binary.BigEndian.Uint32(again) != uint32(len(p)) || !bytes.Equal(again[hdrLen:], p) {
+			t.Fatalf("decode/encode changed %q into %q", p, again[hdrLen:])
+		}
+	})
+}

@@ -1,0 +1,283 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler serves one relayed request on the owner. It is called on the
+// connection's reader goroutine, so it must not block: it answers at once
+// or arranges for reply to be called later, from any goroutine (a parked
+// pop answered by a push). reply takes ownership of the Response bytes; a
+// second call, or a call after ctx is done, is ignored. ctx is cancelled
+// when the calling member gives up (its client went away, its deadline
+// passed) or the connection is lost: a parked handler should then let go
+// of the request; it need not reply.
+type Handler func(ctx context.Context, req *Request, reply func(Response))
+
+// ServerConfig configures a Server. Zero values take the defaults.
+type ServerConfig struct {
+	Secret  []byte  // the cell secret (QUEEN_CELL_SECRET); required
+	Handler Handler // required
+	// MaxFrameBytes bounds one frame read or written (default 80 MiB: the
+	// broker's 64 MiB body and its headers). An answer over it is refused
+	// with ErrTooLarge on the caller; a peer that sends more is cut off.
+	MaxFrameBytes int
+	// MaxStreamsPerConn bounds the calls in flight on one connection
+	// (default 65536); one more is refused with ErrOverloaded.
+	MaxStreamsPerConn int
+	// HandshakeTimeout bounds the handshake (default 5 s).
+	HandshakeTimeout time.Duration
+	Logger           *slog.Logger
+}
+
+const (
+	defaultMaxFrame      = 80 << 20
+	defaultMaxStreams    = 1 << 16
+	defaultHandshakeTime = 5 * time.Second
+)
+
+func (c *ServerConfig) withDefaults() ServerConfig {
+	d := *c
+	if d.MaxFrameBytes <= 0 {
+		d.MaxFrameBytes = defaultMaxFrame
+	}
+	if d.MaxStreamsPerConn <= 0 {
+		d.MaxStreamsPerConn = defaultMaxStreams
+	}
+	if d.HandshakeTimeout <= 0 {
+		d.HandshakeTimeout = defaultHandshakeTime
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d
+}
+
+// Server accepts member connections and serves relayed requests with the
+// Handler.
+type Server struct {
+	cfg ServerConfig
+
+	mu     sync.Mutex
+	lns    map[net.Listener]struct{}
+	conns  map[*serverConn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	refused atomic.Int64 // connections that failed the handshake
+	lastLog atomic.Int64 // unix nanos of the last refusal logged
+}
+
+// refusalLogEvery: at most one log line per this for refused handshakes, so
+// that a port scanner cannot flood the log (Refused counts them all).
+const refusalLogEvery = 10 * time.Second
+
+// NewServer checks cfg and returns a Server; Serve starts it.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if len(cfg.Secret) == 0 {
+		return nil, errors.New("relay: the cell secret is empty")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("relay: no handler")
+	}
+	return &Server{cfg: cfg.withDefaults(), lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
+}
+
+// Refused is the number of connections refused at the handshake.
+func (s *Server) Refused() int64 { return s.refused.Load() }
+
+// Conns is the number of authenticated connections open now.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Serve accepts on ln until Close; it returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// EMFILE and the like: back off, never stop accepting.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.cfg.Logger.Warn("relay accept", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.serveConn(c) }()
+	}
+}
+
+// Close stops accepting, closes every connection (cancelling the contexts
+// of the calls in flight) and waits for the server's goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.close(net.ErrClosed)
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// serveConn authenticates c and then serves it on this goroutine (the
+// reader) and one writer.
+func (s *Server) serveConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if err := serverHandshake(c, s.cfg.Secret, s.cfg.HandshakeTimeout); err != nil {
+		total := s.refused.Add(1)
+		now := time.Now().UnixNano()
+		if last := s.lastLog.Load(); now-last >= int64(refusalLogEvery) && s.lastLog.CompareAndSwap(last, now) {
+			s.cfg.Logger.Warn("relay handshake refused", "peer", c.RemoteAddr().String(), "err", err, "refused_total", total)
+		}
+		c.Close()
+		return
+	}
+	sc := &serverConn{srv: s, streams: map[uint64]*stream{}}
+	sc.link = newLink(c, s.cfg.MaxFrameBytes)
+	sc.ctx, sc.cancel = context.WithCancel(context.Background())
+	sc.dispatch = sc.onFrame
+	sc.onClose = sc.closed
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[sc] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() { defer s.wg.Done(); sc.writeLoop() }()
+	sc.readLoop()
+}
+
+// serverConn is one member's connection to this server.
+type serverConn struct {
+	*link
+	srv    *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	smu     sync.Mutex
+	streams map[uint64]*stream
+}
+
+// stream is one call being served.
+type stream struct {
+	sc     *serverConn
+	id     uint64
+	cancel context.CancelFunc
+	done   atomic.Bool
+}
+
+func (sc *serverConn) onFrame(typ byte, id uint64, p []byte) {
+	switch typ {
+	case fReq:
+		sc.onRequest(id, p)
+	case fCancel:
+		sc.smu.Lock()
+		st := sc.streams[id]
+		delete(sc.streams, id)
+		sc.smu.Unlock()
+		if st != nil && st.done.CompareAndSwap(false, true) {
+			st.cancel()
+		}
+	case fPing:
+		sc.sendCtl(fPong, id, nil)
+	default:
+		sc.close(errProtocol)
+	}
+}
+
+func (sc *serverConn) onRequest(id uint64, p []byte) {
+	req := new(Request)
+	if err := decodeRequest(p, req); err != nil {
+		sc.close(err)
+		return
+	}
+	sc.smu.Lock()
+	if len(sc.streams) >= sc.srv.cfg.MaxStreamsPerConn {
+		sc.smu.Unlock()
+		sc.sendCtl(fRefuse, id, []byte{refuseBusy})
+		return
+	}
+	if _, dup := sc.streams[id]; dup {
+		sc.smu.Unlock()
+		sc.close(errProtocol)
+		return
+	}
+	ctx, cancel := context.WithCancel(sc.ctx)
+	st := &stream{sc: sc, id: id, cancel: cancel}
+	sc.streams[id] = st
+	sc.smu.Unlock()
+	sc.srv.cfg.Handler(ctx, req, st.reply)
+}
+
+// reply sends the answer once, unless the call was cancelled meanwhile.
+func (st *stream) reply(r Response) {
+	if !st.done.CompareAndSwap(false, true) {
+		return
+	}
+	sc := st.sc
+	sc.smu.Lock()
+	delete(sc.streams, st.id)
+	sc.smu.Unlock()
+	st.cancel()
+	if len(r.Raw) > sc.maxFrame {
+		sc.sendCtl(fRefuse, st.id, []byte{refuseTooLarge})
+		return
+	}
+	f := outFrame{withHdr: true, p: r.Raw}
+	putHdr(f.hdr[:], fResp, st.id, len(r.Raw))
+	sc.send(f)
+}
+
+// closed runs once when the link ends: every call's context is cancelled.
+func (sc *serverConn) closed(error) {
+	sc.cancel()
+	sc.smu.Lock()
+	for id, st := range sc.streams {
+		st.done.Store(true)
+		delete(sc.streams, id)
+	}
+	sc.smu.Unlock()
+	s := sc.srv
+	s.mu.Lock()
+	delete(s.conns, sc)
+	s.mu.Unlock()
+}
