@@ -7,8 +7,6 @@ import (
 	"testing"
 )
 
-
-
 func testView(ids ...string) *View {
 	ms := make([]Member, len(ids))
 	for i, id := range ids {

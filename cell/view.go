@@ -34,9 +34,9 @@ type View struct {
 	// itself out, so it is never the owner in its own view.
 	Members []Member
 
-	seeds    []uint64 // xxhash of each member's ID: its rendezvous seed
-	self     int      // index of Self in Members, -1 when absent
-	fenced   bool     // fenced when published
+	seeds  []uint64 // xxhash of each member's ID: its rendezvous seed
+	self   int      // index of Self in Members, -1 when absent
+	fenced bool     // fenced when published
 	// deadline is when this member's last renewal expires, on clock. It is
 	// the one thing that changes in a published view: each renewal extends
 	// it while the view is current, and it freezes once a newer view
