@@ -23,14 +23,13 @@ func Owner(v *View, tenant, queue string) int {
 	return best
 }
 
-// keyHash hashes (tenant, queue) with xxhash. The tenant's length seeds the
-// digest so that no two pairs hash the same bytes ("ab","c" and "a","bc").
+// keyHash hashes (tenant, queue): each name with xxhash, then the two
+// mixed. Hashing the names apart keeps pairs that join to the same bytes
+// ("ab","c" and "a","bc") apart, and is faster for short names than
+// streaming both through one digest (BenchmarkKeyHash); the multiplication
+// makes the mix order-sensitive, so (a, b) and (b, a) differ too.
 func keyHash(tenant, queue string) uint64 {
-	var d xxhash.Digest
-	d.ResetWithSeed(uint64(len(tenant)))
-	d.WriteString(tenant)
-	d.WriteString(queue)
-	return d.Sum64()
+	return score(xxhash.Sum64String(tenant), xxhash.Sum64String(queue)*0x9e3779b97f4a7c15)
 }
 
 // score is a member's weight for a key: the murmur3 64-bit finalizer of
