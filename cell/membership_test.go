@@ -12,6 +12,7 @@ import (
 
 	"github.com/queenmq/ephemeral/store/postgres"
 	"github.com/queenmq/ephemeral/store/storetest"
+	"go.uber.org/goleak"
 )
 
 // pg is the run's PostgreSQL: started once for the package by TestMain.
@@ -304,4 +305,48 @@ func TestTableDroppedComesBack(t *testing.T) {
 		t.Fatal("no heartbeat failed while the table was missing")
 	}
 	waitFor(t, to, "a unfenced", func() bool { return !a.Fenced() })
+}
+
+// Rows lists live and dead rows with the database's timestamps.
+func TestRows(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	var block atomic.Bool
+	a := start(t, schema, "a:1", hb, to)
+	b := start(t, schema, "b:1", hb, to, func(o *Options) {
+		o.beforeBeat = func(context.Context) error {
+			if block.Load() {
+				return fmt.Errorf("test: stopped")
+			}
+			return nil
+		}
+	})
+	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a, b))
+	block.Store(true)
+	waitFor(t, 2*to, "b dropped", viewIs("a:1", a))
+	rows, err := a.Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].ID != "a:1" || !rows[0].Live || rows[1].ID != "b:1" || rows[1].Live ||
+		rows[0].Incarnation != a.opts.Incarnation || rows[1].Incarnation != b.opts.Incarnation {
+		t.Fatalf("rows %+v", rows)
+	}
+	if !rows[0].HeartbeatAt.After(rows[1].HeartbeatAt) || rows[0].JoinedAt.After(rows[0].HeartbeatAt) {
+		t.Fatalf("timestamps %+v", rows)
+	}
+}
+
+// Stop ends every goroutine and connection the member started.
+func TestStopLeavesNothingRunning(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	opts := goleak.IgnoreCurrent()
+	m := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	time.Sleep(2 * hb)
+	if err := m.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, opts)
 }

@@ -216,3 +216,20 @@ func BenchmarkKeyHash(b *testing.B) {
 		_ = s
 	})
 }
+
+// A member leaving moves exactly the keys it owned, each to one of the
+// others, and nothing between the others.
+func TestOwnerLeaveMovesOnlyTheLeaversKeys(t *testing.T) {
+	all := addrs(5)
+	leaver := all[2]
+	rest := append(append([]string{}, all[:2]...), all[3:]...)
+	before, after := testView(all...), testView(rest...)
+	for i := range keys {
+		tn, q := key(i)
+		b, _ := before.Owner(tn, q)
+		a, _ := after.Owner(tn, q)
+		if b.ID != leaver && a != b {
+			t.Fatalf("(%s,%s) moved from %s to %s though %s left", tn, q, b.ID, a.ID, leaver)
+		}
+	}
+}
