@@ -62,6 +62,7 @@ type Membership struct {
 	// Owned by the loop goroutine.
 	gen       uint64
 	announced bool // joined and not fenced since: the next beat needs no join
+	failing   bool // the last beat failed: log the next failure at debug
 	tableOK   bool
 	beats     int
 
@@ -259,9 +260,20 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 			return
 		}
 		m.stats.heartbeatFailures.Add(1)
-		m.log.Warn("cell: heartbeat failed", "err", err)
+		// A database that stays away would log every heartbeat: warn on
+		// the first failure of a run, and when fencing follows.
+		if m.failing {
+			m.log.Debug("cell: heartbeat failed", "err", err)
+		} else {
+			m.log.Warn("cell: heartbeat failed", "err", err)
+		}
+		m.failing = true
 		m.checkFence()
 		return
+	}
+	if m.failing {
+		m.failing = false
+		m.log.Info("cell: heartbeat renewed again")
 	}
 	deadline := sent + m.opts.MemberTimeout
 	if m.clock() >= deadline {
