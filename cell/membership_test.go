@@ -19,6 +19,10 @@ import (
 var pg *storetest.Postgres
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		runChild() // a member in its own process, for SIGSTOP
+		return
+	}
 	os.Exit(storetest.MainWithPostgres(m, &pg))
 }
 
