@@ -63,6 +63,7 @@ type Membership struct {
 	gen       uint64
 	announced bool // joined and not fenced since: the next beat needs no join
 	failing   bool // the last beat failed: log the next failure at debug
+	displaced bool // another live process holds this address's row
 	tableOK   bool
 	beats     int
 
@@ -250,6 +251,10 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 	bctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	members, err := m.renew(bctx)
+	if errors.Is(err, errDisplaced) {
+		m.displace()
+		return
+	}
 	if err != nil && pgconn.SafeToRetry(err) && bctx.Err() == nil {
 		// The pooled connection had died (the database restarted) and
 		// the beat was never sent: another connection, now.
@@ -285,6 +290,10 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 	}
 	joining := !m.announced
 	m.announced = true
+	if m.displaced {
+		m.displaced = false
+		m.log.Info("cell: the address's row is this process's again")
+	}
 	cur := m.view.Load()
 	if !joining && cur.sameSet(members, false) {
 		cur.deadline.Store(int64(deadline))
@@ -309,9 +318,13 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 		}
 		m.tableOK = true
 	}
+	// A joining member takes its address's row over; a member displaced
+	// from it waits for the other process's row to expire instead, so two
+	// processes on one address do not take turns.
+	takeover := !m.announced && !m.displaced
 	b := &pgx.Batch{}
-	b.Queue(m.sql.heartbeat, m.self, m.opts.Incarnation, m.opts.MemberTimeout.Milliseconds())
-	if !m.announced {
+	b.Queue(m.sql.heartbeat, m.self, m.opts.Incarnation, m.opts.MemberTimeout.Milliseconds(), takeover)
+	if takeover {
 		b.Queue(m.sql.notify, m.sql.channel, payload("join", m.self, m.opts.Incarnation))
 	}
 	if m.beats++; m.beats%gcEvery == 1 {
@@ -320,11 +333,16 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 	b.Queue(m.sql.live, m.opts.MemberTimeout.Milliseconds())
 	m.count(b.Len())
 	br := m.pool.SendBatch(ctx, b)
-	for range b.Len() - 1 {
-		if _, err := br.Exec(); err != nil {
+	renewed := false
+	for i := range b.Len() - 1 {
+		tag, err := br.Exec()
+		if err != nil {
 			br.Close()
 			m.tableGone(err)
 			return nil, err
+		}
+		if i == 0 {
+			renewed = tag.RowsAffected() == 1
 		}
 	}
 	members, err := scanMembers(br)
@@ -332,8 +350,15 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 		err = cerr
 	}
 	m.tableGone(err)
+	if err == nil && !renewed {
+		return nil, errDisplaced
+	}
 	return members, err
 }
+
+// errDisplaced: the heartbeat found this address's row held, and renewed
+// within the timeout, by another incarnation.
+var errDisplaced = errors.New("another live process advertises this address")
 
 // tableGone notices a table dropped under the cell, so the next beat
 // creates it again.
@@ -398,6 +423,20 @@ func (m *Membership) reload(ctx context.Context) {
 	m.checkFence()
 	fenced := !m.announced
 	m.publish(members, fenced)
+}
+
+// displace fences the member at once, without waiting for its renewal to
+// expire: another process answers for this address now. It stays fenced
+// until that process's row expires (or is deleted) and its own beat takes
+// the row back.
+func (m *Membership) displace() {
+	m.stats.heartbeatFailures.Add(1)
+	if !m.displaced {
+		m.log.Error("cell: another live broker advertises this address (QUEEN_CELL_ADVERTISE); fenced until its row expires", "address", m.self)
+	}
+	m.displaced = true
+	m.announced = false
+	m.publish(m.view.Load().Members, true)
 }
 
 // checkFence fences the member when its last renewal has expired: it

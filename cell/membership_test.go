@@ -354,3 +354,44 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 	}
 	goleak.VerifyNone(t, opts)
 }
+
+// Two live processes advertising one address do not take turns on its
+// row: the one that joined last holds it, the first is fenced at once and
+// stays fenced (owning nothing) while the other lives, and takes the row
+// back when the other leaves.
+func TestDuplicateAddress(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	b := start(t, schema, "b:1", hb, to)
+	a1 := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a1, b))
+	a2 := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "the second process joins", viewIs("a:1,b:1", a2))
+	waitFor(t, 5*time.Second, "the first is fenced", a1.Fenced)
+	incOf := func(v *View) string {
+		for _, m := range v.Members {
+			if m.ID == "a:1" {
+				return m.Incarnation
+			}
+		}
+		return ""
+	}
+	gen := b.View().Generation
+	time.Sleep(3 * to) // many heartbeats of both: no flapping
+	if g := b.View().Generation; g != gen {
+		t.Fatalf("b's generation moved from %d to %d while both processes ran: the row flaps", gen, g)
+	}
+	if v := b.View(); incOf(v) != a2.opts.Incarnation {
+		t.Fatalf("b sees a:1 as %q, want the second process %q", incOf(v), a2.opts.Incarnation)
+	}
+	if !a1.Fenced() || a2.Fenced() || a1.View().Owns("t", "q") && a2.View().Owns("t", "q") {
+		t.Fatalf("fenced: first %v, second %v", a1.Fenced(), a2.Fenced())
+	}
+	if err := a2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the first takes the address back", viewIs("a:1,b:1", a1, b))
+	if v := b.View(); incOf(v) != a1.opts.Incarnation {
+		t.Fatalf("b sees a:1 as %q, want the first process %q", incOf(v), a1.opts.Incarnation)
+	}
+}

@@ -41,14 +41,20 @@ func newStatements(schema string) statements {
 			joined_at    timestamptz NOT NULL DEFAULT now(),
 			heartbeat_at timestamptz NOT NULL DEFAULT now())`,
 		// $3 is the member timeout in milliseconds: a row that had expired
-		// (or carried another incarnation) counts as a new join.
+		// (or carried another incarnation) counts as a new join. $4, true
+		// when joining, takes over a live row of another incarnation (this
+		// address's previous process, dead or not yet expired); otherwise
+		// such a row is left alone and no row is touched: another live
+		// process advertises this address (Membership.beat).
 		heartbeat: `INSERT INTO ` + t + ` AS m (member, incarnation) VALUES ($1, $2)
 			ON CONFLICT (member) DO UPDATE SET
 				joined_at = CASE WHEN m.incarnation = EXCLUDED.incarnation
 					AND m.heartbeat_at > now() - $3::bigint * interval '1 millisecond'
 					THEN m.joined_at ELSE now() END,
 				incarnation = EXCLUDED.incarnation,
-				heartbeat_at = now()`,
+				heartbeat_at = now()
+			WHERE $4::boolean OR m.incarnation = EXCLUDED.incarnation
+				OR m.heartbeat_at <= now() - $3::bigint * interval '1 millisecond'`,
 		live: `SELECT member, incarnation FROM ` + t + `
 			WHERE heartbeat_at > now() - $1::bigint * interval '1 millisecond' ORDER BY member`,
 		// A clean leave removes only its own incarnation's row: a
