@@ -129,3 +129,41 @@ func TestFencingWhenTheDatabaseBlocks(t *testing.T) {
 	}
 	waitFor(t, 2*time.Second, "c rejoins", viewIs("a:1,b:1,c:1", a, b, c))
 }
+
+// A database restart, for real: the members' connections die with it.
+// Down longer than the timeout, every member fences itself; when it is
+// back they rejoin on new connections and converge again, and the LISTEN
+// connections come back (a join is again seen by NOTIFY).
+func TestDatabaseRestart(t *testing.T) {
+	storetest.NeedManaged(t, pg)
+	schema := pg.FreshSchema(t)
+	const slowHB, slowTO = 5 * time.Second, 15 * time.Second
+	a := start(t, schema, "a:1", hb, to)
+	b := start(t, schema, "b:1", hb, to)
+	// s heartbeats rarely: only a notification makes its view change fast.
+	s := start(t, schema, "s:1", slowHB, slowTO)
+	waitFor(t, 5*time.Second, "three members", viewIs("a:1,b:1,s:1", a, b))
+	waitFor(t, 5*time.Second, "s sees them", viewIs("a:1,b:1,s:1", s))
+	waitFor(t, 5*time.Second, "s listening", func() bool { return s.Stats().Listening })
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "s's LISTEN connection lost", func() bool { return !s.Stats().Listening })
+	waitFor(t, 5*time.Second, "a and b fenced", func() bool { return a.Fenced() && b.Fenced() })
+	time.Sleep(to)
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// s's row outlives the restart (its own 15 s timeout): everyone still
+	// counts it.
+	waitFor(t, 10*time.Second, "a and b rejoin", viewIs("a:1,b:1,s:1", a, b))
+	// s's LISTEN connection reconnects a heartbeat after it died.
+	waitFor(t, 3*slowHB, "s listening again", func() bool { return s.Stats().Listening })
+	n := s.Stats().Notifications
+	c := start(t, schema, "c:1", hb, to)
+	waitFor(t, 5*time.Second, "c joined", viewIs("a:1,b:1,c:1,s:1", c))
+	waitFor(t, time.Second, "s sees c by NOTIFY, within a second of its 5 s heartbeat", viewIs("a:1,b:1,c:1,s:1", s))
+	if s.Stats().Notifications <= n {
+		t.Fatal("s saw c without a notification")
+	}
+}

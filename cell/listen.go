@@ -39,6 +39,8 @@ func (m *Membership) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, m.sql.listen); err != nil {
 		return err
 	}
+	m.stats.listening.Store(true)
+	defer m.stats.listening.Store(false)
 	// Whatever was announced while the member was not listening is missed:
 	// reload once now.
 	m.poke()

@@ -69,6 +69,7 @@ type Membership struct {
 
 	stats struct {
 		roundTrips, statements, notifications, heartbeatFailures atomic.Int64
+		listening                                                atomic.Bool
 	}
 
 	cancel   context.CancelFunc
@@ -160,6 +161,9 @@ type Stats struct {
 	Statements        int64 // SQL statements sent
 	Notifications     int64 // notifications received from other members
 	HeartbeatFailures int64
+	// Listening: the LISTEN connection is up, so changes are seen at once
+	// rather than within a heartbeat.
+	Listening bool
 }
 
 // Stats reports the member's database traffic so far.
@@ -169,6 +173,7 @@ func (m *Membership) Stats() Stats {
 		Statements:        m.stats.statements.Load(),
 		Notifications:     m.stats.notifications.Load(),
 		HeartbeatFailures: m.stats.heartbeatFailures.Load(),
+		Listening:         m.stats.listening.Load(),
 	}
 }
 
@@ -251,14 +256,14 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 	bctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	members, err := m.renew(bctx)
-	if errors.Is(err, errDisplaced) {
-		m.displace()
-		return
-	}
 	if err != nil && pgconn.SafeToRetry(err) && bctx.Err() == nil {
 		// The pooled connection had died (the database restarted) and
 		// the beat was never sent: another connection, now.
 		members, err = m.renew(bctx)
+	}
+	if errors.Is(err, errDisplaced) {
+		m.displace()
+		return
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -330,7 +335,7 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 	if m.beats++; m.beats%gcEvery == 1 {
 		b.Queue(m.sql.gc, m.opts.MemberTimeout.Milliseconds())
 	}
-	b.Queue(m.sql.live, m.opts.MemberTimeout.Milliseconds())
+	b.Queue(m.sql.live)
 	m.count(b.Len())
 	br := m.pool.SendBatch(ctx, b)
 	renewed := false
@@ -402,7 +407,7 @@ func (m *Membership) reload(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
 	defer cancel()
 	m.count(1)
-	rows, err := m.pool.Query(rctx, m.sql.live, m.opts.MemberTimeout.Milliseconds())
+	rows, err := m.pool.Query(rctx, m.sql.live)
 	if err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("cell: reload failed", "err", err)

@@ -40,6 +40,9 @@ func runChild() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	for {
+		// The time first: a line stamped after SIGCONT was computed
+		// entirely after it.
+		now := time.Now().UnixNano()
 		v := m.View()
 		owns := 0
 		for i := range pauseProbeKeys {
@@ -47,7 +50,7 @@ func runChild() {
 				owns++
 			}
 		}
-		fmt.Fprintf(w, childLineFormat, time.Now().UnixNano(), v.Generation, v.Fenced(), owns, ids(v))
+		fmt.Fprintf(w, childLineFormat, now, v.Generation, v.Fenced(), owns, ids(v))
 		if w.Flush() != nil {
 			os.Exit(0) // the test is gone
 		}

@@ -15,7 +15,7 @@ type Row struct {
 	Incarnation string
 	JoinedAt    time.Time // when this incarnation (re)joined
 	HeartbeatAt time.Time // its last renewal, on the database's clock
-	Live        bool      // younger than the member timeout
+	Live        bool      // younger than its writer's member timeout
 }
 
 // Rows reads every member row, live or not yet removed, sorted by ID. It
@@ -24,7 +24,7 @@ func (m *Membership) Rows(ctx context.Context) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
 	defer cancel()
 	m.count(1)
-	rows, err := m.pool.Query(ctx, m.sql.all, m.opts.MemberTimeout.Milliseconds())
+	rows, err := m.pool.Query(ctx, m.sql.all)
 	if err != nil {
 		return nil, err
 	}

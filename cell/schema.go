@@ -33,40 +33,41 @@ func newStatements(schema string) statements {
 		createSchema: "CREATE SCHEMA IF NOT EXISTS " + s,
 		// One row per member, keyed by its advertised address. Every
 		// timestamp is the database's now(), never a member's clock:
-		// liveness is judged by one clock. joined_at is when the current
+		// liveness is judged by one clock. expires_at is the last
+		// heartbeat plus the member's own timeout, so a row's lifetime is
+		// its writer's setting and members configured differently still
+		// agree on the live set. joined_at is when the current
 		// incarnation (re)joined, for the admin listing.
 		createTable: `CREATE TABLE IF NOT EXISTS ` + t + ` (
 			member       text COLLATE "C" PRIMARY KEY,
 			incarnation  text NOT NULL,
 			joined_at    timestamptz NOT NULL DEFAULT now(),
-			heartbeat_at timestamptz NOT NULL DEFAULT now())`,
-		// $3 is the member timeout in milliseconds: a row that had expired
+			heartbeat_at timestamptz NOT NULL DEFAULT now(),
+			expires_at   timestamptz NOT NULL)`,
+		// $3 is the member timeout in milliseconds. A row that had expired
 		// (or carried another incarnation) counts as a new join. $4, true
 		// when joining, takes over a live row of another incarnation (this
 		// address's previous process, dead or not yet expired); otherwise
 		// such a row is left alone and no row is touched: another live
 		// process advertises this address (Membership.beat).
-		heartbeat: `INSERT INTO ` + t + ` AS m (member, incarnation) VALUES ($1, $2)
+		heartbeat: `INSERT INTO ` + t + ` AS m (member, incarnation, expires_at)
+			VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond')
 			ON CONFLICT (member) DO UPDATE SET
-				joined_at = CASE WHEN m.incarnation = EXCLUDED.incarnation
-					AND m.heartbeat_at > now() - $3::bigint * interval '1 millisecond'
+				joined_at = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_at > now()
 					THEN m.joined_at ELSE now() END,
 				incarnation = EXCLUDED.incarnation,
-				heartbeat_at = now()
-			WHERE $4::boolean OR m.incarnation = EXCLUDED.incarnation
-				OR m.heartbeat_at <= now() - $3::bigint * interval '1 millisecond'`,
-		live: `SELECT member, incarnation FROM ` + t + `
-			WHERE heartbeat_at > now() - $1::bigint * interval '1 millisecond' ORDER BY member`,
+				heartbeat_at = now(),
+				expires_at = EXCLUDED.expires_at
+			WHERE $4::boolean OR m.incarnation = EXCLUDED.incarnation OR m.expires_at <= now()`,
+		live: `SELECT member, incarnation FROM ` + t + ` WHERE expires_at > now() ORDER BY member`,
 		// A clean leave removes only its own incarnation's row: a
 		// successor on the same address may have taken it over.
 		leave:  `DELETE FROM ` + t + ` WHERE member = $1 AND incarnation = $2`,
 		notify: `SELECT pg_notify($1, $2)`,
 		// Rows of members that left without a clean stop are removed once
-		// they have been dead for ten timeouts (and at least a minute).
-		gc: `DELETE FROM ` + t + ` WHERE heartbeat_at < now() - greatest($1::bigint * 10, 60000) * interval '1 millisecond'`,
-		all: `SELECT member, incarnation, joined_at, heartbeat_at,
-				heartbeat_at > now() - $1::bigint * interval '1 millisecond'
-			FROM ` + t + ` ORDER BY member`,
+		// they have been dead for ten of our timeouts (and a minute).
+		gc:  `DELETE FROM ` + t + ` WHERE expires_at < now() - greatest($1::bigint * 10, 60000) * interval '1 millisecond'`,
+		all: `SELECT member, incarnation, joined_at, heartbeat_at, expires_at > now() FROM ` + t + ` ORDER BY member`,
 	}
 }
 
