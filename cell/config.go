@@ -3,6 +3,7 @@ package cell
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -137,4 +138,21 @@ func millis(getenv func(string) string, name string, def time.Duration) (time.Du
 		return 0, fmt.Errorf("%s=%q: want milliseconds, 1 to 3600000", name, v)
 	}
 	return time.Duration(n) * time.Millisecond, nil
+}
+
+// LogValue keeps the secret out of logs: a Config logged with slog shows
+// the secret's length only.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("advertise", c.Advertise),
+		slog.Int("secret_bytes", len(c.Secret)),
+		slog.Duration("heartbeat", c.Heartbeat),
+		slog.Duration("member_timeout", c.MemberTimeout),
+	)
+}
+
+// String is LogValue for fmt: the secret is never printed.
+func (c Config) String() string {
+	return fmt.Sprintf("cell{advertise=%s secret=<%d bytes> heartbeat=%v member_timeout=%v}",
+		c.Advertise, len(c.Secret), c.Heartbeat, c.MemberTimeout)
 }

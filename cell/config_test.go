@@ -1,6 +1,8 @@
 package cell
 
 import (
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +98,20 @@ func TestFromEnvRefusals(t *testing.T) {
 	_, err := FromEnv(env(map[string]string{EnvAdvertise: "a:1"}))
 	if err == nil || !strings.Contains(err.Error(), "needs QUEEN_DATABASE_URL") || !strings.Contains(err.Error(), "needs QUEEN_CELL_SECRET") {
 		t.Fatalf("error %v does not name both missing variables", err)
+	}
+}
+
+// The secret never reaches a log line or a %v.
+func TestConfigHidesSecret(t *testing.T) {
+	c := Config{Advertise: "a:1", Secret: []byte(secret), Heartbeat: time.Second, MemberTimeout: 5 * time.Second}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("boot", "cell", c)
+	for _, s := range []string{b.String(), fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%v", &c)} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("the secret is printed: %s", s)
+		}
+		if !strings.Contains(s, "a:1") {
+			t.Fatalf("the address is not: %s", s)
+		}
 	}
 }

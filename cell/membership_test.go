@@ -231,8 +231,11 @@ func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	var sawFenced bool
-	for _, v := range changes {
+	for i, v := range changes {
 		sawFenced = sawFenced || v.fenced
+		if i > 0 && v.Generation != changes[i-1].Generation+1 {
+			t.Fatalf("OnChange generations out of order: %d after %d", v.Generation, changes[i-1].Generation)
+		}
 	}
 	if !sawFenced || changes[len(changes)-1].fenced {
 		t.Fatal("OnChange did not report the fencing and the rejoin")
