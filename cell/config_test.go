@@ -1,0 +1,117 @@
+package cell
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+const secret = "0123456789abcdef-cell"
+
+func TestFromEnvUnset(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"QUEEN_DATABASE_URL": "postgres://db/q"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Enabled() || c.Advertise != "" || c.Secret != nil || c.Heartbeat != 0 || c.MemberTimeout != 0 {
+		t.Fatalf("no QUEEN_CELL_ADVERTISE: %+v, want a cell of one (zero Config)", c)
+	}
+}
+
+func TestFromEnvDefaults(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"QUEEN_DATABASE_URL": "postgres://db/q", EnvAdvertise: "broker-a.internal:6632", EnvSecret: secret,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Enabled() || c.Advertise != "broker-a.internal:6632" || string(c.Secret) != secret ||
+		c.Heartbeat != time.Second || c.MemberTimeout != 5*time.Second {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestFromEnvSettings(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"PGHOST": "db", EnvAdvertise: "[fd00::1]:7000", EnvSecret: secret,
+		EnvHeartbeat: "250", EnvMemberTimeout: "1500",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Advertise != "[fd00::1]:7000" || c.Heartbeat != 250*time.Millisecond || c.MemberTimeout != 1500*time.Millisecond {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+// D17's refusals, and ours, each with a message naming what to set.
+func TestFromEnvRefusals(t *testing.T) {
+	base := func(kv ...string) map[string]string {
+		m := map[string]string{"QUEEN_DATABASE_URL": "postgres://db/q", EnvAdvertise: "a:6632", EnvSecret: secret}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				delete(m, kv[i])
+			} else {
+				m[kv[i]] = kv[i+1]
+			}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"advertise without a database", base("QUEEN_DATABASE_URL", ""), "QUEEN_CELL_ADVERTISE needs QUEEN_DATABASE_URL"},
+		{"advertise without a secret", base(EnvSecret, ""), "QUEEN_CELL_ADVERTISE needs QUEEN_CELL_SECRET"},
+		{"a short secret", base(EnvSecret, "short"), "QUEEN_CELL_SECRET is 5 bytes; at least 16"},
+		{"not host:port", base(EnvAdvertise, "broker-a"), `QUEEN_CELL_ADVERTISE="broker-a" is not host:port`},
+		{"no host", base(EnvAdvertise, ":6632"), "names no host"},
+		{"unspecified host", base(EnvAdvertise, "0.0.0.0:6632"), "unspecified address"},
+		{"port 0", base(EnvAdvertise, "a:0"), "the port must be 1 to 65535"},
+		{"port name", base(EnvAdvertise, "a:http"), "the port must be 1 to 65535"},
+		{"heartbeat 0", base(EnvHeartbeat, "0"), `QUEEN_CELL_HEARTBEAT_MS="0": want milliseconds`},
+		{"heartbeat in seconds", base(EnvHeartbeat, "1s"), `QUEEN_CELL_HEARTBEAT_MS="1s": want milliseconds`},
+		{"timeout negative", base(EnvMemberTimeout, "-5"), `QUEEN_CELL_MEMBER_TIMEOUT_MS="-5": want milliseconds`},
+		{"timeout under two heartbeats", base(EnvHeartbeat, "1000", EnvMemberTimeout, "1999"), "QUEEN_CELL_MEMBER_TIMEOUT_MS=1999 must be at least twice QUEEN_CELL_HEARTBEAT_MS=1000"},
+		{"timeout under two default heartbeats", base(EnvMemberTimeout, "1500"), "must be at least twice"},
+		{"secret without advertise", map[string]string{"QUEEN_DATABASE_URL": "x", EnvSecret: secret}, "QUEEN_CELL_SECRET is set without QUEEN_CELL_ADVERTISE"},
+		{"heartbeat without advertise", map[string]string{EnvHeartbeat: "100"}, "QUEEN_CELL_HEARTBEAT_MS is set without QUEEN_CELL_ADVERTISE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromEnv(env(tc.env))
+			if err == nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+	// Several problems are reported together.
+	_, err := FromEnv(env(map[string]string{EnvAdvertise: "a:1"}))
+	if err == nil || !strings.Contains(err.Error(), "needs QUEEN_DATABASE_URL") || !strings.Contains(err.Error(), "needs QUEEN_CELL_SECRET") {
+		t.Fatalf("error %v does not name both missing variables", err)
+	}
+}
+
+// The secret never reaches a log line or a %v.
+func TestConfigHidesSecret(t *testing.T) {
+	c := Config{Advertise: "a:1", Secret: []byte(secret), Heartbeat: time.Second, MemberTimeout: 5 * time.Second}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("boot", "cell", c)
+	for _, s := range []string{b.String(), fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%v", &c)} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("the secret is printed: %s", s)
+		}
+		if !strings.Contains(s, "a:1") {
+			t.Fatalf("the address is not: %s", s)
+		}
+	}
+}

@@ -1,0 +1,512 @@
+package cell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options configure a Membership.
+type Options struct {
+	Config
+	// DatabaseURL and Schema name the store's database and schema
+	// (QUEEN_DATABASE_URL, QUEEN_DATABASE_SCHEMA; see store/postgres). The
+	// cell's table, cell_members, lives beside the store's tables.
+	DatabaseURL string
+	Schema      string
+	// Incarnation is the broker process's incarnation (the engine's), so
+	// that a member restarted on the same address is another member.
+	Incarnation string
+	// OnChange, when set, is called on the membership goroutine after each
+	// new view is published, in order. It must return quickly (hand the
+	// work to another goroutine): the next heartbeat waits for it.
+	OnChange func(prev, next *View)
+	// Logger receives joins, leaves and fencing; nil discards them.
+	Logger *slog.Logger
+
+	// Test hooks. clock replaces the monotonic clock used for fencing;
+	// beforeBeat runs before each heartbeat and, failing, fails it (a
+	// database that does not answer).
+	clock      func() time.Duration
+	beforeBeat func(context.Context) error
+}
+
+// gcEvery is how many heartbeats pass between removals of long-dead rows.
+const gcEvery = 60
+
+// Membership keeps this member's row alive and publishes its views.
+type Membership struct {
+	opts   Options
+	self   string
+	schema string
+	sql    statements
+	clock  func() time.Duration
+	log    *slog.Logger
+
+	pool   *pgxpool.Pool
+	listen *pgx.ConnConfig // the LISTEN connection's configuration
+
+	view    atomic.Pointer[View]
+	refresh chan struct{} // a notification arrived: reload the live set
+
+	// Owned by the loop goroutine.
+	gen       uint64
+	announced bool // joined and not fenced since: the next beat needs no join
+	failing   bool // the last beat failed: log the next failure at debug
+	displaced bool // another live process holds this address's row
+	tableOK   bool
+	beats     int
+
+	stats struct {
+		roundTrips, statements, notifications, heartbeatFailures atomic.Int64
+		listening                                                atomic.Bool
+	}
+
+	cancel   context.CancelFunc
+	done     sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Start joins the cell: it publishes a first view (fenced, empty), then
+// renews the member's row every heartbeat and listens for the others'. It
+// fails only on options it cannot use; an unreachable database leaves the
+// member fenced and retrying every heartbeat.
+func Start(opts Options) (*Membership, error) {
+	if !opts.Enabled() {
+		return nil, errors.New("cell: no advertised address")
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.MemberTimeout <= 0 {
+		opts.MemberTimeout = DefaultMemberTimeout
+	}
+	if opts.Schema == "" {
+		opts.Schema = DefaultSchema
+	}
+	if opts.Incarnation == "" {
+		return nil, errors.New("cell: no incarnation")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.clock == nil {
+		opts.clock = monotonic
+	}
+	pcfg, err := pgxpool.ParseConfig(opts.DatabaseURL)
+	if err != nil {
+		// pgx's message may quote the password; say only what failed.
+		return nil, errors.New("cell: cannot parse the database URL or PG* environment")
+	}
+	// Two connections: heartbeats and reloads run one at a time on the
+	// loop, the second covers a reload racing a reconnect. LISTEN has its
+	// own connection outside the pool.
+	pcfg.MaxConns, pcfg.MinConns = 2, 0
+	// No ping on acquire: pgxpool pings a connection idle over a second,
+	// which at the default heartbeat is most beats, an extra round trip
+	// each (measured: 1.7 transactions per member per second instead of
+	// 1). The beat is the liveness check; one that finds its connection
+	// dead before sending is tried again at once (renew).
+	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cc := pcfg.ConnConfig
+	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > opts.MemberTimeout {
+		cc.ConnectTimeout = opts.MemberTimeout
+	}
+	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.MemberTimeout.Milliseconds(), 10)
+	cc.RuntimeParams["application_name"] = "queen-ephemeral-cell"
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("cell: pool: %w", err)
+	}
+	m := &Membership{
+		opts:    opts,
+		self:    opts.Advertise,
+		schema:  opts.Schema,
+		sql:     newStatements(opts.Schema),
+		clock:   opts.clock,
+		log:     opts.Logger.With("cell", opts.Advertise, "incarnation", opts.Incarnation),
+		pool:    pool,
+		listen:  cc.Copy(),
+		refresh: make(chan struct{}, 1),
+	}
+	m.gen = 1
+	m.view.Store(newView(m.gen, m.self, nil, true, 0, m.clock))
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.done.Add(2)
+	go m.run(ctx)
+	go m.listenLoop(ctx)
+	return m, nil
+}
+
+// View is the current view. It never blocks and never returns nil.
+func (m *Membership) View() *View { return m.view.Load() }
+
+// Fenced reports whether the member must not answer as an owner now.
+func (m *Membership) Fenced() bool { return m.view.Load().Fenced() }
+
+// Stats counts the member's traffic with the database since Start.
+type Stats struct {
+	RoundTrips        int64 // network round trips (a heartbeat is one)
+	Statements        int64 // SQL statements sent
+	Notifications     int64 // notifications received from other members
+	HeartbeatFailures int64
+	// Listening: the LISTEN connection is up, so changes are seen at once
+	// rather than within a heartbeat.
+	Listening bool
+}
+
+// Stats reports the member's database traffic so far.
+func (m *Membership) Stats() Stats {
+	return Stats{
+		RoundTrips:        m.stats.roundTrips.Load(),
+		Statements:        m.stats.statements.Load(),
+		Notifications:     m.stats.notifications.Load(),
+		HeartbeatFailures: m.stats.heartbeatFailures.Load(),
+		Listening:         m.stats.listening.Load(),
+	}
+}
+
+// Stop leaves the cell cleanly: it stops heartbeating, deletes the
+// member's row and notifies the others in one transaction (within ctx),
+// publishes a last, fenced view and closes its connections. The error is
+// the delete's: on failure the others see the member leave after the
+// timeout instead. It is safe to call more than once.
+func (m *Membership) Stop(ctx context.Context) error {
+	var err error
+	m.stopOnce.Do(func() {
+		m.cancel()
+		m.done.Wait()
+		err = m.leave(ctx)
+		cur := m.view.Load()
+		m.publish(without(cur.Members, m.self), true)
+		m.pool.Close()
+	})
+	return err
+}
+
+func (m *Membership) leave(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(m.sql.leave, m.self, m.opts.Incarnation)
+	b.Queue(m.sql.notify, m.sql.channel, payload("leave", m.self, m.opts.Incarnation))
+	m.count(b.Len())
+	err := m.pool.SendBatch(ctx, b).Close()
+	if err != nil {
+		m.log.Warn("cell: leaving without deleting the row; the others see the member leave after the timeout", "err", err)
+		return fmt.Errorf("cell: leave: %w", err)
+	}
+	m.log.Info("cell: left")
+	return nil
+}
+
+func (m *Membership) count(statements int) {
+	m.stats.roundTrips.Add(1)
+	m.stats.statements.Add(int64(statements))
+}
+
+// run is the membership loop: a heartbeat each tick, a reload on each
+// notification, and fencing when the last renewal expires. Every database
+// call and every publication happens here, one at a time.
+func (m *Membership) run(ctx context.Context) {
+	defer m.done.Done()
+	tick := time.NewTicker(m.opts.Heartbeat)
+	defer tick.Stop()
+	fence := time.NewTimer(m.opts.MemberTimeout)
+	defer fence.Stop()
+	m.beat(ctx, fence)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			m.checkFence()
+			m.beat(ctx, fence)
+		case <-m.refresh:
+			m.reload(ctx)
+		case <-fence.C:
+			m.checkFence()
+		}
+	}
+}
+
+// beat renews the member's row and loads the live set in one round trip
+// (the upsert, a join notification when the member is (re)joining, now
+// and then a removal of long-dead rows, and the select). The statements
+// run in one implicit transaction, so the select sees the renewal.
+func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
+	sent := m.clock()
+	// A beat may take until the current renewal expires; a member already
+	// fenced (or not yet joined) gives it a whole timeout.
+	wait := time.Duration(m.view.Load().deadline.Load()) - sent
+	if !m.announced || wait <= 0 {
+		wait = m.opts.MemberTimeout
+	}
+	bctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	members, err := m.renew(bctx)
+	if err != nil && pgconn.SafeToRetry(err) && bctx.Err() == nil {
+		// The pooled connection had died (the database restarted) and
+		// the beat was never sent: another connection, now.
+		members, err = m.renew(bctx)
+	}
+	if errors.Is(err, errDisplaced) {
+		m.displace()
+		return
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		m.stats.heartbeatFailures.Add(1)
+		// A database that stays away would log every heartbeat: warn on
+		// the first failure of a run, and when fencing follows.
+		if m.failing {
+			m.log.Debug("cell: heartbeat failed", "err", err)
+		} else {
+			m.log.Warn("cell: heartbeat failed", "err", err)
+		}
+		m.failing = true
+		m.checkFence()
+		return
+	}
+	if m.failing {
+		m.failing = false
+		m.log.Info("cell: heartbeat renewed again")
+	}
+	deadline := sent + m.opts.MemberTimeout
+	if m.clock() >= deadline {
+		// Renewed, but too late to count: the others may have seen the
+		// row expire meanwhile. Stay fenced; the next beat rejoins.
+		m.stats.heartbeatFailures.Add(1)
+		m.checkFence()
+		return
+	}
+	joining := !m.announced
+	m.announced = true
+	if m.displaced {
+		m.displaced = false
+		m.log.Info("cell: the address's row is this process's again")
+	}
+	cur := m.view.Load()
+	if !joining && cur.sameSet(members, false) {
+		cur.deadline.Store(int64(deadline))
+	} else {
+		m.publishDeadline(members, false, deadline)
+	}
+	if joining {
+		m.log.Info("cell: joined", "members", len(members))
+	}
+	fence.Reset(deadline - m.clock())
+}
+
+func (m *Membership) renew(ctx context.Context) ([]Member, error) {
+	if m.opts.beforeBeat != nil {
+		if err := m.opts.beforeBeat(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !m.tableOK {
+		if err := m.withConn(ctx, m.ensureTable); err != nil {
+			return nil, err
+		}
+		m.tableOK = true
+	}
+	// A joining member takes its address's row over; a member displaced
+	// from it waits for the other process's row to expire instead, so two
+	// processes on one address do not take turns.
+	takeover := !m.announced && !m.displaced
+	b := &pgx.Batch{}
+	b.Queue(m.sql.heartbeat, m.self, m.opts.Incarnation, m.opts.MemberTimeout.Milliseconds(), takeover)
+	if takeover {
+		b.Queue(m.sql.notify, m.sql.channel, payload("join", m.self, m.opts.Incarnation))
+	}
+	if m.beats++; m.beats%gcEvery == 1 {
+		b.Queue(m.sql.gc, m.opts.MemberTimeout.Milliseconds())
+	}
+	b.Queue(m.sql.live)
+	m.count(b.Len())
+	br := m.pool.SendBatch(ctx, b)
+	renewed := false
+	for i := range b.Len() - 1 {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			m.tableGone(err)
+			return nil, err
+		}
+		if i == 0 {
+			renewed = tag.RowsAffected() == 1
+		}
+	}
+	members, err := scanMembers(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	m.tableGone(err)
+	if err == nil && !renewed {
+		return nil, errDisplaced
+	}
+	return members, err
+}
+
+// errDisplaced: the heartbeat found this address's row held, and renewed
+// within the timeout, by another incarnation.
+var errDisplaced = errors.New("another live process advertises this address")
+
+// tableGone notices a table dropped under the cell, so the next beat
+// creates it again.
+func (m *Membership) tableGone(err error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") {
+		m.tableOK = false
+	}
+}
+
+func scanMembers(br pgx.BatchResults) ([]Member, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	var members []Member
+	for rows.Next() {
+		var mb Member
+		if err := rows.Scan(&mb.ID, &mb.Incarnation); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		members = append(members, mb)
+	}
+	return members, rows.Err()
+}
+
+func (m *Membership) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
+	c, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	m.stats.roundTrips.Add(1) // the table check: a few statements, once per join
+	return fn(ctx, c)
+}
+
+// reload loads the live set after a notification. It never unfences: only
+// a renewal does.
+func (m *Membership) reload(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
+	defer cancel()
+	m.count(1)
+	rows, err := m.pool.Query(rctx, m.sql.live)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("cell: reload failed", "err", err)
+		}
+		return
+	}
+	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
+		var mb Member
+		err := r.Scan(&mb.ID, &mb.Incarnation)
+		return mb, err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("cell: reload failed", "err", err)
+		}
+		return
+	}
+	m.checkFence()
+	fenced := !m.announced
+	m.publish(members, fenced)
+}
+
+// displace fences the member at once, without waiting for its renewal to
+// expire: another process answers for this address now. It stays fenced
+// until that process's row expires (or is deleted) and its own beat takes
+// the row back.
+func (m *Membership) displace() {
+	m.stats.heartbeatFailures.Add(1)
+	if !m.displaced {
+		m.log.Error("cell: another live broker advertises this address (QUEEN_CELL_ADVERTISE); fenced until its row expires", "address", m.self)
+	}
+	m.displaced = true
+	m.announced = false
+	m.publish(m.view.Load().Members, true)
+}
+
+// checkFence fences the member when its last renewal has expired: it
+// publishes a view without itself, and its next successful beat rejoins.
+func (m *Membership) checkFence() {
+	cur := m.view.Load()
+	if !m.announced || m.clock() < time.Duration(cur.deadline.Load()) {
+		return
+	}
+	m.announced = false
+	m.log.Warn("cell: fenced: could not renew the member's row within the timeout", "timeout", m.opts.MemberTimeout)
+	m.publish(cur.Members, true)
+}
+
+// publish makes members (sorted by ID) the current view when they, or the
+// fencing, differ from it; the deadline carries over.
+func (m *Membership) publish(members []Member, fenced bool) {
+	m.publishDeadline(members, fenced, time.Duration(m.view.Load().deadline.Load()))
+}
+
+func (m *Membership) publishDeadline(members []Member, fenced bool, deadline time.Duration) {
+	if fenced {
+		members = without(members, m.self)
+	} else {
+		members = with(members, Member{ID: m.self, Incarnation: m.opts.Incarnation})
+	}
+	cur := m.view.Load()
+	if cur.sameSet(members, fenced) {
+		cur.deadline.Store(int64(deadline))
+		return
+	}
+	m.gen++
+	next := newView(m.gen, m.self, members, fenced, deadline, m.clock)
+	m.view.Store(next)
+	close(cur.next)
+	m.log.Info("cell: view", "generation", next.Generation, "members", len(members), "fenced", fenced)
+	if m.opts.OnChange != nil {
+		m.opts.OnChange(cur, next)
+	}
+}
+
+// without returns members less id, copying when it must remove.
+func without(members []Member, id string) []Member {
+	for i := range members {
+		if members[i].ID == id {
+			out := make([]Member, 0, len(members)-1)
+			out = append(out, members[:i]...)
+			return append(out, members[i+1:]...)
+		}
+	}
+	return members
+}
+
+// with returns members with self in its sorted place: a member that has
+// renewed is live, whatever a reload read a moment earlier.
+func with(members []Member, self Member) []Member {
+	i := sort.Search(len(members), func(i int) bool { return members[i].ID >= self.ID })
+	if i < len(members) && members[i] == self {
+		return members
+	}
+	out := make([]Member, 0, len(members)+1)
+	out = append(out, members[:i]...)
+	out = append(out, self)
+	if i < len(members) && members[i].ID == self.ID {
+		i++ // a row of ours with another incarnation: ours replaces it
+	}
+	return append(out, members[i:]...)
+}

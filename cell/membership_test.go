@@ -1,0 +1,400 @@
+package cell
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/store/postgres"
+	"github.com/queenmq/ephemeral/store/storetest"
+	"go.uber.org/goleak"
+)
+
+// pg is the run's PostgreSQL: started once for the package by TestMain.
+var pg *storetest.Postgres
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		runChild() // a member in its own process, for SIGSTOP
+		return
+	}
+	os.Exit(storetest.MainWithPostgres(m, &pg))
+}
+
+// Short timings: 50 ms heartbeats, 250 ms member timeout.
+const (
+	hb = 50 * time.Millisecond
+	to = 250 * time.Millisecond
+)
+
+var incs atomic.Int64
+
+// start starts a member of the cell in schema and stops it when the test
+// ends. Each call is a new incarnation.
+func start(t *testing.T, schema, addr string, heartbeat, timeout time.Duration, tweak ...func(*Options)) *Membership {
+	t.Helper()
+	o := Options{
+		Config:      Config{Advertise: addr, Secret: []byte(secret), Heartbeat: heartbeat, MemberTimeout: timeout},
+		DatabaseURL: pg.URL(),
+		Schema:      schema,
+		Incarnation: fmt.Sprintf("inc%d", incs.Add(1)),
+	}
+	for _, f := range tweak {
+		f(&o)
+	}
+	m, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	return m
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for !cond() {
+		if time.Since(t0) > within {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(t0)
+}
+
+func ids(v *View) string {
+	var s []string
+	for _, m := range v.Members {
+		s = append(s, m.ID)
+	}
+	return strings.Join(s, ",")
+}
+
+func viewIs(want string, ms ...*Membership) func() bool {
+	return func() bool {
+		for _, m := range ms {
+			if v := m.View(); ids(v) != want || v.Fenced() {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Three members converge on one view, and every one computes the same
+// owner for every queue.
+func TestThreeMembersConverge(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", hb, to)
+	b := start(t, schema, "b:1", hb, to)
+	c := start(t, schema, "c:1", hb, to)
+	waitFor(t, 5*time.Second, "three members in every view", viewIs("a:1,b:1,c:1", a, b, c))
+	owned := map[string]int{}
+	for i := range 10_000 {
+		tn, q := key(i)
+		oa, _ := a.View().Owner(tn, q)
+		ob, _ := b.View().Owner(tn, q)
+		oc, _ := c.View().Owner(tn, q)
+		if oa != ob || ob != oc {
+			t.Fatalf("(%s,%s): owners %v %v %v", tn, q, oa, ob, oc)
+		}
+		n := 0
+		for _, m := range []*Membership{a, b, c} {
+			if m.View().Owns(tn, q) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("(%s,%s): %d members say they own it, want 1", tn, q, n)
+		}
+		owned[oa.ID]++
+	}
+	if len(owned) != 3 {
+		t.Fatalf("owners: %v", owned)
+	}
+	for _, m := range []*Membership{a, b, c} {
+		if v := m.View(); v.Members[v.self].Incarnation != m.opts.Incarnation {
+			t.Fatalf("%s: incarnation %q in its view, want %q", m.self, v.Members[v.self].Incarnation, m.opts.Incarnation)
+		}
+	}
+}
+
+// Joins and clean leaves travel by NOTIFY: with a 10 s heartbeat the
+// others see them in far less than a heartbeat, so no heartbeat did it.
+func TestJoinAndCleanLeaveArePrompt(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	const slowHB, slowTO = 10 * time.Second, 30 * time.Second
+	a := start(t, schema, "a:1", slowHB, slowTO)
+	waitFor(t, 5*time.Second, "a alone", viewIs("a:1", a))
+	// Let a's LISTEN connection come up (it reloads once when it does).
+	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Stats().RoundTrips >= 3 })
+	time.Sleep(100 * time.Millisecond)
+
+	t0 := time.Now()
+	b := start(t, schema, "b:1", slowHB, slowTO)
+	waitFor(t, 5*time.Second, "b joined", viewIs("a:1,b:1", b))
+	waitFor(t, 400*time.Millisecond, "a sees b join by NOTIFY", viewIs("a:1,b:1", a))
+	t.Logf("join seen by the other member %v after the new member started (heartbeat %v)", time.Since(t0), slowHB)
+
+	gen := a.View().Generation
+	t0 = time.Now()
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 400*time.Millisecond, "a sees b leave by NOTIFY", viewIs("a:1", a))
+	t.Logf("clean leave seen after %v (heartbeat %v, timeout %v)", time.Since(t0), slowHB, slowTO)
+	if g := a.View().Generation; g != gen+1 {
+		t.Fatalf("generation %d after one leave, want %d", g, gen+1)
+	}
+	if a.Stats().Notifications < 2 {
+		t.Fatalf("a received %d notifications, want the join and the leave", a.Stats().Notifications)
+	}
+	// The stopped member's last view is fenced and owns nothing.
+	if v := b.View(); !v.Fenced() || v.Owns("t", "q") || ids(v) != "a:1" {
+		t.Fatalf("stopped member's view: fenced=%v members=%s", v.Fenced(), ids(v))
+	}
+}
+
+// A member whose heartbeats stop is fenced at once by its own clock, and
+// leaves the others' views after the timeout (not before); when its
+// heartbeats resume it rejoins with a new generation everywhere.
+func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	var block atomic.Bool
+	gate := func(o *Options) {
+		o.beforeBeat = func(ctx context.Context) error {
+			if block.Load() {
+				return fmt.Errorf("test: heartbeats stopped")
+			}
+			return nil
+		}
+	}
+	var changes []*View
+	var mu sync.Mutex
+	record := func(o *Options) {
+		o.OnChange = func(prev, next *View) {
+			mu.Lock()
+			changes = append(changes, next)
+			mu.Unlock()
+		}
+	}
+	a := start(t, schema, "a:1", hb, to)
+	b := start(t, schema, "b:1", hb, to)
+	c := start(t, schema, "c:1", hb, to, gate, record)
+	waitFor(t, 5*time.Second, "three members", viewIs("a:1,b:1,c:1", a, b, c))
+	genA, genC := a.View().Generation, c.View().Generation
+
+	// Find a queue c owns, to see it stop owning it.
+	var tn, q string
+	for i := 0; ; i++ {
+		if tn, q = key(i); c.View().Owns(tn, q) {
+			break
+		}
+	}
+	block.Store(true)
+	stopped := time.Now()
+	waitFor(t, to+hb, "c fenced", c.Fenced)
+	if c.View().Owns(tn, q) {
+		t.Fatal("a fenced member still owns its queues")
+	}
+	waitFor(t, 2*to, "a and b drop c", viewIs("a:1,b:1", a, b))
+	gone := time.Since(stopped)
+	if gone < to-hb {
+		t.Fatalf("c left after %v, before the timeout %v", gone, to)
+	}
+	t.Logf("heartbeats stopped: fenced by its own clock, dropped by the others after %v (timeout %v)", gone, to)
+	if o, _ := a.View().Owner(tn, q); o.ID == "c:1" {
+		t.Fatal("c still owns the queue in a's view")
+	}
+	// c's own published view leaves itself out.
+	waitFor(t, to, "c publishes a fenced view", func() bool { v := c.View(); return v.fenced && v.self < 0 })
+
+	block.Store(false)
+	waitFor(t, 2*time.Second, "c rejoins", viewIs("a:1,b:1,c:1", a, b, c))
+	if g := a.View().Generation; g != genA+2 {
+		t.Fatalf("a's generation %d after c left and rejoined, want %d", g, genA+2)
+	}
+	if g := c.View().Generation; g <= genC+1 {
+		t.Fatalf("c's generation %d after being fenced and rejoining, want > %d", g, genC+1)
+	}
+	if !c.View().Owns(tn, q) {
+		t.Fatal("c does not own its queue again after rejoining")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var sawFenced bool
+	for i, v := range changes {
+		sawFenced = sawFenced || v.fenced
+		if i > 0 && v.Generation != changes[i-1].Generation+1 {
+			t.Fatalf("OnChange generations out of order: %d after %d", v.Generation, changes[i-1].Generation)
+		}
+	}
+	if !sawFenced || changes[len(changes)-1].fenced {
+		t.Fatal("OnChange did not report the fencing and the rejoin")
+	}
+}
+
+// A member restarted on the same address (another incarnation) is another
+// member: the others' generation moves although the addresses do not.
+func TestRejoinWithNewIncarnationIsANewGeneration(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", hb, to)
+	b1 := start(t, schema, "b:1", hb, to)
+	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a, b1))
+	gen := a.View().Generation
+	b1.Stop(context.Background())
+	b2 := start(t, schema, "b:1", hb, to)
+	waitFor(t, 5*time.Second, "b back", func() bool {
+		v := a.View()
+		return ids(v) == "a:1,b:1" && v.Members[1].Incarnation == b2.opts.Incarnation
+	})
+	if g := a.View().Generation; g <= gen {
+		t.Fatalf("generation %d after b restarted, want > %d", g, gen)
+	}
+	// A stale incarnation leaving does not remove its successor's row.
+	if err := pg.Exec(context.Background(), a.sql.leave, "b:1", b1.opts.Incarnation); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * hb)
+	if v := a.View(); ids(v) != "a:1,b:1" || v.Members[1].Incarnation != b2.opts.Incarnation {
+		t.Fatalf("after the old incarnation's leave: %s", ids(v))
+	}
+}
+
+// The cell's table lives in the store's schema, beside the store's tables,
+// and creating it from members booting together is safe.
+func TestTableBesideTheStore(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	var ms []*Membership
+	for i := range 5 {
+		ms = append(ms, start(t, schema, fmt.Sprintf("m%d:1", i), hb, to))
+	}
+	waitFor(t, 5*time.Second, "five members", viewIs("m0:1,m1:1,m2:1,m3:1,m4:1", ms...))
+	st, err := postgres.Open(context.Background(), postgres.Config{URL: pg.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	select {
+	case <-st.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the store does not open in the cell's schema")
+	}
+	if err := pg.Exec(context.Background(), "SELECT member, incarnation, joined_at, heartbeat_at FROM "+schema+".cell_members"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A table dropped under a running cell comes back on the next heartbeat.
+func TestTableDroppedComesBack(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "a alone", viewIs("a:1", a))
+	if err := pg.Exec(context.Background(), "DROP TABLE "+schema+".cell_members"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the table back", func() bool {
+		// The cast fails while the row is missing.
+		return pg.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
+	})
+	if a.Stats().HeartbeatFailures == 0 {
+		t.Fatal("no heartbeat failed while the table was missing")
+	}
+	waitFor(t, to, "a unfenced", func() bool { return !a.Fenced() })
+}
+
+// Rows lists live and dead rows with the database's timestamps.
+func TestRows(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	var block atomic.Bool
+	a := start(t, schema, "a:1", hb, to)
+	b := start(t, schema, "b:1", hb, to, func(o *Options) {
+		o.beforeBeat = func(context.Context) error {
+			if block.Load() {
+				return fmt.Errorf("test: stopped")
+			}
+			return nil
+		}
+	})
+	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a, b))
+	block.Store(true)
+	waitFor(t, 2*to, "b dropped", viewIs("a:1", a))
+	rows, err := a.Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].ID != "a:1" || !rows[0].Live || rows[1].ID != "b:1" || rows[1].Live ||
+		rows[0].Incarnation != a.opts.Incarnation || rows[1].Incarnation != b.opts.Incarnation {
+		t.Fatalf("rows %+v", rows)
+	}
+	if !rows[0].HeartbeatAt.After(rows[1].HeartbeatAt) || rows[0].JoinedAt.After(rows[0].HeartbeatAt) {
+		t.Fatalf("timestamps %+v", rows)
+	}
+}
+
+// Stop ends every goroutine and connection the member started.
+func TestStopLeavesNothingRunning(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	opts := goleak.IgnoreCurrent()
+	m := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	time.Sleep(2 * hb)
+	if err := m.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, opts)
+}
+
+// Two live processes advertising one address do not take turns on its
+// row: the one that joined last holds it, the first is fenced at once and
+// stays fenced (owning nothing) while the other lives, and takes the row
+// back when the other leaves.
+func TestDuplicateAddress(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	b := start(t, schema, "b:1", hb, to)
+	a1 := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a1, b))
+	a2 := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "the second process joins", viewIs("a:1,b:1", a2))
+	waitFor(t, 5*time.Second, "the first is fenced", a1.Fenced)
+	incOf := func(v *View) string {
+		for _, m := range v.Members {
+			if m.ID == "a:1" {
+				return m.Incarnation
+			}
+		}
+		return ""
+	}
+	gen := b.View().Generation
+	time.Sleep(3 * to) // many heartbeats of both: no flapping
+	if g := b.View().Generation; g != gen {
+		t.Fatalf("b's generation moved from %d to %d while both processes ran: the row flaps", gen, g)
+	}
+	if v := b.View(); incOf(v) != a2.opts.Incarnation {
+		t.Fatalf("b sees a:1 as %q, want the second process %q", incOf(v), a2.opts.Incarnation)
+	}
+	if !a1.Fenced() || a2.Fenced() || a1.View().Owns("t", "q") && a2.View().Owns("t", "q") {
+		t.Fatalf("fenced: first %v, second %v", a1.Fenced(), a2.Fenced())
+	}
+	if err := a2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the first takes the address back", viewIs("a:1,b:1", a1, b))
+	if v := b.View(); incOf(v) != a1.opts.Incarnation {
+		t.Fatalf("b sees a:1 as %q, want the first process %q", incOf(v), a1.opts.Incarnation)
+	}
+}

@@ -1,0 +1,36 @@
+package cell
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Row is a member's row as the database holds it, for the admin listing
+// (GET /api/v1/system/cell): the view itself carries no timestamps, so
+// that a heartbeat changes nothing readers see.
+type Row struct {
+	ID          string
+	Incarnation string
+	JoinedAt    time.Time // when this incarnation (re)joined
+	HeartbeatAt time.Time // its last renewal, on the database's clock
+	Live        bool      // younger than its writer's member timeout
+}
+
+// Rows reads every member row, live or not yet removed, sorted by ID. It
+// queries the database (an admin read, never on an event loop).
+func (m *Membership) Rows(ctx context.Context) ([]Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
+	defer cancel()
+	m.count(1)
+	rows, err := m.pool.Query(ctx, m.sql.all)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var x Row
+		err := r.Scan(&x.ID, &x.Incarnation, &x.JoinedAt, &x.HeartbeatAt, &x.Live)
+		return x, err
+	})
+}
