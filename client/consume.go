@@ -86,21 +86,9 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions,
 			for range free {
 				<-sem
 			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !retryable(err) {
+			if stop, err := waitOutRefusal(ctx, err, &backoff, onErr); stop {
 				return err
 			}
-			onErr(err)
-			t := time.NewTimer(pause(backoff, err))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			}
-			backoff = min(backoff*2, time.Second)
 			continue
 		}
 		backoff = 10 * time.Millisecond
@@ -133,4 +121,28 @@ func runHandler(ctx context.Context, h Handler, m Message) (err error) {
 		}
 	}()
 	return h(ctx, m)
+}
+
+// waitOutRefusal handles a loop's failed pop (Consume, Serve). It answers
+// stop with what the loop returns: nil when ctx ended, the error when the
+// pop was refused for good (a 4xx other than 429). Otherwise it reports
+// the error to onErr, waits the backoff (or the refusal's Retry-After),
+// doubles the backoff up to a second and answers !stop.
+func waitOutRefusal(ctx context.Context, err error, backoff *time.Duration, onErr func(error)) (stop bool, ret error) {
+	if ctx.Err() != nil {
+		return true, nil
+	}
+	if !retryable(err) {
+		return true, err
+	}
+	onErr(err)
+	t := time.NewTimer(pause(*backoff, err))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return true, nil
+	}
+	*backoff = min(*backoff*2, time.Second)
+	return false, nil
 }

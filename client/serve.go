@@ -101,21 +101,9 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 		}
 		putCall(pop)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !retryable(err) {
+			if stop, err := waitOutRefusal(ctx, err, &backoff, onErr); stop {
 				return err
 			}
-			onErr(err)
-			t := time.NewTimer(pause(backoff, err))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			}
-			backoff = min(backoff*2, time.Second)
 			continue
 		}
 		backoff = 10 * time.Millisecond
