@@ -62,7 +62,14 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		delay = time.Duration(ms) * time.Millisecond
 		log.Warn("fault injection: relayed requests are delayed (a test setting)", "ms", ms)
 	}
-	rc, err := relay.NewClient(relay.ClientConfig{Secret: cc.Secret, PingTimeout: cc.MemberTimeout})
+	// A relay connection silent for a member timeout is given up on, as the
+	// cell gives up on the member; pinged five times in that span (the
+	// relay's defaults, 1 s and 5 s, at the default timeout).
+	rc, err := relay.NewClient(relay.ClientConfig{
+		Secret:       cc.Secret,
+		PingInterval: cc.MemberTimeout / 5,
+		PingTimeout:  cc.MemberTimeout,
+	})
 	if err != nil {
 		return nil, err
 	}
