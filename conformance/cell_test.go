@@ -451,3 +451,37 @@ func runBrokerOnce(t *testing.T, env map[string]string) (string, int) {
 	}
 	return string(out), cmd.ProcessState.ExitCode()
 }
+
+// TestCellOwnerKilledMidRelay: an owner killed after it received a relayed
+// push and before it answered may have applied it, so the landing member
+// must not answer 503 ephemeral_forward_failed (which promises "not
+// applied", docs/cell.md "SDKs"): it closes the client's connection
+// without an answer, as a lost answer looks without a cell. B delays every
+// relayed request it serves (QUEEN_TEST_RELAY_DELAY_MS), so the push is
+// on B when B is killed.
+func TestCellOwnerKilledMidRelay(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a := c.start(advertise(t), nil)
+	b := c.start(advertise(t), map[string]string{"QUEEN_TEST_RELAY_DELAY_MS": "3000"})
+	all := ids(a, b)
+	c.waitLive(all...)
+	q := queueOwnedBy(t, "midrelay", b.id, all...)
+	var r reply
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r, err = a.rawDo("POST", "/api/v1/ephemeral/push", string(pushBody(q, "", `"maybe"`)))
+	}()
+	time.Sleep(300 * time.Millisecond) // the push is on B, waiting
+	b.kill(t)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client got nothing within 5 s of the owner's death")
+	}
+	if err == nil {
+		t.Fatalf("push relayed to an owner killed while serving it: %s; want the connection closed without an answer", r)
+	}
+}
