@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -484,4 +485,42 @@ func TestCellOwnerKilledMidRelay(t *testing.T) {
 	if err == nil {
 		t.Fatalf("push relayed to an owner killed while serving it: %s; want the connection closed without an answer", r)
 	}
+}
+
+// TestCellRelayCost measures (only with QUEEN_CELL_MEASURE=1: it is a
+// measurement, not a check) one push and one pop landing on A, for a queue
+// A owns (served locally) and for one B owns (both relayed), on one
+// keep-alive connection, in interleaved rounds; it logs the time per
+// push+pop of each and the ratio.
+//
+//	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellRelayCost -v -count 1
+func TestCellRelayCost(t *testing.T) {
+	if os.Getenv("QUEEN_CELL_MEASURE") != "1" {
+		t.Skip("a measurement: set QUEEN_CELL_MEASURE=1")
+	}
+	c := newTestCell(t)
+	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b)
+	c.waitLive(all...)
+	local, relayed := queueOwnedBy(t, "local", a.id, all...), queueOwnedBy(t, "relayed", b.id, all...)
+	const n = 2000
+	round := func(q string) time.Duration {
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			a.push(t, q, "", `"x"`)
+			if len(a.pop(t, popq{"queue": q, "autoAck": "true"}).Messages) != 1 {
+				t.Fatal("lost a message")
+			}
+		}
+		return time.Since(start) / n
+	}
+	var l, r []time.Duration
+	for i := 0; i < 3; i++ {
+		l = append(l, round(local))
+		r = append(r, round(relayed))
+	}
+	slices.Sort(l)
+	slices.Sort(r)
+	t.Logf("push+pop landing on A, medians of 3 rounds of %d: local %v, relayed %v, ratio %.2f (rounds: local %v, relayed %v)",
+		n, l[1], r[1], float64(r[1])/float64(l[1]), l, r)
 }
