@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -523,4 +524,67 @@ func TestCellRelayCost(t *testing.T) {
 	slices.Sort(r)
 	t.Logf("push+pop landing on A, medians of 3 rounds of %d: local %v, relayed %v, ratio %.2f (rounds: local %v, relayed %v)",
 		n, l[1], r[1], float64(r[1])/float64(l[1]), l, r)
+}
+
+// TestCellPausedOwnerIsFenced: an owner paused with SIGSTOP past the
+// member timeout loses its queues to a survivor; resumed, it never answers
+// for them with what it held (it is fenced by its own clock before its
+// membership loop runs), and it rejoins empty: the queue that comes back to
+// it holds neither its old message nor the survivor's.
+func TestCellPausedOwnerIsFenced(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+	q := queueOwnedBy(t, "paused", cc.id, all...)
+	a.push(t, q, "", `"held-by-c"`)
+	cc.stopCont(t, syscall.SIGSTOP)
+	c.waitLive(a.id, b.id)
+	a.push(t, q, "", `"held-by-survivor"`)
+	cc.stopCont(t, syscall.SIGCONT)
+	// From the moment it runs again until it has rejoined, C never hands
+	// out what it held.
+	deadline := time.Now().Add(5 * time.Second)
+	var seen []string
+	defer func() { t.Logf("answers of the resumed member, in order: %v", seen) }()
+	for time.Now().Before(deadline) {
+		r, err := cc.rawDo("GET", "/api/v1/ephemeral/pop?queue="+q+"&autoAck=false", "")
+		if err != nil {
+			t.Fatalf("pop on the resumed member: %v", err)
+		}
+		seen = append(seen, strconv.Itoa(r.status)+" "+errCode(r))
+		if strings.Contains(string(r.body), "held-by-c") {
+			t.Fatalf("the resumed member answered for a queue it lost: %s", r)
+		}
+		if r.status != 200 && (r.status != 503 || (errCode(r) != "owner_moved" && errCode(r) != "ephemeral_forward_failed")) {
+			t.Fatalf("pop on the resumed member: %s", r)
+		}
+		if r.status == 200 && strings.Contains(string(r.body), "held-by-survivor") {
+			break // relayed to the survivor: C has a view without itself or has not rejoined yet
+		}
+		if r.status == 200 {
+			break // C owns it again, empty
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.waitLive(all...)
+	// C owns the queue again and rejoined empty; the survivor dropped its
+	// copy when the queue moved back.
+	for _, m := range []*member{a, b, cc} {
+		if got := m.pop(t, popq{"queue": q}).payloads(); len(got) != 0 {
+			t.Fatalf("after the rejoin, popped %v on %s", got, m.id)
+		}
+	}
+}
+
+// stopCont sends SIGSTOP or SIGCONT to the broker.
+func (b *broker) stopCont(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	b.mu.Lock()
+	cmd := b.cmd
+	b.mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
 }
