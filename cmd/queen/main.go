@@ -177,7 +177,11 @@ func run(getenv func(string) string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err = srv.Shutdown(ctx)
-	cp.stop(ctx) // before the store closes (deferred above)
+	// Leave the cell before the store closes (deferred above), with a bound
+	// of its own: the server's may be spent.
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer ccancel()
+	cp.stop(cctx)
 	return err
 }
 
