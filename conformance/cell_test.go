@@ -593,3 +593,33 @@ func (b *broker) stopCont(t *testing.T, sig syscall.Signal) {
 		t.Fatal(err)
 	}
 }
+
+// TestCellCleanStopHandsOverAtOnce: a member stopped with SIGTERM leaves
+// the cell before its store closes (its row deleted, the others notified),
+// so its queues are served by a survivor at once, not after the member
+// timeout.
+func TestCellCleanStopHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+	q := queueOwnedBy(t, "leave", cc.id, all...)
+	a.push(t, q, "", `"before"`)
+	cc.stop(t)
+	stopped := time.Now()
+	for {
+		r, err := a.rawDo("POST", "/api/v1/ephemeral/push", string(pushBody(q, "", `"after"`)))
+		if err == nil && r.status == 201 {
+			break
+		}
+		if time.Since(stopped) > cellTimeoutMS*time.Millisecond/2 {
+			t.Fatalf("%v after the clean stop, a push still gets %v %v", time.Since(stopped), r, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("served by a survivor %v after the stopped member exited", time.Since(stopped))
+	if got := b.pop(t, popq{"queue": q, "batch": "10"}).payloads(); len(got) != 1 || got[0] != `"after"` {
+		t.Fatalf("after the clean stop, popped %v", got)
+	}
+}
