@@ -226,6 +226,19 @@ func TestCellRelayPushPopAck(t *testing.T) {
 	// An owner's refusal comes back as is: a malformed id is the owner's
 	// to judge (shape is checked where it landed, the rest on the owner).
 	b.do(t, "POST", "/api/v1/ephemeral/ack", map[string]any{"queue": q, "acks": []ackItem{{ID: "e:nope"}}})
+
+	// The metrics count what was relayed, on both sides.
+	for _, m := range []*member{a, b, cc} {
+		r, err := m.rawDo("GET", "/metrics", "")
+		if err != nil || r.status != 200 {
+			t.Fatalf("metrics: %v %v", r, err)
+		}
+		for _, name := range []string{"queen_ephemeral_relayed_total ", "queen_ephemeral_relay_served_total "} {
+			if !strings.Contains(string(r.body), name) || strings.Contains(string(r.body), name+"0\n") {
+				t.Errorf("%s: %s missing or zero", m.id, name)
+			}
+		}
+	}
 }
 
 // TestCellClientClosePopCancelsOnOwner: a relayed parked pop whose client

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/cell"
@@ -43,6 +44,12 @@ type cellState struct {
 	rc    *relay.Client
 	delay time.Duration // fault injection (QUEEN_TEST_RELAY_DELAY_MS): the owner waits this long before serving a relayed request
 	ls    sync.Pool     // *loopScratch for relayed requests served on relay goroutines
+
+	// Metrics (cell members only): requests this member relayed, relayed
+	// requests it served as the owner, and relays whose client connection
+	// it closed unanswered because the owner may have acted. The two
+	// refusals are counted with every refusal, by code.
+	relayed, served, lost *metrics.Counter
 }
 
 // AttachCell makes the server a member of a cell: requests for queues it
@@ -56,6 +63,10 @@ type cellState struct {
 func (s *Server) AttachCell(rc *relay.Client, delay time.Duration) {
 	s.cell = &cellState{rc: rc, delay: delay}
 	s.cell.ls.New = func() any { return &loopScratch{} }
+	set := s.m.set
+	s.cell.relayed = set.NewCounter("queen_ephemeral_relayed_total")
+	s.cell.served = set.NewCounter("queen_ephemeral_relay_served_total")
+	s.cell.lost = set.NewCounter("queen_ephemeral_relay_closed_unanswered_total")
 }
 
 // SetMembership gives the server the cell's membership (see AttachCell).
@@ -162,6 +173,7 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 		Body:   req.Body,
 	}
 	cs.goBusy()
+	cs.s.cell.relayed.Inc()
 	err := cs.s.cell.rc.Go(ctx, addr, &rr, func(r relay.Response, err error) {
 		cancel()
 		cs.relayDone(head, r, err)
@@ -195,6 +207,7 @@ func (cs *conn) relayDone(head wire.Head, r relay.Response, err error) {
 		cs.answerAsync(cs.s.appendError(nil, head, errForwardFailed))
 	default:
 		cs.s.relayLost.Add(1)
+		cs.s.cell.lost.Inc()
 		_ = cs.c.Close()
 	}
 }
@@ -257,6 +270,7 @@ func (s *Server) serveRelayedNow(ctx context.Context, rq *relay.Request, reply f
 	if ctx.Err() != nil {
 		return // the caller gave up while the request waited
 	}
+	s.cell.served.Inc()
 	vc := &relayConn{reply: reply}
 	cs := &conn{s: s, c: vc, relayed: true}
 	cs.sink = popSink{cs: cs, e: s.e}
