@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/client"
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
@@ -634,5 +635,66 @@ func TestCellCleanStopHandsOverAtOnce(t *testing.T) {
 	t.Logf("served by a survivor %v after the stopped member exited", time.Since(stopped))
 	if got := b.pop(t, popq{"queue": q, "batch": "10"}).payloads(); len(got) != 1 || got[0] != `"after"` {
 		t.Fatalf("after the clean stop, popped %v", got)
+	}
+}
+
+// TestCellSDKThroughAKill: the Go SDK with its default timeouts, pointed
+// at A, goes through the kill -9 of a queue's owner without a
+// caller-visible error: its push and request are refused with 503
+// ephemeral_forward_failed (or owner_moved) until a survivor owns the
+// queue, and retried (docs/cell.md, "SDKs"); the pop and the ack that
+// follow are served by the new owner.
+func TestCellSDKThroughAKill(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+	q := queueOwnedBy(t, "sdk", cc.id, all...)
+	svc := queueOwnedBy(t, "svc", cc.id, all...)
+	ca, err := client.New(a.url(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close(context.Background())
+	cb, err := client.New(b.url(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A responder on B for svc, started before the kill: its parked pop
+	// dies with the owner, and its loop goes on.
+	go func() {
+		_ = cb.Serve(ctx, svc, client.ServeOptions{Wait: 2 * time.Second}, func(_ context.Context, m client.Message) (any, error) {
+			return json.RawMessage(m.Payload), nil
+		})
+	}()
+	if _, err := ca.Request(ctx, svc, "ping", client.RequestOptions{}); err != nil {
+		t.Fatalf("request before the kill: %v", err)
+	}
+
+	cc.kill(t)
+	killed := time.Now()
+	time.Sleep(50 * time.Millisecond) // the relay's connection to C is gone
+	if _, err := ca.Push(ctx, q, []any{"through"}, client.PushOptions{}); err != nil {
+		t.Fatalf("push across the kill: %v", err)
+	}
+	t.Logf("push accepted %v after the kill", time.Since(killed))
+	p, err := ca.Pop(ctx, q, client.PopOptions{Wait: true, Timeout: 5 * time.Second})
+	if err != nil || len(p.Messages) != 1 {
+		t.Fatalf("pop after the move: %+v %v", p, err)
+	}
+	ar, err := ca.Ack(ctx, q, p.Messages, client.AckOptions{})
+	if err != nil || len(ar.Results) != 1 || ar.Results[0].Outcome != client.OutcomeAcked {
+		t.Fatalf("ack after the move: %+v %v", ar, err)
+	}
+	m, err := ca.Request(ctx, svc, "pong", client.RequestOptions{})
+	if err != nil {
+		t.Fatalf("request after the kill: %v", err)
+	}
+	if !strings.Contains(string(m.Payload), `"pong"`) { // the responder echoes what it was given
+		t.Fatalf("reply %s", m.Payload)
 	}
 }
