@@ -633,6 +633,7 @@ func TestCellCleanStopHandsOverAtOnce(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("served by a survivor %v after the stopped member exited", time.Since(stopped))
+	c.waitLive(a.id, b.id) // B may see the leave a moment after A
 	if got := b.pop(t, popq{"queue": q, "batch": "10"}).payloads(); len(got) != 1 || got[0] != `"after"` {
 		t.Fatalf("after the clean stop, popped %v", got)
 	}
