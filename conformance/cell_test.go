@@ -699,3 +699,64 @@ func TestCellSDKThroughAKill(t *testing.T) {
 		t.Fatalf("reply %s", m.Payload)
 	}
 }
+
+// TestCellRequestReplyThroughput measures (only with QUEEN_CELL_MEASURE=1)
+// request/reply round trips per second with queenbench's raw client (32
+// requesters, 4 responders, each requester its own inbox): on one broker
+// (not a cell), and on a cell of two with the requesters on A and the
+// responders on B, so that of each queue's two operations one lands on a
+// non-owner and is relayed. Three interleaved rounds; it logs the medians
+// and the ratio (the issue's goal: ≥ 0.6).
+//
+//	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellRequestReplyThroughput -v -count 1
+func TestCellRequestReplyThroughput(t *testing.T) {
+	if os.Getenv("QUEEN_CELL_MEASURE") != "1" {
+		t.Skip("a measurement: set QUEEN_CELL_MEASURE=1")
+	}
+	c := newTestCell(t)
+	bench := t.TempDir() + "/queenbench"
+	if err := brokertest.Build("..", "./bench/cmd/queenbench", bench); err != nil {
+		t.Fatal(err)
+	}
+	one := startBrokerOn(t, postgresStore, nil)
+	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
+	c.waitLive(a.id, b.id)
+	hostport := func(m *broker) string { return strings.TrimPrefix(m.url(""), "http://") }
+	run := func(addr, respAddr string) float64 {
+		out := t.TempDir() + "/r.json"
+		args := []string{"-scenario", "reqreply", "-addr", addr, "-d", "3s", "-warmup", "1s", "-q", "-out", out}
+		if respAddr != "" {
+			args = append(args, "-resp-addr", respAddr)
+		}
+		if o, err := exec.Command(bench, args...).CombinedOutput(); err != nil {
+			t.Fatalf("queenbench %v: %v\n%s", args, err, o)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Results []struct {
+				Rate   float64 `json:"rate"`
+				Errors int64   `json:"errors"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != 1 {
+			t.Fatalf("%s: %v", data, err)
+		}
+		rs := rep.Results
+		if rs[0].Errors != 0 {
+			t.Fatalf("queenbench counted %d errors", rs[0].Errors)
+		}
+		return rs[0].Rate
+	}
+	var single, cellRates []float64
+	for i := 0; i < 3; i++ {
+		single = append(single, run(hostport(one), ""))
+		cellRates = append(cellRates, run(hostport(a.broker), hostport(b.broker)))
+	}
+	slices.Sort(single)
+	slices.Sort(cellRates)
+	t.Logf("request/reply round trips/s, medians of 3: one broker %.0f, cell of two (requesters on A, responders on B) %.0f, ratio %.2f (rounds: %v, %v)",
+		single[1], cellRates[1], cellRates[1]/single[1], single, cellRates)
+}
