@@ -16,6 +16,7 @@ import (
 // allows (a push and the pop that follows it leave in one write).
 type broker struct {
 	addr, ns string
+	respAddr string // the responders' (reqreply); addr when not set
 	size     int
 }
 
@@ -25,7 +26,10 @@ const (
 )
 
 func newBroker(cfg *Config) (*broker, error) {
-	b := &broker{addr: cfg.Addr, ns: cfg.NS, size: cfg.Size}
+	b := &broker{addr: cfg.Addr, respAddr: cfg.RespAddr, ns: cfg.NS, size: cfg.Size}
+	if b.respAddr == "" {
+		b.respAddr = b.addr
+	}
 	c, err := b.dial(0)
 	if err != nil {
 		return nil, err
@@ -204,7 +208,7 @@ func splitRequest(p []byte) (inbox, data []byte, ok bool) {
 }
 
 func (b *broker) rrServe(ctx context.Context, id, batch int, ready func()) error {
-	c, err := b.dial(0)
+	c, err := rawhttp.Dial(b.respAddr, 0)
 	if err != nil {
 		return err
 	}

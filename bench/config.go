@@ -25,6 +25,10 @@ type Config struct {
 	Target   string
 	Addr     string
 	PID      int // the target's process, for RSS and CPU; 0: found by the listening port
+	// RespAddr, for the broker's reqreply with the raw client: the address
+	// the responders use (another member of a cell, so that every round
+	// trip is relayed); empty: Addr.
+	RespAddr string
 
 	// Client is how the broker target is driven: "raw" (bench/internal/rawhttp,
 	// the tool's own pipelining client) or "sdk" (the Go SDK, package client).

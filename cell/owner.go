@@ -1,6 +1,10 @@
 package cell
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Owner returns the index in v.Members of the owner of (tenant, queue), or
 // -1 when v is nil or empty. It is rendezvous hashing (highest random
@@ -44,4 +48,21 @@ func score(k, seed uint64) uint64 {
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return x
+}
+
+// OwnerOf returns which of ids owns (tenant, queue), as every member whose
+// live set is ids computes it; "" when ids is empty. It builds a view, so
+// it is for tools and tests (which must predict owners from outside), not
+// for the request path.
+func OwnerOf(ids []string, tenant, queue string) string {
+	ms := make([]Member, len(ids))
+	for i, id := range ids {
+		ms[i] = Member{ID: id}
+	}
+	v := newView(0, "", ms, true, 0, func() time.Duration { return 0 })
+	i := Owner(v, tenant, queue)
+	if i < 0 {
+		return ""
+	}
+	return ids[i]
 }

@@ -85,7 +85,13 @@ func buildBroker(bin string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the go tool is not on PATH: %w", err)
 	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/queen")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("QUEEN_CONFORMANCE_RACE") == "1" {
+		// The brokers built with the race detector (with GORACE=halt_on_error=1
+		// in the environment a race kills the broker, failing its test).
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goTool, append(args, "./cmd/queen")...)
 	cmd.Dir = root
 	return cmd.CombinedOutput()
 }

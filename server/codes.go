@@ -18,6 +18,8 @@ const (
 	codeDisabled        = "ephemeral_disabled"         // 503, the kill switch
 	codeConfigureFailed = "ephemeral_configure_failed" // 503, the store refused a declaration
 	codeDeleteFailed    = "ephemeral_delete_failed"    // 503, the store refused a removal
+	codeOwnerMoved      = "owner_moved"                // 503, a cell only: the relay reached a member that no longer owns the queue
+	codeForwardFailed   = "ephemeral_forward_failed"   // 503, a cell only: the owner could not be reached
 
 	// Identity and the admin scope.
 	codeUnauthorized = "unauthorized" // 401

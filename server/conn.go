@@ -44,7 +44,14 @@ type conn struct {
 
 	// The identity of the request being served (set by admit).
 	tenant string
+	access Access
 	ts     *tenantState
+
+	// The cell (cell.go): relayed marks a conn standing for a request
+	// relayed to this member (its c is a relayConn); relayCancel ends the
+	// relay of this connection's request in flight, if any.
+	relayed     bool
+	relayCancel context.CancelFunc
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
@@ -595,6 +602,10 @@ func (cs *conn) closed() {
 	cs.wmu.Unlock()
 	if !parked.IsZero() {
 		cs.s.e.Cancel(parked)
+	}
+	if cs.relayCancel != nil {
+		cs.relayCancel() // a relayed pop is let go on the owner
+		cs.relayCancel = nil
 	}
 	if cs.p != nil {
 		cs.p.Reset() // forgets the half-read request: idle again

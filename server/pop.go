@@ -55,7 +55,7 @@ func (k *popSink) Complete(_ int, by any) {
 	k.body = wire.AppendPopEnd(k.body)
 	k.ts.delivered.Add(k.n) // metering: a pop meters as deliveries
 	tc := k.cs
-	if pc, ok := by.(*conn); ok && pc.loop == tc.loop {
+	if pc, ok := by.(*conn); ok && pc.loop == tc.loop && tc.loop != nil {
 		tc.s.m.observe(tc.reqRoute, tc.reqStart)
 		tc.out = wire.AppendResponse(tc.out, k.head, k.body)
 		pc.deferred = append(pc.deferred, tc)
@@ -74,6 +74,13 @@ func (cs *conn) pop(req *wire.Request) {
 	pp, err := wire.ParsePop(req.Query(), int(cs.s.cfg.PopTimeout/time.Millisecond))
 	if err != nil {
 		cs.refuse(req, err)
+		return
+	}
+	var wait time.Duration
+	if pp.Wait {
+		wait = time.Duration(pp.TimeoutMs) * time.Millisecond
+	}
+	if cs.elsewhere(req, pp.Queue, wait) {
 		return
 	}
 	k := &cs.sink

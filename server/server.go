@@ -52,6 +52,11 @@ type Server struct {
 	now        atomic.Int64 // unix nanos, refreshed by the tick
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
+
+	// The cell (cell.go); nil in a cell of one.
+	cell         *cellState
+	relayFailed  atomic.Int64 // relayed requests answered 503 ephemeral_forward_failed
+	relayLost    atomic.Int64 // relayed requests whose client connection was closed unanswered (the owner may have acted)
 	listCounters              // streamed listings (liststream.go)
 
 	tm         transportMetrics

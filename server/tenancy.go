@@ -213,7 +213,7 @@ func (cs *conn) admit(req *wire.Request, need Access) bool {
 		cs.out = s.appendError(cs.out, req.Head(0), errLevel)
 		return false
 	}
-	cs.tenant = tenant
+	cs.tenant, cs.access = tenant, level
 	if s.paused.Load() {
 		head := req.Head(0)
 		head.RetryAfter = int(s.retryAfter.Load())

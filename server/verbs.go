@@ -13,6 +13,9 @@ func (cs *conn) pushVerb(req *wire.Request) {
 		return
 	}
 	b := &cs.ls.push
+	if cs.elsewhere(req, b.Queue, 0) {
+		return
+	}
 	if cs.rateLimited(req, len(b.Payloads)) {
 		return
 	}
@@ -34,6 +37,9 @@ func (cs *conn) ackVerb(req *wire.Request) {
 		return
 	}
 	b := &cs.ls.ack
+	if cs.elsewhere(req, b.Queue, 0) {
+		return
+	}
 	cs.ls.ackItems = cs.ls.ackItems[:0]
 	for _, a := range b.Acks {
 		cs.ls.ackItems = append(cs.ls.ackItems, engine.AckItem{ID: a.ID, Status: engine.AckStatus(a.Status)})

@@ -218,7 +218,10 @@ func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 		case len(p) == 1 && p[0] == refuseTooLarge:
 			kind = ErrTooLarge
 		}
-		cl.finish(Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer")})
+		// Only a too-large answer was refused after the owner served the
+		// request; every other refusal comes before the handler runs.
+		sent := len(p) == 1 && p[0] == refuseTooLarge
+		cl.finish(Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer"), Sent: sent})
 	case fPong:
 	default:
 		cc.close(errProtocol)
@@ -243,6 +246,11 @@ func (cc *clientConn) closed(error) {
 	cc.calls = map[uint64]*call{}
 	cc.cmu.Unlock()
 	err := cc.lostErr()
+	if e, ok := err.(*Error); ok {
+		sent := *e
+		sent.Sent = true // these calls' frames were queued: the peer may have them
+		err = &sent
+	}
 	for _, cl := range calls {
 		cl.finish(Response{}, err)
 	}
@@ -298,9 +306,10 @@ func (cl *call) cancelled(cause error) {
 	if cl.timer != nil {
 		cl.timer.Stop()
 	}
-	if cc := cl.cc.Load(); cc != nil && cc.forget(cl.id) {
+	cc := cl.cc.Load()
+	if cc != nil && cc.forget(cl.id) {
 		cc.sendCtl(fCancel, cl.id, nil)
 	}
 	cl.peer.inflight.Add(-1)
-	cl.done(Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause})
+	cl.done(Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: cc != nil})
 }

@@ -37,6 +37,12 @@ type Error struct {
 	Addr  string
 	Kind  error
 	Cause error
+	// Sent reports that the request was handed to a connection to the peer
+	// (or the peer refused only its answer), so the peer may have acted on
+	// it. False means the peer provably never read it: no connection could
+	// be had, the frame was never queued, or the peer refused the stream
+	// before serving it.
+	Sent bool
 }
 
 func (e *Error) Error() string {
@@ -55,4 +61,16 @@ func (e *Error) Unwrap() error        { return e.Cause }
 // cancellation, after which nobody is waiting for an answer.
 func ForwardFailed(err error) bool {
 	return err != nil && !errors.Is(err, ErrCanceled)
+}
+
+// MaybeDelivered reports whether a failed call's request may have reached
+// the peer and been acted on (Error.Sent). A server answers 503
+// ephemeral_forward_failed only when it is false: that code promises the
+// client the request was not applied (docs/cell.md, "SDKs").
+func MaybeDelivered(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Sent
+	}
+	return err != nil
 }

@@ -139,6 +139,10 @@ func run(getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	cellCfg, err := cellConfig(getenv, ev.str("PORT"))
+	if err != nil {
+		return err
+	}
 	st, err := storeenv.Open(context.Background(), stcfg, log)
 	if err != nil {
 		return fmt.Errorf("open the store: %w", err)
@@ -151,7 +155,14 @@ func run(getenv func(string) string) error {
 	defer e.Close()
 	scfg.Engine, scfg.Store = e, st
 	srv := server.New(scfg)
+	var cp *cellParts
+	if cellCfg.Enabled() {
+		if cp, err = startCell(cellCfg, getenv, stcfg, e, srv, log); err != nil {
+			return err
+		}
+	}
 	if err := srv.Start(); err != nil {
+		cp.stop(context.Background())
 		return err
 	}
 	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", version)
@@ -165,7 +176,13 @@ func run(getenv func(string) string) error {
 	log.Info("shutting down: answering parked pops and closing connections")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	err = srv.Shutdown(ctx)
+	// Leave the cell before the store closes (deferred above), with a bound
+	// of its own: the server's may be spent.
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer ccancel()
+	cp.stop(cctx)
+	return err
 }
 
 // logLimits logs the descriptor limit in force and sets the Go heap's

@@ -40,6 +40,7 @@ func main() {
 	}
 	flag.StringVar(&cfg.Client, "client", cfg.Client, "how the broker is driven: raw (the tool's raw HTTP client) or sdk (the Go SDK, package client; reqreply only)")
 	flag.StringVar(&cfg.Inbox, "inbox", "", "reqreply: where replies go: requester (one inbox per requester) or request (a fresh one per round trip); default requester, request with -client sdk")
+	flag.StringVar(&cfg.RespAddr, "resp-addr", "", "reqreply with the raw client: address the responders use (another member of a cell: every round trip relayed); default -addr")
 	flag.IntVar(&cfg.PID, "pid", 0, "process id of the target, for RSS and CPU (one target only; default: the process listening on the address)")
 	flag.DurationVar(&cfg.Duration, "d", cfg.Duration, "measured duration (inboxes: the longest creation phase)")
 	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the measured window")

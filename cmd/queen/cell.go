@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/server"
+	"github.com/queenmq/ephemeral/store/storeenv"
+)
+
+// cellParts are what a member of a cell runs beside the server (D17): its
+// membership, the relay server on the advertised port and the relay
+// client. A cell of one has none.
+type cellParts struct {
+	m  *cell.Membership
+	rs *relay.Server
+	rc *relay.Client
+}
+
+// testRelayDelay names a fault-injection setting read only by the tests
+// (not in --help): the owner waits this many milliseconds before serving
+// each relayed request, so a test can move ownership while one is in
+// flight and see 503 owner_moved (docs/cell.md, "Relaying in the server").
+const testRelayDelay = "QUEEN_TEST_RELAY_DELAY_MS"
+
+// cellConfig reads the QUEEN_CELL_* variables and refuses what cannot run:
+// the cell package's own rules, and a relay port equal to the public port.
+func cellConfig(getenv func(string) string, publicPort string) (cell.Config, error) {
+	cc, err := cell.FromEnv(getenv)
+	if err != nil || !cc.Enabled() {
+		return cc, err
+	}
+	_, port, err := net.SplitHostPort(cc.Advertise)
+	if err != nil {
+		return cc, fmt.Errorf("QUEEN_CELL_ADVERTISE: %w", err)
+	}
+	if publicPort == "" {
+		publicPort = "6632"
+	}
+	if port == publicPort {
+		return cc, fmt.Errorf("QUEEN_CELL_ADVERTISE: port %s is also the public port (PORT); the relay between members listens on the advertised port and needs one of its own", port)
+	}
+	return cc, nil
+}
+
+// startCell joins the cell and starts relaying; the server is attached
+// before anything can call it, and must not have started yet.
+func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice, e *engine.Engine, srv *server.Server, log *slog.Logger) (*cellParts, error) {
+	var delay time.Duration
+	if v := getenv(testRelayDelay); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 0 {
+			return nil, fmt.Errorf("%s: not a number of milliseconds: %q", testRelayDelay, v)
+		}
+		delay = time.Duration(ms) * time.Millisecond
+		log.Warn("fault injection: relayed requests are delayed (a test setting)", "ms", ms)
+	}
+	// A relay connection silent for a member timeout is given up on, as the
+	// cell gives up on the member; pinged five times in that span (the
+	// relay's defaults, 1 s and 5 s, at the default timeout).
+	rc, err := relay.NewClient(relay.ClientConfig{
+		Secret:       cc.Secret,
+		PingInterval: cc.MemberTimeout / 5,
+		PingTimeout:  cc.MemberTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv.AttachCell(rc, delay)
+	m, err := cell.Start(cell.Options{
+		Config:      cc,
+		DatabaseURL: stcfg.Postgres.URL,
+		Schema:      stcfg.Postgres.Schema,
+		Incarnation: e.Incarnation(),
+		OnChange:    srv.CellChanged,
+		Logger:      log,
+	})
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("join the cell: %w", err)
+	}
+	srv.SetMembership(m)
+	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Handler: srv.RelayHandler(), Logger: log})
+	if err != nil {
+		m.Stop(context.Background())
+		rc.Close()
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(cc.Advertise)
+	ln, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		m.Stop(context.Background())
+		rc.Close()
+		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port): %w", err)
+	}
+	go func() {
+		if err := rs.Serve(ln); err != nil {
+			log.Error("the relay server stopped", "err", err)
+		}
+	}()
+	log.Info("cell member", "advertise", cc.Advertise, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
+	return &cellParts{m: m, rs: rs, rc: rc}, nil
+}
+
+// stop leaves the cell cleanly (the others see the member leave at once)
+// and closes the relay; called before the store closes.
+func (p *cellParts) stop(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	p.rs.Close()
+	p.rc.Close()
+	_ = p.m.Stop(ctx)
+}
