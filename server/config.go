@@ -57,6 +57,11 @@ type Config struct {
 	MaxPipelined int
 	// StoreTimeout bounds one declaration write (5 s).
 	StoreTimeout time.Duration
+	// SyncInterval is how often the broker looks at the store's revision
+	// for changes made by other brokers on the same database (default 1 s;
+	// in a cell, QUEEN_CELL_HEARTBEAT_MS). Notifications make it prompt;
+	// this bounds how late a lost one is made up for (sync.go).
+	SyncInterval time.Duration
 	// Loops is the number of event loops (0: DefaultLoops).
 	Loops int
 
@@ -123,6 +128,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = 5 * time.Second
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = time.Second
 	}
 	if c.Version == "" {
 		c.Version = "dev"
