@@ -55,6 +55,9 @@ type Config struct {
 	// MaxPipelined closes a connection that queues more than this many
 	// bytes of requests behind a busy one (default MaxBodyBytes + 64 KiB).
 	MaxPipelined int
+	// Cell is the cell this broker is a member of, for the status reads
+	// (cellstatus.go); nil outside a cell. *cell.Membership satisfies it.
+	Cell CellStatus
 	// StoreTimeout bounds one declaration write (5 s).
 	StoreTimeout time.Duration
 	// SyncInterval is how often the broker looks at the store's revision
