@@ -12,6 +12,8 @@ import (
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/store/postgres"
+	"github.com/queenmq/ephemeral/store/storetest"
 )
 
 // fakeCell is a CellStatus over a fixed view and rows.
@@ -146,5 +148,67 @@ func TestCellRouteAdminScope(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("with the admin token: %d", resp.StatusCode)
+	}
+}
+
+// With real memberships (cell.Start) on the throwaway PostgreSQL, beside
+// the brokers' stores: both members see a cell of two on /health, list
+// each other with live rows, and, once a configure on A has reached B,
+// count the same owners for the declared queues.
+func TestCellStatusWithRealMembership(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	start := func(addr string) *testServer {
+		e := engine.New(engine.Config{})
+		m, err := cell.Start(cell.Options{
+			Config:      cell.Config{Advertise: addr, Secret: []byte("0123456789abcdef"), Heartbeat: 100 * time.Millisecond, MemberTimeout: 500 * time.Millisecond},
+			DatabaseURL: pg.URL(), Schema: schema, Incarnation: e.Incarnation(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Stop(context.Background()) })
+		st, err := postgres.Open(context.Background(), postgres.Config{URL: pg.URL(), Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-st.Ready()
+		t.Cleanup(func() { st.Close() })
+		ts := serve(t, e, st, Config{Loops: 1, Cell: m, SyncInterval: 100 * time.Millisecond})
+		waitFor(t, 5*time.Second, "the boot load", func() bool { return ts.s.loaded.Load() })
+		return ts
+	}
+	a, b := start("127.0.0.1:17001"), start("127.0.0.1:17002")
+	for _, ts := range []*testServer{a, b} {
+		waitFor(t, 5*time.Second, "a cell of two on /health", func() bool {
+			_, body := ts.do(t, "GET", "/health", "")
+			return strings.Contains(body, `"cell":{"members":2,`) && strings.Contains(body, `"fenced":false}`)
+		})
+	}
+	for i := range 20 {
+		a.want(t, "POST", "/api/v1/ephemeral/configure", fmt.Sprintf(`{"queue":"d%d"}`, i), 201, "")
+	}
+	waitFor(t, time.Second, "the declarations on B", func() bool { return strings.Count(b.listing(t), `"tier":"declared"`) == 20 })
+	counts := func(ts *testServer) map[string]int {
+		var l cellListing
+		if err := json.Unmarshal([]byte(ts.want(t, "GET", cellPath, "", 200, `"enabled":true`)), &l); err != nil {
+			t.Fatal(err)
+		}
+		c := map[string]int{}
+		total := 0
+		for _, m := range l.Members {
+			if !m.Live || !m.InView {
+				t.Fatalf("member %+v not live or not in view", m)
+			}
+			c[m.Member] = m.DeclaredQueues
+			total += m.DeclaredQueues
+		}
+		if len(l.Members) != 2 || total != 20 {
+			t.Fatalf("listing on %s: %+v", l.Self, l)
+		}
+		return c
+	}
+	if ca, cb := counts(a), counts(b); fmt.Sprint(ca) != fmt.Sprint(cb) {
+		t.Fatalf("A counts %v, B counts %v: the same view should give the same owners", ca, cb)
 	}
 }
