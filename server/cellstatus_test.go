@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +17,21 @@ import (
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
-// fakeCell is a CellStatus over a fixed view and rows.
+// fakeCell is a CellStatus over a view the test may replace (published
+// atomically, as a Membership publishes) and fixed rows.
 type fakeCell struct {
-	v    *cell.View
+	v    atomic.Pointer[cell.View]
 	rows []cell.Row
 	err  error
 }
 
-func (f *fakeCell) View() *cell.View { return f.v }
+func newFakeCell(v *cell.View, rows []cell.Row, err error) *fakeCell {
+	f := &fakeCell{rows: rows, err: err}
+	f.v.Store(v)
+	return f
+}
+
+func (f *fakeCell) View() *cell.View { return f.v.Load() }
 func (f *fakeCell) Rows(context.Context) ([]cell.Row, error) {
 	return f.rows, f.err
 }
@@ -33,11 +41,11 @@ var _ CellStatus = (*cell.Membership)(nil) // the real one fits
 var threeMembers = []cell.Member{{ID: "10.0.0.1:7000", Incarnation: "aaa"}, {ID: "10.0.0.2:7000", Incarnation: "bbb"}, {ID: "10.0.0.3:7000", Incarnation: "ccc"}}
 
 func TestHealthInACell(t *testing.T) {
-	f := &fakeCell{v: cell.StaticView(4, "10.0.0.2:7000", threeMembers, false)}
+	f := newFakeCell(cell.StaticView(4, "10.0.0.2:7000", threeMembers, false), nil, nil)
 	ts := serve(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Cell: f})
 	ts.want(t, "GET", "/health", "", 200, `,"cell":{"members":3,"self":"10.0.0.2:7000","fenced":false}}`)
 	// Fenced: the member leaves itself out of its live set.
-	f.v = cell.StaticView(5, "10.0.0.2:7000", []cell.Member{threeMembers[0], threeMembers[2]}, true)
+	f.v.Store(cell.StaticView(5, "10.0.0.2:7000", []cell.Member{threeMembers[0], threeMembers[2]}, true))
 	ts.want(t, "GET", "/health", "", 200, `,"cell":{"members":2,"self":"10.0.0.2:7000","fenced":true}}`)
 	// Outside a cell /health is as before: no cell key.
 	plain := startWithStore(t, openStore(t))
@@ -70,7 +78,7 @@ func TestCellRouteListsMembers(t *testing.T) {
 		{ID: "10.0.0.9:7000", Incarnation: "zzz", JoinedAt: t0, HeartbeatAt: t0.Add(-time.Minute), Live: false},
 	}
 	e := engine.New(engine.Config{})
-	ts := serve(t, e, openStore(t), Config{Loops: 1, Cell: &fakeCell{v: v, rows: rows}})
+	ts := serve(t, e, openStore(t), Config{Loops: 1, Cell: newFakeCell(v, rows, nil)})
 	wantDeclared := map[string]int{}
 	for i := range 60 {
 		q := fmt.Sprint("d", i)
@@ -128,7 +136,7 @@ func TestCellRouteListsMembers(t *testing.T) {
 }
 
 func TestCellRouteDatabaseDown(t *testing.T) {
-	f := &fakeCell{v: cell.StaticView(1, "a:1", []cell.Member{{ID: "a:1"}}, false), err: errors.New("connection refused")}
+	f := newFakeCell(cell.StaticView(1, "a:1", []cell.Member{{ID: "a:1"}}, false), nil, errors.New("connection refused"))
 	ts := serve(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Cell: f})
 	ts.want(t, "GET", cellPath, "", 503, `"code":"ephemeral_unavailable"`)
 }
@@ -136,7 +144,7 @@ func TestCellRouteDatabaseDown(t *testing.T) {
 // The route is broker-wide: the admin token when one is set (as /metrics
 // and the grants of other tenants).
 func TestCellRouteAdminScope(t *testing.T) {
-	f := &fakeCell{v: cell.StaticView(1, "a:1", []cell.Member{{ID: "a:1"}}, false), rows: []cell.Row{{ID: "a:1", Live: true}}}
+	f := newFakeCell(cell.StaticView(1, "a:1", []cell.Member{{ID: "a:1"}}, false), []cell.Row{{ID: "a:1", Live: true}}, nil)
 	ts := serve(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Cell: f, AdminToken: []byte("s3cret")})
 	ts.want(t, "GET", cellPath, "", 401, `"code":"unauthorized"`)
 	req, _ := http.NewRequest("GET", "http://"+ts.addr+cellPath, nil)
