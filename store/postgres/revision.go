@@ -48,8 +48,13 @@ func layoutDDL(s string, t func(string) string, ch string) []string {
 		`INSERT INTO ` + t("revision") + ` (one, n) VALUES (true, 1) ON CONFLICT (one) DO NOTHING`,
 		// The body names no schema (TG_TABLE_SCHEMA) and takes the channel
 		// as the trigger's argument, so its text is the same for every
-		// schema and needs no quoting of names.
-		`CREATE OR REPLACE FUNCTION ` + s + `.bump_revision() RETURNS trigger LANGUAGE plpgsql AS $body$
+		// schema and needs no quoting of names. SECURITY DEFINER (with a
+		// fixed search_path, as such a function must have): it raises the
+		// counter with the rights of the role that made it, so a role
+		// granted only the original tables' rights keeps writing after an
+		// upgrade migrated the schema.
+		`CREATE OR REPLACE FUNCTION ` + s + `.bump_revision() RETURNS trigger LANGUAGE plpgsql
+		SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
 		DECLARE r bigint;
 		BEGIN
 			EXECUTE format('UPDATE %I.revision SET n = n + 1 RETURNING n', TG_TABLE_SCHEMA) INTO r;

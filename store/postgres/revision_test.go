@@ -2,11 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
@@ -197,5 +200,70 @@ func TestChangesAfterDatabaseRestart(t *testing.T) {
 	case <-ch:
 	case <-time.After(2 * time.Second):
 		t.Fatal("a write after the restart was not heard")
+	}
+}
+
+// A role without CREATE rights, on a schema the operator prepared with the
+// previous build (layout 1), cannot add layout 2: the store stays down
+// (and retrying) with the reason logged, rather than serving a cell whose
+// members would not see each other's changes; once a role with the right
+// has opened it, the restricted role works (TestSchemaPreparedByOperator).
+func TestLayout1NeedsCreateRightsOnce(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	ctx := testCtx(t)
+	schema := pg.FreshSchema(t)
+	createLayout1(t, ctx, schema)
+	role := schema + "_broker"
+	q := pgx.Identifier{schema}.Sanitize()
+	r := pgx.Identifier{role}.Sanitize()
+	var pe *pgconn.PgError
+	if err := pg.Exec(ctx, "CREATE ROLE "+r+" LOGIN"); errors.As(err, &pe) && pe.Code == "42501" && !pg.Managed() {
+		t.Skipf("%s may not create roles: %v", storetest.EnvTestDatabaseURL, err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	grant := func() {
+		for _, sql := range []string{
+			"GRANT USAGE ON SCHEMA " + q + " TO " + r,
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + q + " TO " + r,
+		} {
+			if err := pg.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+	grant()
+	t.Cleanup(func() {
+		pg.Exec(context.Background(), "DROP OWNED BY "+r)
+		pg.Exec(context.Background(), "DROP ROLE "+r)
+	})
+	u, err := url.Parse(pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	restricted := openT(t, Config{URL: u.String(), Schema: schema, RetryInterval: time.Hour})
+	if restricted.Healthy() {
+		t.Fatal("a store that could not add layout 2 reports healthy")
+	}
+	if _, err := restricted.Revision(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Revision before the migration = %v, want ErrUnavailable", err)
+	}
+	// The operator's (privileged) open migrates. The restricted role's
+	// writes work with its old grants (the trigger's function runs with
+	// its owner's rights); reading the revision needs SELECT on the new
+	// table, which the operator's grant on all tables, run again, gives.
+	waitReady(t, openT(t, Config{Schema: schema}), 5*time.Second)
+	s := openT(t, Config{URL: u.String(), Schema: schema})
+	waitReady(t, s, 5*time.Second)
+	if err := s.PutDeclaration(ctx, decl("q", `{}`)); err != nil {
+		t.Fatalf("a write by the restricted role after the migration, with its old grants: %v", err)
+	}
+	if _, err := s.Revision(ctx); err == nil || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Revision without SELECT on the revision table = %v, want a permission error", err)
+	}
+	grant()
+	if _, err := s.Revision(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
