@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
@@ -218,5 +221,38 @@ func TestCellStatusWithRealMembership(t *testing.T) {
 	}
 	if ca, cb := counts(a), counts(b); fmt.Sprint(ca) != fmt.Sprint(cb) {
 		t.Fatalf("A counts %v, B counts %v: the same view should give the same owners", ca, cb)
+	}
+}
+
+// In jwt mode the operator tenant's admin may read the cell; another
+// tenant's admin may not (member addresses are broker-wide).
+func TestCellRouteTenantAdminForbidden(t *testing.T) {
+	secret := []byte("jwt-secret")
+	auth, err := NewAuth(AuthConfig{Mode: ModeJWT, JWTSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeCell(cell.StaticView(1, "a:1", []cell.Member{{ID: "a:1"}}, false), []cell.Row{{ID: "a:1", Live: true}}, nil)
+	ts := serve(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Cell: f, Auth: auth, OperatorTenant: "ops"})
+	get := func(tenant string) (int, string) {
+		tok := hs256(t, secret, jwt.MapClaims{"tenant": tenant, "role": "admin", "exp": time.Now().Add(time.Hour).Unix()})
+		req, _ := http.NewRequest("GET", "http://"+ts.addr+cellPath, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if c, body := get("acme"); c != 403 || !strings.Contains(body, `"code":"forbidden"`) {
+		t.Fatalf("a tenant's admin: %d %s; want 403 forbidden", c, body)
+	}
+	if c, body := get("ops"); c != 200 || !strings.Contains(body, `"enabled":true`) {
+		t.Fatalf("the operator tenant's admin: %d %s", c, body)
+	}
+	if c, _ := ts.do(t, "GET", cellPath, ""); c != 401 {
+		t.Fatalf("no credential: %d, want 401", c)
 	}
 }
