@@ -39,6 +39,8 @@ func (cs *conn) configure(req *wire.Request) {
 
 // declare writes the declaration, applies it, and returns the whole answer.
 func (s *Server) declare(head wire.Head, tenant, queue string, raw []byte, sent engine.OptionSet) []byte {
+	s.sy.declMu.RLock() // store and memory change as one against a reconcile (sync.go)
+	defer s.sy.declMu.RUnlock()
 	stored := raw
 	if len(stored) == 0 {
 		stored = []byte("{}")
@@ -77,15 +79,18 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 	cs.goBusy()
 	go func() {
 		s := cs.s
+		s.sy.declMu.RLock() // store and memory change as one against a reconcile (sync.go)
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
 		declared, err := s.st.DeleteDeclaration(ctx, tenant, queue)
 		cancel()
 		if err != nil {
+			s.sy.declMu.RUnlock()
 			s.cfg.Logger.Warn("delete: the declaration could not be removed", "queue", queue, "err", err)
 			cs.answerAsync(s.errorAnswer(head, 500, codeDeleteFailed, "the declaration could not be removed"))
 			return
 		}
 		existed, _ := s.e.Delete(tenant, queue)
+		s.sy.declMu.RUnlock()
 		body := wire.AppendDeleted(nil, queue, existed || declared, declared)
 		cs.answerAsync(wire.AppendResponse(nil, head, body))
 	}()

@@ -2,45 +2,21 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/queenmq/ephemeral/wire"
 )
 
 // loadDeclarations applies every stored declaration, so each declared queue
-// exists, configured and empty (D16), and every tenant grant's allowance.
-// A queue created implicitly meanwhile becomes declared and keeps its
-// contents, as configure does.
+// exists, configured and empty (D16), every tenant grant's allowance, and
+// the stored kill switch (unless an operator set one since this process
+// started). It is the first reconcile (sync.go): a queue created implicitly
+// meanwhile becomes declared and keeps its contents, as configure does.
 func (s *Server) loadDeclarations(ctx context.Context) error {
-	decls, err := s.st.LoadDeclarations(ctx)
+	d, err := s.reconcile(ctx, true)
 	if err != nil {
-		return fmt.Errorf("load declarations: %w", err)
-	}
-	for _, d := range decls {
-		var o wire.Options
-		if len(d.Options) > 0 {
-			if o, err = wire.ParseOptions(d.Options); err != nil {
-				s.cfg.Logger.Error("a stored declaration does not parse; skipped", "tenant", d.Tenant, "queue", d.Queue, "err", err)
-				continue
-			}
-		}
-		if err := s.e.Configure(d.Tenant, d.Queue, optionSet(o)); err != nil {
-			s.cfg.Logger.Error("a stored declaration was not applied", "tenant", d.Tenant, "queue", d.Queue, "err", err)
-		}
-	}
-	grants, err := s.st.LoadGrants(ctx)
-	if err != nil {
-		return fmt.Errorf("load grants: %w", err)
-	}
-	for _, g := range grants {
-		s.setGrant(g.Tenant, &g)
-	}
-	if err := s.loadKillSwitch(ctx); err != nil {
-		return fmt.Errorf("load the kill switch: %w", err)
+		return err
 	}
 	s.loaded.Store(true)
-	s.cfg.Logger.Info("declarations loaded", "queues", len(decls), "grants", len(grants))
+	s.cfg.Logger.Info("declarations loaded", "queues", d.decls, "grants", d.grants)
 	return nil
 }
 

@@ -55,8 +55,16 @@ type Config struct {
 	// MaxPipelined closes a connection that queues more than this many
 	// bytes of requests behind a busy one (default MaxBodyBytes + 64 KiB).
 	MaxPipelined int
+	// Cell is the cell this broker is a member of, for the status reads
+	// (cellstatus.go); nil outside a cell. *cell.Membership satisfies it.
+	Cell CellStatus
 	// StoreTimeout bounds one declaration write (5 s).
 	StoreTimeout time.Duration
+	// SyncInterval is how often the broker looks at the store's revision
+	// for changes made by other brokers on the same database (default 1 s;
+	// in a cell, QUEEN_CELL_HEARTBEAT_MS). Notifications make it prompt;
+	// this bounds how late a lost one is made up for (sync.go).
+	SyncInterval time.Duration
 	// Loops is the number of event loops (0: DefaultLoops).
 	Loops int
 
@@ -123,6 +131,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = 5 * time.Second
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = time.Second
 	}
 	if c.Version == "" {
 		c.Version = "dev"

@@ -17,6 +17,7 @@ func (cs *conn) health(req *wire.Request) {
 	b = wire.AppendString(b, s.e.Incarnation())
 	b = append(b, `,"version":`...)
 	b = wire.AppendString(b, s.cfg.Version)
+	b = s.appendCellHealth(b)
 	cs.ls.scratch = append(b, '}')
 	cs.answer(req, 200, cs.ls.scratch)
 }

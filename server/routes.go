@@ -42,6 +42,8 @@ func (cs *conn) dispatch(req *wire.Request) {
 		if cs.method(req, wire.MethodGet) {
 			cs.serveMetrics(req)
 		}
+	case bytes.Equal(path, []byte(cellPath)):
+		cs.cellStatus(req)
 	case bytes.HasPrefix(path, []byte(systemPath)):
 		cs.routeSystem(req, path)
 	case !bytes.HasPrefix(path, []byte(prefix)):

@@ -44,12 +44,15 @@ type Server struct {
 	ksMu       sync.Mutex
 	ks         store.KillSwitch
 	ksGen      uint64
+	ksWritten  uint64 // the last ksGen the persister wrote
 	ksDirty    chan struct{}
 	quit       chan struct{} // closed by Shutdown
 	paused     atomic.Bool
 	retryAfter atomic.Int64
 	stopping   atomic.Bool
 	now        atomic.Int64 // unix nanos, refreshed by the tick
+
+	sy syncState // following the store's changes (sync.go)
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 
@@ -94,6 +97,7 @@ func New(cfg Config) *Server {
 // once the listener is up.
 func (s *Server) Start() error {
 	go s.persistKillSwitch()
+	go s.watchStore()
 	select {
 	case <-s.st.Ready():
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

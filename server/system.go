@@ -129,7 +129,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 				cs.answerAsync(s.storeFailure(head, err, codeInternal, "the store call failed"))
 				return
 			}
-			s.setGrant(tenant, &g)
+			s.setGrantLocked(tenant, &g)
 			cs.answerAsync(wire.AppendResponse(nil, head, appendGrant(nil, g)))
 		default:
 			existed, err := s.st.DeleteGrant(ctx, tenant)
@@ -137,7 +137,7 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 				cs.answerAsync(s.storeFailure(head, err, codeInternal, "the store call failed"))
 				return
 			}
-			s.setGrant(tenant, nil)
+			s.setGrantLocked(tenant, nil)
 			b := append([]byte(`{"tenant":`), nil...)
 			b = wire.AppendString(b, tenant)
 			b = append(b, `,"deleted":`...)

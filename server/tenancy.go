@@ -121,9 +121,11 @@ func (s *Server) setKillSwitch(k store.KillSwitch) {
 	s.ksMu.Lock()
 	s.ks = k
 	s.ksGen++
-	s.ksMu.Unlock()
+	// Under the lock, so that a stored kill switch applied concurrently
+	// (applyStoredKillSwitch) cannot leave the flags of the other one.
 	s.paused.Store(!k.Enabled)
 	s.retryAfter.Store(max(1, k.RetryAfterSeconds))
+	s.ksMu.Unlock()
 	if !k.Enabled {
 		s.e.ReleaseWaiters()
 	}
@@ -133,24 +135,39 @@ func (s *Server) setKillSwitch(k store.KillSwitch) {
 	}
 }
 
-// loadKillSwitch applies the stored kill switch, unless an operator set one
-// since this process started (memory is newer then).
-func (s *Server) loadKillSwitch(ctx context.Context) error {
-	k, found, err := store.LoadKillSwitch(ctx, s.st)
-	if err != nil || !found {
-		return err
-	}
+// ksGenerationNow is the count of the operator's changes on this broker.
+func (s *Server) ksGenerationNow() uint64 {
 	s.ksMu.Lock()
-	fresh := s.ksGen == 0
-	if fresh {
-		s.ks = k
+	defer s.ksMu.Unlock()
+	return s.ksGen
+}
+
+// applyStoredKillSwitch applies k, read from the store by a reconcile that
+// began at kill switch generation gen, unless memory is newer: an operator
+// set one here since gen, or one set here is not written yet (D15: applied
+// at once, kept in the store once it answers; the stored value is then the
+// older). It reports whether it changed anything. Pausing answers parked
+// pops empty, as setting does. deferred reports that memory was newer: the
+// caller looks again later, since the write that will settle it may be
+// one it has already counted.
+func (s *Server) applyStoredKillSwitch(k store.KillSwitch, gen uint64) (changed, deferred bool) {
+	s.ksMu.Lock()
+	if s.ksGen != gen || s.ksWritten != s.ksGen {
+		s.ksMu.Unlock()
+		return false, true
 	}
+	if s.ks == k {
+		s.ksMu.Unlock()
+		return false, false
+	}
+	s.ks = k
+	s.paused.Store(!k.Enabled)
+	s.retryAfter.Store(max(1, k.RetryAfterSeconds))
 	s.ksMu.Unlock()
-	if fresh {
-		s.paused.Store(!k.Enabled)
-		s.retryAfter.Store(max(1, k.RetryAfterSeconds))
+	if !k.Enabled {
+		s.e.ReleaseWaiters()
 	}
-	return nil
+	return true, false
 }
 
 // persistKillSwitch writes the kill switch whenever it changes, retrying
@@ -176,6 +193,9 @@ func (s *Server) persistKillSwitch() {
 			cancel()
 			if err == nil {
 				written = gen
+				s.ksMu.Lock()
+				s.ksWritten = max(s.ksWritten, gen)
+				s.ksMu.Unlock()
 				continue
 			}
 			s.cfg.Logger.Warn("the kill switch could not be written; retrying", "err", err, "in", delay)

@@ -76,6 +76,22 @@ type Store interface {
 	GetSetting(ctx context.Context, key string) (value []byte, found bool, err error)
 	PutSetting(ctx context.Context, key string, value []byte) error
 
+	// Revision is the store's change counter: every committed write of a
+	// declaration, grant or setting changes it, whoever made it (another
+	// broker on the same database, an operator's SQL). A broker compares
+	// it with the revision it last applied to know when to reload (D17:
+	// changes reach every member of a cell within a heartbeat). Values of
+	// one store compare with each other only; read it before loading, so
+	// that a write committed meanwhile changes it again.
+	Revision(ctx context.Context) (int64, error)
+	// Changes returns a channel that receives (coalesced: one pending
+	// value at most) soon after a write by anyone changed the revision,
+	// including this process's own writes; nil when no other process can
+	// write the storage (the embedded store), so there is nothing to
+	// watch. It is a hint for promptness: a watcher still polls Revision,
+	// since a notification can be lost with a connection.
+	Changes() <-chan struct{}
+
 	// Close stops background work and releases the storage. It is safe to
 	// call more than once; every method but Ready and Healthy then fails
 	// with ErrUnavailable, and Healthy reports false.

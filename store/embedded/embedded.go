@@ -59,6 +59,9 @@ type Store struct {
 
 	mu     sync.RWMutex // held shared by every call, exclusively by Close
 	closed atomic.Bool  // written under mu; Healthy reads it without
+	// rev counts committed writes since Open (Revision). Only this process
+	// writes the file (it is locked), so a counter in memory is enough.
+	rev atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -145,7 +148,11 @@ func (s *Store) run(ctx context.Context, write bool, fn func(*bolt.Tx) error) er
 		return store.ErrClosed
 	}
 	if write {
-		return s.db.Update(fn)
+		err := s.db.Update(fn)
+		if err == nil {
+			s.rev.Add(1)
+		}
+		return err
 	}
 	return s.db.View(fn)
 }
@@ -335,3 +342,19 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 		return tx.Bucket(bucketSettings).Put([]byte(key), value)
 	})
 }
+
+// Revision counts the writes committed since Open: only this process can
+// write the file, so nothing else can change it.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if s.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	return s.rev.Load(), nil
+}
+
+// Changes is nil: the file is locked by this process, so no other writer
+// exists to be told about.
+func (s *Store) Changes() <-chan struct{} { return nil }

@@ -16,6 +16,13 @@ type statements struct {
 	version      string
 	createSchema string
 	createTables []string
+	// layout reads the additions' version; addLayout applies every
+	// addition (idempotent: it runs again from any earlier layout).
+	layout    string
+	addLayout []string
+	// revision reads the change counter; channel is its NOTIFY channel
+	// and listen LISTENs to it.
+	revision, channel, listen string
 
 	loadDecls, putDecl, deleteDecl              string
 	loadGrants, getGrant, putGrant, deleteGrant string
@@ -25,6 +32,7 @@ type statements struct {
 func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
 	t := func(name string) string { return s + "." + name }
+	ch := channelName(schema)
 	// options is json, not jsonb: json keeps the exact text sent (spacing,
 	// key order, number spelling), which is what configure echoes. Names
 	// are COLLATE "C" so that the primary keys order by bytes.
@@ -56,6 +64,12 @@ func newStatements(schema string) statements {
 			`INSERT INTO ` + t("meta") + ` (key, value) VALUES ('schema_version', '` + schemaVersion + `')
 				ON CONFLICT (key) DO NOTHING`,
 		},
+
+		layout:    `SELECT value FROM ` + t("meta") + ` WHERE key = 'layout'`,
+		addLayout: layoutDDL(s, t, ch),
+		revision:  `SELECT n FROM ` + t("revision"),
+		channel:   ch,
+		listen:    "LISTEN " + pgx.Identifier{ch}.Sanitize(),
 
 		loadDecls: `SELECT tenant, queue, options::text FROM ` + t("declarations") + ` ORDER BY tenant, queue`,
 		putDecl: `INSERT INTO ` + t("declarations") + ` (tenant, queue, options) VALUES ($1, $2, $3::text::json)

@@ -126,9 +126,15 @@ type Store struct {
 	healthy atomic.Bool
 	closed  atomic.Bool
 
-	stop      context.CancelFunc
-	loopDone  sync.WaitGroup
-	closeOnce sync.Once
+	stop     context.CancelFunc
+	loopCtx  context.Context // cancelled by Close
+	loopDone sync.WaitGroup
+
+	// Changes: the LISTEN connection, started by the first call.
+	listenOnce sync.Once
+	changes    chan struct{}
+	listening  atomic.Bool
+	closeOnce  sync.Once
 }
 
 var _ store.Store = (*Store)(nil)
@@ -161,12 +167,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	s := &Store{
-		cfg:   cfg,
-		pool:  pool,
-		sql:   newStatements(cfg.Schema),
-		log:   cfg.Logger.With("store", "postgres", "schema", cfg.Schema),
-		ready: make(chan struct{}),
-		stop:  stop,
+		cfg:     cfg,
+		pool:    pool,
+		sql:     newStatements(cfg.Schema),
+		log:     cfg.Logger.With("store", "postgres", "schema", cfg.Schema),
+		ready:   make(chan struct{}),
+		stop:    stop,
+		loopCtx: loopCtx,
 	}
 	if err := s.ensureSchema(ctx); err != nil {
 		s.log.Warn("database not ready at boot; serving without it and retrying", "err", err, "every", cfg.RetryInterval)
@@ -263,6 +270,7 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 			var (
 				metaExists bool
 				version    *string
+				layout     int
 			)
 			if err := tx.QueryRow(ctx, s.sql.metaExists, s.sql.metaTable).Scan(&metaExists); err != nil {
 				return err
@@ -272,10 +280,18 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return err
 				}
+				var l string
+				err = tx.QueryRow(ctx, s.sql.layout).Scan(&l)
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				layout, _ = strconv.Atoi(l) // no row: 0, the first layout
 			}
 			switch {
+			case version != nil && *version == schemaVersion && layout >= layoutVersion:
+				return nil // nothing to create: a role without CREATE rights works
 			case version != nil && *version == schemaVersion:
-				return nil
+				return s.migrate(ctx, tx, layout)
 			case version != nil:
 				return fmt.Errorf("schema %s is at version %q; this build knows %q", s.cfg.Schema, *version, schemaVersion)
 			}
@@ -288,7 +304,7 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 					return err
 				}
 			}
-			for _, ddl := range s.sql.createTables {
+			for _, ddl := range append(s.sql.createTables, s.sql.addLayout...) {
 				if _, err := tx.Exec(ctx, ddl); err != nil {
 					return err
 				}
@@ -305,6 +321,18 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 		close(s.ready)
 	}
 	s.setHealthy(nil)
+	return nil
+}
+
+// migrate brings a schema of this version from an earlier layout to this
+// one, inside ensureSchema's transaction and lock.
+func (s *Store) migrate(ctx context.Context, tx pgx.Tx, from int) error {
+	for _, ddl := range s.sql.addLayout {
+		if _, err := tx.Exec(ctx, ddl); err != nil {
+			return fmt.Errorf("schema %s: adding layout %d to layout %d: %w", s.cfg.Schema, layoutVersion, max(from, 1), err)
+		}
+	}
+	s.log.Info("schema migrated", "from_layout", max(from, 1), "to_layout", layoutVersion)
 	return nil
 }
 

@@ -111,7 +111,7 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(tables) != "[declarations grants meta settings]" {
+	if fmt.Sprint(tables) != "[declarations grants meta revision settings]" {
 		t.Fatalf("tables in %s: %v", schema, tables)
 	}
 	var typ string

@@ -41,6 +41,8 @@ func Run(t *testing.T, f Factory) {
 		{"Grants", testGrants},
 		{"Settings", testSettings},
 		{"KillSwitch", testKillSwitch},
+		{"Revision", testRevision},
+		{"ChangesFromAnotherWriter", testChangesFromAnotherWriter},
 		{"Closed", testClosed},
 		{"CanceledContext", testCanceledContext},
 	}
@@ -562,6 +564,8 @@ func testClosed(t *testing.T, open func() store.Store) {
 	_, _, err = s.GetSetting(c, "k")
 	check("GetSetting", err)
 	check("PutSetting", s.PutSetting(c, "k", nil))
+	_, err = s.Revision(c)
+	check("Revision", err)
 }
 
 func testCanceledContext(t *testing.T, open func() store.Store) {
