@@ -760,3 +760,57 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 	t.Logf("request/reply round trips/s, medians of 3: one broker %.0f, cell of two (requesters on A, responders on B) %.0f, ratio %.2f (rounds: %v, %v)",
 		single[1], cellRates[1], cellRates[1]/single[1], single, cellRates)
 }
+
+// TestCellStatusAndDeclarations: the booted cell answers its status reads
+// (/health's cell on every member, GET /api/v1/system/cell), and a
+// configure on A is enforced on a push that lands on B, for a queue C
+// owns, within a few heartbeats (D17: the declaration reaches every member
+// through the store).
+func TestCellStatusAndDeclarations(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+
+	for _, m := range []*member{a, b, cc} {
+		var h struct {
+			Cell *struct {
+				Members int    `json:"members"`
+				Self    string `json:"self"`
+				Fenced  bool   `json:"fenced"`
+			} `json:"cell"`
+		}
+		m.do(t, "GET", "/health", nil).want(t, 200, &h)
+		if h.Cell == nil || h.Cell.Members != 3 || h.Cell.Self != m.id || h.Cell.Fenced {
+			t.Fatalf("%s: /health cell %+v, want 3 members, self %s, not fenced", m.id, h.Cell, m.id)
+		}
+	}
+	var cellRead struct {
+		Members []struct {
+			Address string `json:"address"`
+		} `json:"members"`
+	}
+	a.do(t, "GET", "/api/v1/system/cell", nil).want(t, 200, &cellRead)
+	if len(cellRead.Members) != 3 {
+		t.Fatalf("GET /api/v1/system/cell: %d members, want 3", len(cellRead.Members))
+	}
+
+	q := queueOwnedBy(t, "decl", cc.id, all...)
+	a.do(t, "POST", "/api/v1/ephemeral/configure", map[string]any{"queue": q, "options": map[string]any{"maxLength": 1}}).want(t, 201, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.push(t, q, "", `"one"`)
+		r := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody(q, "", `"two"`))
+		if r.status == 429 {
+			r.wantErr(t, 429, "queue_full")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a push past maxLength 1 (configured on A) landing on B for C's queue: %s, want 429 queue_full", r)
+		}
+		// Not there yet: empty the queue and try again.
+		b.pop(t, popq{"queue": q, "batch": "10", "autoAck": "true"})
+		time.Sleep(cellHeartbeatMS * time.Millisecond)
+	}
+}

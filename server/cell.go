@@ -69,8 +69,16 @@ func (s *Server) AttachCell(rc *relay.Client, delay time.Duration) {
 	s.cell.lost = set.NewCounter("queen_ephemeral_relay_closed_unanswered_total")
 }
 
-// SetMembership gives the server the cell's membership (see AttachCell).
-func (s *Server) SetMembership(m *cell.Membership) { s.cell.m = m }
+// SetMembership gives the server the cell's membership (see AttachCell),
+// which also answers the status reads (/health's cell, GET
+// /api/v1/system/cell) unless Config.Cell named another source. Like
+// AttachCell it is called before Start.
+func (s *Server) SetMembership(m *cell.Membership) {
+	s.cell.m = m
+	if s.cfg.Cell == nil {
+		s.cfg.Cell = m
+	}
+}
 
 // RelayHandler is the relay server's handler: it serves requests relayed
 // to this member by the others.

@@ -154,6 +154,11 @@ func run(getenv func(string) string) error {
 	e := engine.New(ecfg)
 	defer e.Close()
 	scfg.Engine, scfg.Store = e, st
+	if cellCfg.Enabled() {
+		// Declarations, grants and the kill switch written by another
+		// member are looked for at least once a heartbeat (D17).
+		scfg.SyncInterval = cellCfg.Heartbeat
+	}
 	srv := server.New(scfg)
 	var cp *cellParts
 	if cellCfg.Enabled() {
