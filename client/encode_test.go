@@ -51,7 +51,7 @@ func FuzzDecodePop(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The broker writes its keys in lower case, once each, and valid
-		// UTF-8 (DESIGN.md D10); encoding/json also accepts other cases
+		// UTF-8 (the D10 name rule, internal/names); encoding/json also accepts other cases
 		// and repairs invalid UTF-8, which the reader does not.
 		if !utf8.Valid(data) || bytes.Contains(data, []byte(`\u00`)) {
 			return // (nor does it escape ASCII: a key written "\u0069d" is not one)

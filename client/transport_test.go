@@ -541,7 +541,7 @@ func TestRequestRefusedPush(t *testing.T) {
 		t.Fatalf("the refused request took %v", time.Since(start))
 	}
 	// The pop written with the push reached the broker and made the inbox
-	// (implicit, empty: collected when idle, DESIGN.md D8); its connection
+	// (implicit, empty: collected when idle, D8 in docs/engine.md); its connection
 	// was closed, so nothing waits on it and the client goes on.
 	qs, err := c.Queues(ctx)
 	if err != nil {
