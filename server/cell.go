@@ -287,6 +287,9 @@ func (s *Server) serveRelayedNow(ctx context.Context, rq *relay.Request, reply f
 	if ctx.Err() != nil {
 		return // the caller gave up while the request waited
 	}
+	if s.serveLocal(rq, reply) {
+		return // a member-local reset or delete of another member's fan-out
+	}
 	s.cell.served.Inc()
 	vc := &relayConn{reply: reply}
 	cs := &conn{s: s, c: vc, relayed: true}
