@@ -61,6 +61,20 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	if got := b.pop(t, popq{"queue": d, "batch": "10"}).payloads(); len(got) != 0 {
 		t.Fatalf("after the delete, a pop on B got %v", got)
 	}
+
+	// The owner unreachable (killed, not yet dropped from the views): its
+	// copy could not be emptied, so the answer is 503
+	// ephemeral_forward_failed (our decision: docs/cell.md). A queue owned
+	// by B still answers 200: an unreachable member that does not own the
+	// queue holds nothing of it.
+	cc.kill(t)
+	a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q}).wantErr(t, 503, "ephemeral_forward_failed")
+	qb := queueOwnedBy(t, "fanresetb", b.id, all...)
+	a.push(t, qb, "", `1`)
+	a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": qb}).want(t, 200, &rs)
+	if *rs.Dropped != 1 {
+		t.Fatalf("reset of B's queue with C down: dropped %d, want 1", *rs.Dropped)
+	}
 }
 
 // waitDepth waits (up to 2 s) until the depth read of queue answers status
