@@ -103,6 +103,7 @@ func (s *Server) CellChanged(prev, next *cell.View) {
 	s.e.DropMoved(func(tenant, queue string) bool {
 		return !rejoined && next.Owns(tenant, queue)
 	})
+	s.redivide(next)
 	if prev == nil || s.cell == nil {
 		return
 	}
