@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,6 +62,33 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	if got := b.pop(t, popq{"queue": d, "batch": "10"}).payloads(); len(got) != 0 {
 		t.Fatalf("after the delete, a pop on B got %v", got)
 	}
+
+	// A grant's byte allowance holds cell-wide, each member enforcing its
+	// share: 300 KB over three members is 100 KB on B, the owner of qg.
+	// Pushes of 10 KB landing on A are refused (403
+	// ephemeral_quota_exceeded) once B holds at most its share, well below
+	// the whole allowance.
+	const allowance, msg = 300_000, 10_000
+	a.do(t, "PUT", "/api/v1/system/ephemeral/grants/default", `{"maxBytes":300000}`).want(t, 200, nil)
+	time.Sleep(3 * cellHeartbeatMS * time.Millisecond) // the grant reaches B (by NOTIFY in milliseconds; every heartbeat at worst)
+	qg := queueOwnedBy(t, "fangrant", b.id, all...)
+	payload := `"` + strings.Repeat("x", msg) + `"`
+	accepted := 0
+	for {
+		r := a.do(t, "POST", "/api/v1/ephemeral/push", pushBody(qg, "", payload))
+		if r.status != 201 {
+			r.wantErr(t, 403, "ephemeral_quota_exceeded")
+			break
+		}
+		if accepted++; accepted*msg > allowance {
+			t.Fatalf("B accepted %d bytes under a %d-byte grant on a cell of three", accepted*msg, allowance)
+		}
+	}
+	if accepted == 0 || accepted*msg > allowance/3 {
+		t.Fatalf("B accepted %d messages of %d bytes; its share is %d bytes", accepted, msg, allowance/3)
+	}
+	t.Logf("B accepted %d messages of %d bytes under its share of %d", accepted, msg, allowance/3)
+	a.do(t, "DELETE", "/api/v1/system/ephemeral/grants/default", nil).want(t, 200, nil)
 
 	// The owner unreachable (killed, not yet dropped from the views): its
 	// copy could not be emptied, so the answer is 503
