@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	}
 	b.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q}).want(t, 200, &rs)
 	if rs.Queue != q || rs.Dropped == nil || *rs.Dropped != 3 {
-		t.Fatalf("reset on B of C's queue: %+v, want dropped 3", rs)
+		t.Fatalf("reset on B of C's queue: queue %q dropped %v, want 3", rs.Queue, fmtDropped(rs.Dropped))
 	}
 	if got := a.pop(t, popq{"queue": q, "batch": "10"}).payloads(); len(got) != 0 {
 		t.Fatalf("after the reset on B, a pop on A got %v", got)
@@ -122,4 +123,12 @@ func waitDepth(t *testing.T, ms []*member, queue string, status int) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// fmtDropped shows an answer's dropped field, or that it was missing.
+func fmtDropped(p *int64) string {
+	if p == nil {
+		return "missing"
+	}
+	return strconv.FormatInt(*p, 10)
 }
