@@ -75,7 +75,7 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 		cs.refuse(req, err)
 		return
 	}
-	tenant, queue, head := cs.tenant, string(name), req.Head(200)
+	tenant, access, queue, head := cs.tenant, cs.access, string(name), req.Head(200)
 	cs.goBusy()
 	go func() {
 		s := cs.s
@@ -91,6 +91,14 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 		}
 		existed, _ := s.e.Delete(tenant, queue)
 		s.sy.declMu.RUnlock()
+		// Then the removal of contents fans out to the other live members
+		// (D17; fanout.go): the contents live on the owner.
+		res := s.fanOut(tenant, access, localDelete, queue)
+		if !res.ownerDone {
+			cs.answerAsync(s.appendError(nil, head, errOwnerNotReached))
+			return
+		}
+		existed = existed || res.sum > 0
 		body := wire.AppendDeleted(nil, queue, existed || declared, declared)
 		cs.answerAsync(wire.AppendResponse(nil, head, body))
 	}()

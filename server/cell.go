@@ -103,6 +103,7 @@ func (s *Server) CellChanged(prev, next *cell.View) {
 	s.e.DropMoved(func(tenant, queue string) bool {
 		return !rejoined && next.Owns(tenant, queue)
 	})
+	s.redivide(next)
 	if prev == nil || s.cell == nil {
 		return
 	}
@@ -286,6 +287,9 @@ func (s *Server) serveRelayed(ctx context.Context, rq *relay.Request, reply func
 func (s *Server) serveRelayedNow(ctx context.Context, rq *relay.Request, reply func(relay.Response)) {
 	if ctx.Err() != nil {
 		return // the caller gave up while the request waited
+	}
+	if s.serveLocal(rq, reply) {
+		return // a member-local reset or delete of another member's fan-out
 	}
 	s.cell.served.Inc()
 	vc := &relayConn{reply: reply}

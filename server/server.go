@@ -37,6 +37,9 @@ type Server struct {
 
 	tenants *xsync.Map[string, *tenantState]
 	grantMu sync.Mutex // serializes grant changes (store, then memory)
+	// shareMembers is the live member count grants are divided by (share.go):
+	// 0 or 1 outside a cell.
+	shareMembers atomic.Int64
 
 	// The kill switch (D15): ks is the state in force, ksGen counts the
 	// operator's changes, ksDirty wakes the persister; paused and

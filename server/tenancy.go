@@ -44,7 +44,14 @@ func (s *Server) tenantState(tenant string) *tenantState {
 
 // setGrant applies a grant row (or its absence) to memory: the engine's
 // allowances and the rate. A rate that changes refills the bucket.
+//
+// In a cell g is the grant as stored; this member applies its share of the
+// byte allowance and the rate (share.go).
 func (s *Server) setGrant(tenant string, g *store.Grant) {
+	if g != nil {
+		sh := s.grantShare(*g)
+		g = &sh
+	}
 	ts := s.tenantState(tenant)
 	ts.granted.Store(g != nil)
 	ts.mu.Lock()

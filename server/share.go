@@ -1,0 +1,49 @@
+package server
+
+import (
+	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/store"
+)
+
+// Tenant shares in a cell (D17; docs/cell.md, "Tenant allowances across
+// members"). A grant's byte allowance and message rate hold cell-wide as an
+// approximation: each member enforces its share, the allowance divided by
+// the live member count of its current view, re-divided on every membership
+// change. The queue allowance is not divided (every member holds every
+// declaration, so declared queues count whole on each member; see the
+// docs), and neither are the broker's own defaults for tenants without a
+// grant nor its total (QUEEN_EPHEMERAL_MAX_BYTES): they are per member.
+
+// share is one member's part of a cell-wide allowance: allowance divided by
+// members, rounded down so that the shares never add up to more than the
+// allowance, but at least 1 (0 would mean unlimited). 0 (unlimited) stays 0;
+// a cell of one (or a member that sees nobody) keeps the whole allowance.
+func share(allowance, members int64) int64 {
+	if allowance <= 0 || members <= 1 {
+		return allowance
+	}
+	return max(1, allowance/members)
+}
+
+// grantShare is what this member enforces of grant g.
+func (s *Server) grantShare(g store.Grant) store.Grant {
+	n := s.shareMembers.Load()
+	g.MaxBytes = share(g.MaxBytes, n)
+	g.MessagesPerSecond = share(g.MessagesPerSecond, n)
+	return g
+}
+
+// redivide applies every stored grant again with the live member count of
+// v (CellChanged calls it when the count moves). It runs on the membership
+// goroutine; grants are few and applying one is a few atomic stores.
+func (s *Server) redivide(v *cell.View) {
+	n := int64(max(1, len(v.Members)))
+	s.grantMu.Lock()
+	defer s.grantMu.Unlock()
+	if s.shareMembers.Swap(n) == n {
+		return
+	}
+	for tenant, g := range s.sy.grants {
+		s.setGrant(tenant, &g)
+	}
+}

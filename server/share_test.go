@@ -1,0 +1,79 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/store"
+	"github.com/queenmq/ephemeral/store/embedded"
+)
+
+// A member's share of a cell-wide allowance (D17; docs/cell.md, "Tenant
+// allowances across members").
+func TestShare(t *testing.T) {
+	cases := []struct{ allowance, members, want int64 }{
+		{0, 3, 0},    // unlimited stays unlimited
+		{90, 0, 90},  // a member that sees nobody keeps it whole
+		{90, 1, 90},  // a cell of one
+		{90, 3, 30},  // divided
+		{100, 3, 33}, // rounded down: the shares add up to at most the allowance
+		{2, 3, 1},    // never 0, which would mean unlimited
+		{1 << 20, 2, 1 << 19},
+	}
+	for _, c := range cases {
+		if got := share(c.allowance, c.members); got != c.want {
+			t.Errorf("share(%d, %d) = %d, want %d", c.allowance, c.members, got, c.want)
+		}
+	}
+}
+
+// Grants are divided by the live member count of the current view, and
+// re-divided on every change of it; the grant as stored is kept whole.
+func TestGrantsRedividedOnViewChange(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Config{Engine: e, Store: st, TenantMsgsPerSecond: 7})
+	g := store.Grant{Tenant: "t", MaxBytes: 3000, MaxQueues: 5, MessagesPerSecond: 90}
+	s.grantMu.Lock()
+	s.setGrantLocked("t", &g)
+	s.grantMu.Unlock()
+	rate := func() int64 {
+		ts := s.tenantState("t")
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return ts.rate
+	}
+	if r := rate(); r != 90 {
+		t.Fatalf("before any view: rate %d, want 90", r)
+	}
+	m := []cell.Member{{ID: "a:1"}, {ID: "b:1"}, {ID: "c:1"}}
+	steps := []struct {
+		v    *cell.View
+		want int64
+	}{
+		{cell.StaticView(1, "a:1", m, false), 30},
+		{cell.StaticView(2, "a:1", m[:2], false), 45},
+		{cell.StaticView(3, "a:1", m[:2], false), 45}, // same count: nothing to do
+		{cell.StaticView(4, "a:1", nil, true), 90},    // fenced and alone: whole (it owns nothing)
+		{cell.StaticView(5, "a:1", m, false), 30},
+	}
+	for i, st := range steps {
+		s.redivide(st.v)
+		if r := rate(); r != st.want {
+			t.Fatalf("step %d (%d members): rate %d, want %d", i, len(st.v.Members), r, st.want)
+		}
+	}
+	if s.sy.grants["t"] != g {
+		t.Fatalf("stored grant changed: %+v", s.sy.grants["t"])
+	}
+	// A tenant without a grant keeps the broker's default rate, undivided.
+	if ts := s.tenantState("u"); ts.rate != 7 {
+		t.Fatalf("default rate %d, want 7", ts.rate)
+	}
+}
