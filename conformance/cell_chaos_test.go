@@ -86,8 +86,8 @@ func chaosSettings(t *testing.T) (time.Duration, uint64) {
 // chaosLog is everything the run's clients saw, for the checks at the end.
 type chaosLog struct {
 	mu sync.Mutex
-	// ops counts calls by kind, refusals by "status code", the other
-	// errors by class.
+	// ops counts calls by kind, refusals by "kind: status code", the
+	// other errors by class.
 	ops      map[string]int
 	refusals map[string]int
 	errs     map[string]int
@@ -160,7 +160,7 @@ func (l *chaosLog) classify(what string, err error) {
 	class := ""
 	switch {
 	case errors.As(err, &e):
-		l.refusals[strconv.Itoa(e.Status)+" "+e.Code]++
+		l.refusals[what+": "+strconv.Itoa(e.Status)+" "+e.Code]++
 		if st, ok := specCodes[e.Code]; !ok || st != e.Status {
 			class = "refusal outside the specification"
 		}
@@ -654,5 +654,30 @@ func TestCellChaos(t *testing.T) {
 	}
 	if log.ops["request"] == 0 || log.ops["push"] == 0 || delivered == 0 || len(log.configured) == 0 || kills == 0 {
 		t.Errorf("the run did too little to mean anything: %v, %d delivered, %d configures, %d kills", log.ops, delivered, len(log.configured), kills)
+	}
+}
+
+// TestChaosHolderChanges: the duplicate check's view of the kill log. A
+// queue's owner changes when its owner dies and when it comes back, and
+// when the member holding it meanwhile dies; never when another member
+// dies or returns.
+func TestChaosHolderChanges(t *testing.T) {
+	t.Parallel()
+	all := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	q := queueOwnedBy(t, "hc", all[0], all...)
+	second := cell.OwnerOf(all[1:], cellTenant, q) // who holds it while the owner is down
+	third := 3 - slices.Index(all, second)         // the remaining member's index (1 or 2)
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	events := []memberEvent{
+		{at(1), third, false},                     // another member dies: no change
+		{at(2), third, true},                      // and returns: no change
+		{at(3), 0, false},                         // the owner dies: moves to second
+		{at(4), slices.Index(all, second), false}, // second dies too: moves to third
+		{at(5), slices.Index(all, second), true},  // second returns: back to it
+		{at(6), 0, true},                          // the owner returns: back to it
+	}
+	got := holderChanges(all, events, q)
+	if want := []time.Time{at(3), at(4), at(5), at(6)}; !slices.Equal(got, want) {
+		t.Fatalf("owner changes at %v, want %v", got, want)
 	}
 }
