@@ -161,6 +161,9 @@ type broker struct {
 	// nofile, when set, is the descriptor limit (soft and hard) the
 	// process starts under.
 	nofile int
+	// keepPort: a restart listens on the port the broker had, so that
+	// clients built with its URL reach it again (the chaos run).
+	keepPort bool
 }
 
 // startBroker starts a broker with env over the defaults. Without
@@ -237,6 +240,11 @@ func (b *broker) tryStart() error {
 	if err != nil {
 		return err
 	}
+	b.mu.Lock()
+	if b.keepPort && b.port != 0 {
+		port = b.port
+	}
+	b.mu.Unlock()
 	cmd := exec.Command(binPath)
 	if b.nofile > 0 {
 		cmd = exec.Command("/bin/sh", "-c", "ulimit -n "+strconv.Itoa(b.nofile)+" && exec \"$0\"", binPath)

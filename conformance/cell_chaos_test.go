@@ -1,0 +1,683 @@
+package conformance
+
+// The chaos run of the cell (issue 13, "a chaos run in CI-sized form"):
+// three real brokers on one PostgreSQL schema under mixed load through the
+// Go SDK, while members are killed with SIGKILL and restarted at random.
+// What it asserts afterwards is in TestCellChaos's comment; docs/cell.md,
+// "The chaos run", says how the bookkeeping makes the duplicate check
+// precise.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/client"
+)
+
+// Bounds of the chaos run's SDK calls: every client is built with
+// chaosCallTimeout (WithTimeout), a request waits chaosRequestTimeout for
+// its reply, a waiting pop chaosPopWait. A call must return within its
+// bound plus chaosSlack (generous: the machine is shared, and the bound is
+// about hangs, not latency).
+const (
+	chaosCallTimeout    = 5 * time.Second
+	chaosRequestTimeout = 4 * time.Second
+	chaosPopWait        = time.Second
+	chaosSlack          = 3 * time.Second
+	chaosLease          = 300 // seconds: longer than any run, so no lease expires during one
+)
+
+// specCodes is the specification's closed refusal taxonomy, each code with
+// its status (ephemeral-routes.md, "Status codes").
+var specCodes = map[string]int{
+	client.CodeBadRequest:      400,
+	client.CodeQuotaExceeded:   403,
+	client.CodeFeatureGated:    403,
+	client.CodeQueueNotFound:   404,
+	client.CodeQueueFull:       429,
+	client.CodeRateLimited:     429,
+	client.CodeConfigureFailed: 500,
+	client.CodeDeleteFailed:    500,
+	client.CodeUnavailable:     503,
+	client.CodeOwnerMoved:      503,
+	client.CodeForwardFailed:   503,
+	client.CodeDisabled:        503,
+}
+
+// chaosSettings reads QUEEN_CHAOS_SECONDS (default 45) and
+// QUEEN_CHAOS_SEED (default: the clock).
+func chaosSettings(t *testing.T) (time.Duration, uint64) {
+	t.Helper()
+	secs := 45
+	if s := os.Getenv("QUEEN_CHAOS_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 5 {
+			t.Fatalf("QUEEN_CHAOS_SECONDS=%q: want a whole number of seconds, at least 5", s)
+		}
+		secs = n
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("QUEEN_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("QUEEN_CHAOS_SEED=%q: %v", s, err)
+		}
+		seed = n
+	}
+	return time.Duration(secs) * time.Second, seed
+}
+
+// chaosLog is everything the run's clients saw, for the checks at the end.
+type chaosLog struct {
+	mu sync.Mutex
+	// ops counts calls by kind, refusals by "kind: status code", the
+	// other errors by class.
+	ops      map[string]int
+	refusals map[string]int
+	errs     map[string]int
+	samples  []string // a few errors of each unexpected kind
+	slowest  map[string]time.Duration
+	// overdue lists calls that returned past their bound.
+	overdue []string
+	// inflight is the calls not returned yet, by id.
+	inflight map[int64]flight
+	nextID   int64
+	// deliveries: queue → group → payload → when each delivery's pop
+	// was sent and answered.
+	deliveries map[string]map[string]map[string][]span
+	// configured: queue → the options of a configure answered 201.
+	configured map[string]client.QueueOptions
+	// pushed counts messages pushed (201) to each fan-out queue.
+	pushed    map[string]int
+	badReply  []string // replies that were not the request's echo
+	ackStates map[string]int
+}
+
+type flight struct {
+	what  string
+	start time.Time
+	bound time.Duration
+}
+
+type span struct{ sent, got time.Time }
+
+func newChaosLog() *chaosLog {
+	return &chaosLog{
+		ops: map[string]int{}, refusals: map[string]int{}, errs: map[string]int{},
+		slowest: map[string]time.Duration{}, inflight: map[int64]flight{},
+		deliveries: map[string]map[string]map[string][]span{},
+		configured: map[string]client.QueueOptions{}, pushed: map[string]int{},
+		ackStates: map[string]int{},
+	}
+}
+
+// call runs f as one SDK call of kind what, bounded by bound: it times it,
+// registers it as in flight meanwhile, and classifies its error.
+func (l *chaosLog) call(what string, bound time.Duration, f func() error) error {
+	l.mu.Lock()
+	l.nextID++
+	id := l.nextID
+	start := time.Now()
+	l.inflight[id] = flight{what, start, bound}
+	l.mu.Unlock()
+	err := f()
+	took := time.Since(start)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.inflight, id)
+	l.ops[what]++
+	l.slowest[what] = max(l.slowest[what], took)
+	if took > bound+chaosSlack {
+		l.overdue = append(l.overdue, fmt.Sprintf("%s took %v (bound %v + %v): %v", what, took, bound, chaosSlack, err))
+	}
+	if err != nil {
+		l.classify(what, err)
+	}
+	return err
+}
+
+// classify counts err: a refusal by its status and code, anything else by
+// class. It is called with l.mu held.
+func (l *chaosLog) classify(what string, err error) {
+	var e *client.Error
+	var ne net.Error
+	class := ""
+	switch {
+	case errors.As(err, &e):
+		l.refusals[what+": "+strconv.Itoa(e.Status)+" "+e.Code]++
+		if st, ok := specCodes[e.Code]; !ok || st != e.Status {
+			class = "refusal outside the specification"
+		}
+	case errors.Is(err, client.ErrRequestTimeout):
+		l.errs["request timed out"]++
+	case errors.Is(err, syscall.ECONNREFUSED):
+		l.errs["unreachable"]++
+	case strings.Contains(err.Error(), "may have applied"), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), strings.Contains(err.Error(), "closed the connection"):
+		l.errs["closed unanswered"]++
+	case errors.As(err, &ne) && ne.Timeout():
+		l.errs["timed out"]++
+	default:
+		class = "other error"
+	}
+	if class != "" {
+		l.errs[class]++
+		if len(l.samples) < 20 {
+			l.samples = append(l.samples, what+": "+err.Error())
+		}
+	}
+}
+
+// onError is a Serve loop's OnError: what the loop survived, classified
+// like a call's error.
+func (l *chaosLog) onError(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ops["serve error"]++
+	l.classify("serve", err)
+}
+
+func (l *chaosLog) delivered(queue, group, payload string, s span) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.deliveries[queue]
+	if g == nil {
+		g = map[string]map[string][]span{}
+		l.deliveries[queue] = g
+	}
+	p := g[group]
+	if p == nil {
+		p = map[string][]span{}
+		g[group] = p
+	}
+	p[payload] = append(p[payload], s)
+}
+
+// memberEvent is one kill or restart of the kill log.
+type memberEvent struct {
+	at     time.Time
+	member int
+	up     bool // a restart (its start began at at); false: a kill
+}
+
+// holderChanges answers the instants at which the owner of (tenant, queue)
+// changed according to the kill log: rendezvous ownership over the members
+// up before and after each event.
+func holderChanges(ids []string, events []memberEvent, queue string) []time.Time {
+	up := make([]bool, len(ids))
+	for i := range up {
+		up[i] = true
+	}
+	live := func() []string {
+		var out []string
+		for i, id := range ids {
+			if up[i] {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	var out []time.Time
+	for _, e := range events {
+		before := cell.OwnerOf(live(), cellTenant, queue)
+		up[e.member] = e.up
+		if cell.OwnerOf(live(), cellTenant, queue) != before {
+			out = append(out, e.at)
+		}
+	}
+	return out
+}
+
+// TestCellChaos: three members under mixed load through the Go SDK
+// (requests with Serve responders, fan-out queues each consumed by several
+// groups with explicit acks, producers, configures), members killed with
+// SIGKILL and restarted at random (never all at once: at most two down,
+// two only briefly), for QUEEN_CHAOS_SECONDS (default 45). Afterwards:
+//   - every configure answered 201 is declared, with its options, on
+//     every member;
+//   - no SDK call returned later than its bound plus chaosSlack, and none
+//     is still in flight;
+//   - every refusal any client saw carries one of the specification's
+//     codes with its status (a connection closed unanswered, a request
+//     whose reply never came, are counted, not refusals);
+//   - no payload was delivered twice to one group of a queue while its
+//     owner stayed up: two deliveries are excused only when the kill log
+//     moved the queue's owner (cell.OwnerOf over the members up) between
+//     the first pop's send and the second pop's answer, widened by the
+//     time the cell takes to see the move;
+//   - every reply is the echo of its own request.
+//
+// It prints a summary with the seed (QUEEN_CHAOS_SEED replays the kill
+// schedule; the load's interleaving is the scheduler's).
+func TestCellChaos(t *testing.T) {
+	dur, seed := chaosSettings(t)
+	t.Logf("chaos run: %v, seed %d (QUEEN_CHAOS_SEED=%d replays the kill schedule)", dur, seed, seed)
+	rnd := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+
+	c := newTestCell(t)
+	members := []*member{c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)}
+	for _, m := range members {
+		m.mu.Lock()
+		m.keepPort = true
+		m.mu.Unlock()
+	}
+	all := ids(members...)
+	c.waitLive(all...)
+
+	// One queue of each kind per member, so that every member owns some
+	// of the load.
+	var services, fans []string
+	for i, m := range members {
+		services = append(services, queueOwnedBy(t, "chaos-svc"+strconv.Itoa(i), m.id, all...))
+		fans = append(fans, queueOwnedBy(t, "chaos-fan"+strconv.Itoa(i), m.id, all...))
+	}
+	for _, q := range fans {
+		members[0].configure(t, q, `{"leaseSeconds":`+strconv.Itoa(chaosLease)+`}`)
+	}
+	groups := []string{"g0", "g1", "g2"}
+
+	// Clients: each starts on one member and fails over to the others
+	// (a member's URL is kept across its restarts).
+	newClient := func(first int) *client.Client {
+		var others []string
+		for k := 1; k < len(members); k++ {
+			others = append(others, members[(first+k)%len(members)].url(""))
+		}
+		cl, err := client.New(members[first].url(""), client.WithURLs(others...), client.WithTimeout(chaosCallTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = cl.Close(ctx)
+		})
+		return cl
+	}
+	clients := []*client.Client{newClient(0), newClient(1), newClient(2)}
+
+	log := newChaosLog()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	bg := context.Background() // calls are bounded by the SDK's own bounds, never by a context
+	worker := func(f func(w *rand.Rand)) {
+		s := rnd.Uint64()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := rand.New(rand.NewPCG(s, 1))
+			for !stop.Load() {
+				f(w)
+			}
+		}()
+	}
+
+	// Responders: two Serve loops per service, on two members.
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	var serveWG sync.WaitGroup
+	var served atomic.Int64
+	for i, svc := range services {
+		for k := 1; k <= 2; k++ {
+			cl := clients[(i+k)%len(clients)]
+			serveWG.Add(1)
+			go func() {
+				defer serveWG.Done()
+				err := cl.Serve(serveCtx, svc, client.ServeOptions{Wait: chaosPopWait, OnError: log.onError},
+					func(_ context.Context, m client.Message) (any, error) {
+						served.Add(1)
+						env, err := client.ParseRequest(m)
+						if err != nil {
+							return nil, err
+						}
+						return env.Payload, nil
+					})
+				if err != nil {
+					log.onError(fmt.Errorf("serve %s ended: %w", svc, err))
+				}
+			}()
+		}
+	}
+
+	// Requesters: one per member.
+	var seq atomic.Int64
+	for i := range clients {
+		cl := clients[i]
+		worker(func(w *rand.Rand) {
+			svc := services[w.IntN(len(services))]
+			want := `{"r":` + strconv.FormatInt(seq.Add(1), 10) + `}`
+			var got *client.Message
+			err := log.call("request", chaosRequestTimeout+chaosCallTimeout, func() (err error) {
+				got, err = cl.Request(bg, svc, json.RawMessage(want), client.RequestOptions{Timeout: chaosRequestTimeout})
+				return err
+			})
+			if err == nil && string(got.Payload) != want {
+				log.mu.Lock()
+				log.badReply = append(log.badReply, fmt.Sprintf("request %s answered %s", want, got.Payload))
+				log.mu.Unlock()
+			}
+			time.Sleep(time.Duration(10+w.IntN(30)) * time.Millisecond)
+		})
+	}
+
+	// Producers: one per member, one to three messages a push, each
+	// payload unique in the run.
+	for i := range clients {
+		cl := clients[i]
+		worker(func(w *rand.Rand) {
+			q := fans[w.IntN(len(fans))]
+			n := 1 + w.IntN(3)
+			msgs := make([]any, n)
+			for k := range msgs {
+				msgs[k] = json.RawMessage(`{"p":` + strconv.FormatInt(seq.Add(1), 10) + `}`)
+			}
+			err := log.call("push", chaosCallTimeout, func() error {
+				_, err := cl.Push(bg, q, msgs, client.PushOptions{})
+				return err
+			})
+			if err == nil {
+				log.mu.Lock()
+				log.pushed[q] += n
+				log.mu.Unlock()
+			}
+			time.Sleep(time.Duration(5+w.IntN(20)) * time.Millisecond)
+		})
+	}
+
+	// Consumers: every group of every fan-out queue, each on one client,
+	// explicit acks. An ack whose answer was lost is sent again (an ack
+	// is idempotent: a second one answers unknown), so that no message
+	// waits for its lease to come back.
+	for qi, q := range fans {
+		for gi, g := range groups {
+			cl := clients[(qi+gi)%len(clients)]
+			worker(func(w *rand.Rand) {
+				var res *client.PopResult
+				sent := time.Now()
+				err := log.call("pop", chaosPopWait+chaosCallTimeout, func() (err error) {
+					res, err = cl.Pop(bg, q, client.PopOptions{Group: g, Batch: 16, Wait: true, Timeout: chaosPopWait})
+					return err
+				})
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					return
+				}
+				got := time.Now()
+				for _, m := range res.Messages {
+					log.delivered(q, g, string(m.Payload), span{sent, got})
+				}
+				if len(res.Messages) == 0 {
+					return
+				}
+				for attempt := 0; attempt < 3; attempt++ {
+					var ar *client.AckResult
+					err := log.call("ack", chaosCallTimeout, func() (err error) {
+						ar, err = cl.Ack(bg, q, res.Messages, client.AckOptions{Group: g, Status: client.StatusCompleted})
+						return err
+					})
+					if err == nil {
+						log.mu.Lock()
+						for _, o := range ar.Results {
+							log.ackStates[o.Outcome]++
+						}
+						log.mu.Unlock()
+						return
+					}
+					if client.CodeOf(err) != "" {
+						return // refused, not lost: the SDK retried the cell's refusals already
+					}
+				}
+			})
+		}
+	}
+
+	// Configures: fresh queue names, so that each one's outcome is known
+	// on its own (a configure whose answer was lost may still land).
+	var cfgN atomic.Int64
+	worker(func(w *rand.Rand) {
+		n := cfgN.Add(1)
+		q := "chaos-cfg-" + strconv.FormatInt(n, 10)
+		opts := client.QueueOptions{MaxLength: 100 + w.IntN(900), LeaseSeconds: 5 + w.IntN(55), RetryLimit: 1 + w.IntN(9)}
+		cl := clients[w.IntN(len(clients))]
+		err := log.call("configure", chaosCallTimeout, func() error {
+			_, err := cl.Configure(bg, q, opts)
+			return err
+		})
+		if err == nil {
+			log.mu.Lock()
+			log.configured[q] = opts
+			log.mu.Unlock()
+		}
+		time.Sleep(time.Duration(50+w.IntN(150)) * time.Millisecond)
+	})
+
+	// The chaos: on this goroutine (kill and start fail the test).
+	var events []memberEvent
+	up := []bool{true, true, true}
+	downCount := func() (n int) {
+		for _, u := range up {
+			if !u {
+				n++
+			}
+		}
+		return n
+	}
+	pick := func(want bool) int {
+		var c []int
+		for i, u := range up {
+			if u == want {
+				c = append(c, i)
+			}
+		}
+		return c[rnd.IntN(len(c))]
+	}
+	kill := func(i int) {
+		events = append(events, memberEvent{time.Now(), i, false})
+		members[i].kill(t)
+		up[i] = false
+	}
+	restart := func(i int) {
+		events = append(events, memberEvent{time.Now(), i, true})
+		members[i].start(t)
+		up[i] = true
+	}
+	began := time.Now()
+	end := began.Add(dur)
+	kills, restarts, doubleDowns := 0, 0, 0
+	for time.Now().Before(end) {
+		switch downCount() {
+		case 0:
+			time.Sleep(time.Duration(800+rnd.IntN(2200)) * time.Millisecond)
+			if time.Now().After(end) {
+				break
+			}
+			kill(pick(true))
+			kills++
+		case 1:
+			time.Sleep(time.Duration(500+rnd.IntN(2500)) * time.Millisecond)
+			if rnd.IntN(5) == 0 && time.Now().Before(end) {
+				kill(pick(true)) // two down, briefly
+				kills++
+				doubleDowns++
+			} else {
+				restart(pick(false))
+				restarts++
+			}
+		default:
+			time.Sleep(time.Duration(200+rnd.IntN(800)) * time.Millisecond)
+			restart(pick(false))
+			restarts++
+		}
+	}
+	for i := range up {
+		if !up[i] {
+			restart(i)
+			restarts++
+		}
+	}
+	stop.Store(true)
+	c.waitLive(all...)
+
+	// Every worker returns by itself (their calls are bounded by the SDK,
+	// not cancelled): one that does not within the longest bound plus the
+	// slack is a hung call.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(chaosRequestTimeout + 2*chaosCallTimeout + 2*chaosSlack):
+		log.mu.Lock()
+		for _, f := range log.inflight {
+			t.Errorf("hung: %s in flight for %v (bound %v)", f.what, time.Since(f.start), f.bound)
+		}
+		log.mu.Unlock()
+		t.Fatal("workers did not return after the run")
+	}
+	stopServe()
+	serveWG.Wait()
+	loadEnded := time.Since(began)
+
+	// Every accepted configure is declared, with its options, on every
+	// member (each applies the store's declarations within a heartbeat of
+	// a change and loads them all when it starts).
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	var missing []string
+	deadline := time.Now().Add(5 * time.Second)
+	for _, m := range members {
+		for {
+			missing = missing[:0]
+			l := m.queues(t)
+			for q, o := range log.configured {
+				row, ok := l.find(q)
+				switch {
+				case !ok || row.Tier != "declared":
+					missing = append(missing, q+" not declared")
+				case row.Options.MaxLength != int64(o.MaxLength) || row.Options.LeaseSeconds != int64(o.LeaseSeconds) || row.Options.RetryLimit != int64(o.RetryLimit):
+					missing = append(missing, fmt.Sprintf("%s options %+v, configured %+v", q, row.Options, o))
+				}
+			}
+			if len(missing) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			t.Errorf("member %s: %d of %d accepted configures not in force, e.g. %v", m.id, len(missing), len(log.configured), missing[:min(5, len(missing))])
+		}
+	}
+
+	// Duplicates per group, excused only across a move of the queue's
+	// owner (the cell takes up to a member timeout and a few heartbeats
+	// to act on a kill; a restart is acted on by its first heartbeat,
+	// inside the start).
+	lag := time.Duration(cellTimeoutMS+5*cellHeartbeatMS)*time.Millisecond + 500*time.Millisecond
+	dups, excused := 0, 0
+	var dupSamples []string
+	stable := 0
+	for _, q := range fans {
+		moves := holderChanges(all, events, q)
+		if len(moves) == 0 {
+			stable++
+		}
+		for g, ps := range log.deliveries[q] {
+			for p, spans := range ps {
+				for k := 1; k < len(spans); k++ {
+					first, second := spans[0], spans[k]
+					moved := slices.ContainsFunc(moves, func(at time.Time) bool {
+						return !at.Add(lag).Before(first.sent) && !at.After(second.got)
+					})
+					if moved {
+						excused++
+						continue
+					}
+					dups++
+					if len(dupSamples) < 5 {
+						dupSamples = append(dupSamples, fmt.Sprintf("%s/%s %s delivered at %v and %v", q, g, p, first.got.Sub(began), second.got.Sub(began)))
+					}
+				}
+			}
+		}
+	}
+	delivered := 0
+	for _, gs := range log.deliveries {
+		for _, ps := range gs {
+			delivered += len(ps)
+		}
+	}
+	pushed := 0
+	for _, n := range log.pushed {
+		pushed += n
+	}
+
+	var killLog []string
+	for _, e := range events {
+		verb := "kill"
+		if e.up {
+			verb = "start"
+		}
+		killLog = append(killLog, fmt.Sprintf("%.1fs %s %d", e.at.Sub(began).Seconds(), verb, e.member))
+	}
+	t.Logf("chaos summary: load %v; %d kills (%d leaving two down), %d restarts; kill log: %s", loadEnded.Round(time.Millisecond), kills, doubleDowns, restarts, strings.Join(killLog, ", "))
+	t.Logf("operations: %v; served requests %d; slowest: %v", log.ops, served.Load(), log.slowest)
+	t.Logf("refusals by code: %v; other outcomes: %v; ack outcomes: %v", log.refusals, log.errs, log.ackStates)
+	t.Logf("fan-out: %d messages pushed (201) to %d queues, %d distinct (group, message) deliveries; duplicates: %d excused by an owner move, %d not; %d of %d fan-out queues never moved", pushed, len(fans), delivered, excused, dups, stable, len(fans))
+	t.Logf("configures accepted: %d", len(log.configured))
+
+	for _, o := range log.overdue {
+		t.Errorf("past its bound: %s", o)
+	}
+	if n := log.errs["refusal outside the specification"] + log.errs["other error"]; n > 0 {
+		t.Errorf("%d errors that are neither a specification refusal nor a lost connection: %v", n, log.samples)
+	}
+	if dups > 0 {
+		t.Errorf("%d deliveries of a message to a group that already had it, with no owner move between: %v", dups, dupSamples)
+	}
+	for _, b := range log.badReply {
+		t.Errorf("wrong reply: %s", b)
+	}
+	if log.ops["request"] == 0 || log.ops["push"] == 0 || delivered == 0 || len(log.configured) == 0 || kills == 0 {
+		t.Errorf("the run did too little to mean anything: %v, %d delivered, %d configures, %d kills", log.ops, delivered, len(log.configured), kills)
+	}
+}
+
+// TestChaosHolderChanges: the duplicate check's view of the kill log. A
+// queue's owner changes when its owner dies and when it comes back, and
+// when the member holding it meanwhile dies; never when another member
+// dies or returns.
+func TestChaosHolderChanges(t *testing.T) {
+	t.Parallel()
+	all := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	q := queueOwnedBy(t, "hc", all[0], all...)
+	second := cell.OwnerOf(all[1:], cellTenant, q) // who holds it while the owner is down
+	third := 3 - slices.Index(all, second)         // the remaining member's index (1 or 2)
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	events := []memberEvent{
+		{at(1), third, false},                     // another member dies: no change
+		{at(2), third, true},                      // and returns: no change
+		{at(3), 0, false},                         // the owner dies: moves to second
+		{at(4), slices.Index(all, second), false}, // second dies too: moves to third
+		{at(5), slices.Index(all, second), true},  // second returns: back to it
+		{at(6), 0, true},                          // the owner returns: back to it
+	}
+	got := holderChanges(all, events, q)
+	if want := []time.Time{at(3), at(4), at(5), at(6)}; !slices.Equal(got, want) {
+		t.Fatalf("owner changes at %v, want %v", got, want)
+	}
+}
