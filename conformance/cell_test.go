@@ -706,7 +706,9 @@ func TestCellSDKThroughAKill(t *testing.T) {
 // (not a cell), and on a cell of two with the requesters on A and the
 // responders on B, so that of each queue's two operations one lands on a
 // non-owner and is relayed. Three interleaved rounds; it logs the medians
-// and the ratio (the goal: ≥ 0.6).
+// and the ratio (the goal: ≥ 0.6). With QUEEN_CELL_MEASURE_THREE=1
+// a third member then joins and the same load is measured again against
+// one broker (the scaling model's check, docs/cell.md).
 //
 //	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellRequestReplyThroughput -v -count 1
 func TestCellRequestReplyThroughput(t *testing.T) {
@@ -759,6 +761,25 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 	slices.Sort(cellRates)
 	t.Logf("request/reply round trips/s, medians of 3: one broker %.0f, cell of two (requesters on A, responders on B) %.0f, ratio %.2f (rounds: %v, %v)",
 		single[1], cellRates[1], cellRates[1]/single[1], single, cellRates)
+	if os.Getenv("QUEEN_CELL_MEASURE_THREE") != "1" {
+		return
+	}
+	// The scaling model's check (docs/cell.md, "How a cell scales"): a
+	// third member joins and owns a third of the queues, so a request or
+	// an inbox owned by C is relayed from both A and B: the relayed
+	// fraction goes from 1/2 to 2/3. Same load, same machine, interleaved
+	// with the one-broker and (now three-member) rounds.
+	cc := c.start(advertise(t), nil)
+	c.waitLive(a.id, b.id, cc.id)
+	var single3, three []float64
+	for i := 0; i < 3; i++ {
+		single3 = append(single3, run(hostport(one), ""))
+		three = append(three, run(hostport(a.broker), hostport(b.broker)))
+	}
+	slices.Sort(single3)
+	slices.Sort(three)
+	t.Logf("request/reply round trips/s, medians of 3: one broker %.0f, cell of three (requesters on A, responders on B, C owning a third) %.0f, ratio %.2f (rounds: %v, %v)",
+		single3[1], three[1], three[1]/single3[1], single3, three)
 }
 
 // TestCellStatusAndDeclarations: the booted cell answers its status reads
