@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -721,9 +722,38 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := startBrokerOn(t, postgresStore, nil)
-	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
+	// QUEEN_CELL_PPROF_DIR: CPU profiles of A and B (2 s) taken during the
+	// first cell round, for go tool pprof.
+	profDir := os.Getenv("QUEEN_CELL_PPROF_DIR")
+	var envA, envB map[string]string
+	var pprofA, pprofB string
+	if profDir != "" {
+		pa, errA := brokertest.FreePort()
+		pb, errB := brokertest.FreePort()
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		pprofA, pprofB = fmt.Sprintf("127.0.0.1:%d", pa), fmt.Sprintf("127.0.0.1:%d", pb)
+		envA, envB = map[string]string{"QUEEN_PPROF_ADDR": pprofA}, map[string]string{"QUEEN_PPROF_ADDR": pprofB}
+	}
+	a, b := c.start(advertise(t), envA), c.start(advertise(t), envB)
 	c.waitLive(a.id, b.id)
 	hostport := func(m *broker) string { return strings.TrimPrefix(m.url(""), "http://") }
+	profile := func() {
+		for name, addr := range map[string]string{"a": pprofA, "b": pprofB} {
+			go func() {
+				time.Sleep(1200 * time.Millisecond) // past queenbench's warm-up
+				resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=2")
+				if err != nil {
+					t.Logf("profile %s: %v", name, err)
+					return
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				_ = os.WriteFile(filepath.Join(profDir, name+".pprof"), data, 0o644)
+			}()
+		}
+	}
 	run := func(addr, respAddr string) float64 {
 		out := t.TempDir() + "/r.json"
 		args := []string{"-scenario", "reqreply", "-addr", addr, "-d", "3s", "-warmup", "1s", "-q", "-out", out}
@@ -755,6 +785,9 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 	var single, cellRates []float64
 	for i := 0; i < 3; i++ {
 		single = append(single, run(hostport(one), ""))
+		if i == 0 && profDir != "" {
+			profile()
+		}
 		cellRates = append(cellRates, run(hostport(a.broker), hostport(b.broker)))
 	}
 	slices.Sort(single)
