@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -26,6 +27,7 @@ import (
 // member's event loops).
 type link struct {
 	nc       net.Conn
+	raw      syscall.RawConn // nc's, for sendNow's non-blocking write; nil when nc has none
 	maxFrame int
 	dispatch func(typ byte, id uint64, p []byte)
 	onClose  func(error)
@@ -70,6 +72,11 @@ var (
 func newLink(nc net.Conn, maxFrame int) *link {
 	l := &link{nc: nc, maxFrame: maxFrame, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	l.lastRecv.Store(time.Now().UnixNano())
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			l.raw = raw
+		}
+	}
 	return l
 }
 
