@@ -181,7 +181,6 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 		Body:   req.Body,
 	}
 	cs.goBusy()
-	cs.relaying.Store(true)
 	cs.s.cell.relayed.Inc()
 	err := cs.s.cell.rc.Go(ctx, addr, &rr, func(r relay.Response, err error) {
 		cancel()
@@ -190,7 +189,6 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 	if err != nil {
 		// Not started: nothing reached the owner.
 		cancel()
-		cs.relaying.Store(false)
 		cs.state.Store(stIdle)
 		cs.refuse(req, errForwardFailed)
 	}
@@ -203,18 +201,9 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 // client's connection is closed without an answer, exactly as a lost answer
 // looks without a cell (docs/cell.md, "SDKs").
 func (cs *conn) relayDone(head wire.Head, r relay.Response, err error) {
-	cs.relaying.Store(false)
 	switch {
 	case err == nil:
 		raw, closeAfter := connectionFields(r.Raw, head)
-		if s := cs.state.Load(); !closeAfter && (s == stDirect || s == stDirectInput) {
-			// The loop has handed the connection over (flush): write the
-			// answer from here, without waking the loop for it. Called
-			// through an interface: writeDirect reaches the route table,
-			// whose handlers reach this (an initialization cycle).
-			directWriter(cs).writeDirect(raw)
-			return
-		}
 		cs.s.m.observe(cs.reqRoute, cs.reqStart)
 		cb := cs.onWritten
 		if closeAfter {
@@ -230,9 +219,6 @@ func (cs *conn) relayDone(head wire.Head, r relay.Response, err error) {
 		_ = cs.c.Close()
 	}
 }
-
-// directWriter is a conn's writeDirect (see relayDone).
-type directWriter interface{ writeDirect([]byte) }
 
 // closeAfterAsync runs on the loop after a relayed answer that ends the
 // connection was written.

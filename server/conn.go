@@ -52,10 +52,6 @@ type conn struct {
 	// relay of this connection's request in flight, if any.
 	relayed     bool
 	relayCancel context.CancelFunc
-	// relaying: a request of this connection is out at its owner; its
-	// answer may be written by relayDone itself once flush has handed the
-	// connection over (stDirect), as a parked pop's is.
-	relaying atomic.Bool
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
@@ -470,7 +466,7 @@ func (cs *conn) flush() gnet.Action {
 	if cs.writeOut() == gnet.Close {
 		return gnet.Close
 	}
-	if (cs.parked() || cs.relaying.Load()) && cs.c.OutboundBuffered() == 0 {
+	if cs.parked() && cs.c.OutboundBuffered() == 0 {
 		// Everything answered before the parked pop has left, and the loop
 		// writes nothing more to this connection until the pop is answered:
 		// from here its completer may write the answer itself (and wake the
