@@ -167,7 +167,7 @@ func (cc *clientConn) start(cl *call) {
 	frame := cl.frame
 	cl.frame = nil
 	putHdr(frame[:hdrLen], fReq, cl.id, len(frame)-hdrLen)
-	if !cc.sendNow(outFrame{p: frame}) {
+	if !cc.send(outFrame{p: frame}) {
 		cc.forget(cl.id)
 		cl.finish(Response{}, cc.lostErr())
 		return

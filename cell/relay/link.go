@@ -8,7 +8,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -16,33 +15,17 @@ import (
 // goroutine that hands every frame to dispatch, and a writer goroutine
 // that takes everything queued since its last write and sends it with one
 // writev, small frames copied together, large payloads referenced.
-//
-// While the reader dispatches frames it already holds in its buffer
-// (holding), what is queued waits; once its buffer holds no whole frame the
-// reader writes the queue itself when nobody is writing. On the owner the
-// handler answers on the reader, so a batch of relayed requests read with
-// one read is answered with one writev and no wake-up of the writer
-// goroutine (docs/cell-relay.md, "Performance"); the writer stays for what
-// is queued from elsewhere (parked pops answered later, the landing
-// member's event loops).
 type link struct {
 	nc       net.Conn
-	raw      syscall.RawConn // nc's, for sendNow's non-blocking write; nil when nc has none
 	maxFrame int
 	dispatch func(typ byte, id uint64, p []byte)
 	onClose  func(error)
 
-	mu      sync.Mutex
-	q       []outFrame // frames waiting for the writer
-	spare   []outFrame // the writer's previous batch, reused
-	closed  bool
-	err     error
-	writing bool // a batch is being written (by the writer or the reader)
-	holding bool // the reader is dispatching buffered frames: it flushes after
-
-	// The buffers of whoever is writing (writing is set).
-	wbuf []byte
-	bufs net.Buffers
+	mu     sync.Mutex
+	q      []outFrame // frames waiting for the writer
+	spare  []outFrame // the writer's previous batch, reused
+	closed bool
+	err    error
 
 	wake     chan struct{} // capacity 1: "the queue is not empty"
 	done     chan struct{} // closed by close
@@ -72,11 +55,6 @@ var (
 func newLink(nc net.Conn, maxFrame int) *link {
 	l := &link{nc: nc, maxFrame: maxFrame, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	l.lastRecv.Store(time.Now().UnixNano())
-	if sc, ok := nc.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			l.raw = raw
-		}
-	}
 	return l
 }
 
@@ -95,9 +73,9 @@ func (l *link) send(f outFrame) bool {
 		return false
 	}
 	l.q = append(l.q, f)
-	wake := len(l.q) == 1 && !l.writing && !l.holding
+	first := len(l.q) == 1
 	l.mu.Unlock()
-	if wake {
+	if first {
 		select {
 		case l.wake <- struct{}{}:
 		default:
@@ -114,6 +92,8 @@ func (l *link) sendCtl(typ byte, id uint64, p []byte) bool {
 }
 
 func (l *link) writeLoop() {
+	var wbuf []byte
+	var bufs net.Buffers
 	for {
 		select {
 		case <-l.wake:
@@ -121,114 +101,51 @@ func (l *link) writeLoop() {
 			return
 		}
 		l.mu.Lock()
-		if l.writing || l.holding || len(l.q) == 0 {
-			// The reader writes (or will): it wakes us if more is left.
-			l.mu.Unlock()
-			continue
-		}
-		q := l.take()
+		q := l.q
+		l.q, l.spare = l.spare[:0], nil
 		l.mu.Unlock()
-		if !l.writeBatch(q) {
+
+		wbuf, bufs = wbuf[:0], bufs[:0]
+		start := 0
+		for i := range q {
+			f := &q[i]
+			if f.withHdr {
+				wbuf = append(wbuf, f.hdr[:]...)
+			}
+			if len(f.p) <= copyMax {
+				wbuf = append(wbuf, f.p...)
+				continue
+			}
+			// A slice taken before wbuf grows keeps the old array, which
+			// still holds those bytes: appending never rewrites them.
+			bufs = append(bufs, wbuf[start:], f.p)
+			start = len(wbuf)
+		}
+		if start < len(wbuf) {
+			bufs = append(bufs, wbuf[start:])
+		}
+		w := bufs
+		_, err := w.WriteTo(l.nc)
+		clear(q)
+		clear(bufs)
+		if cap(wbuf) > keepWBuf {
+			wbuf = nil
+		}
+		l.mu.Lock()
+		if l.spare == nil {
+			l.spare = q[:0]
+		}
+		l.mu.Unlock()
+		if err != nil {
+			l.close(err)
 			return
 		}
 	}
 }
 
-// take hands the queue to the caller, who becomes the writer; l.mu held.
-func (l *link) take() []outFrame {
-	q := l.q
-	l.q, l.spare = l.spare[:0], nil
-	l.writing = true
-	return q
-}
-
-// writeBatch writes q with one writev and gives up the writer's role,
-// waking the writer goroutine for what was queued meanwhile; false when
-// the write failed (the link is closed).
-func (l *link) writeBatch(q []outFrame) bool {
-	wbuf, bufs := l.wbuf[:0], l.bufs[:0]
-	start := 0
-	for i := range q {
-		f := &q[i]
-		if f.withHdr {
-			wbuf = append(wbuf, f.hdr[:]...)
-		}
-		if len(f.p) <= copyMax {
-			wbuf = append(wbuf, f.p...)
-			continue
-		}
-		// A slice taken before wbuf grows keeps the old array, which
-		// still holds those bytes: appending never rewrites them.
-		bufs = append(bufs, wbuf[start:], f.p)
-		start = len(wbuf)
-	}
-	if start < len(wbuf) {
-		bufs = append(bufs, wbuf[start:])
-	}
-	w := bufs
-	_, err := w.WriteTo(l.nc)
-	clear(q)
-	clear(bufs)
-	if cap(wbuf) > keepWBuf {
-		wbuf = nil
-	}
-	l.wbuf, l.bufs = wbuf, bufs[:0]
-	l.mu.Lock()
-	l.writing = false
-	if l.spare == nil {
-		l.spare = q[:0]
-	}
-	wake := len(l.q) > 0 && !l.holding
-	l.mu.Unlock()
-	if err != nil {
-		l.close(err)
-		return false
-	}
-	if wake {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
-	}
-	return true
-}
-
-// hold makes sends wait for the reader's flush.
-func (l *link) hold() {
-	l.mu.Lock()
-	l.holding = true
-	l.mu.Unlock()
-}
-
-// flush ends holding: the reader writes what was queued meanwhile itself,
-// unless a write is under way (whose end wakes the writer for it). False
-// when the write failed.
-func (l *link) flush() bool {
-	l.mu.Lock()
-	l.holding = false
-	if l.writing || l.closed || len(l.q) == 0 {
-		l.mu.Unlock()
-		return true
-	}
-	q := l.take()
-	l.mu.Unlock()
-	return l.writeBatch(q)
-}
-
-// wholeFrameBuffered reports whether br holds a whole frame, so that
-// reading it will not block.
-func wholeFrameBuffered(br *bufio.Reader) bool {
-	if br.Buffered() < hdrLen {
-		return false
-	}
-	h, _ := br.Peek(hdrLen)
-	return br.Buffered()-hdrLen >= int(binary.BigEndian.Uint32(h[0:4]))
-}
-
 func (l *link) readLoop() {
 	br := bufio.NewReaderSize(l.nc, readBufSize)
 	var h [hdrLen]byte
-	holding := false
 	for {
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			l.close(err)
@@ -248,17 +165,7 @@ func (l *link) readLoop() {
 			}
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
-		if !holding {
-			l.hold()
-			holding = true
-		}
 		l.dispatch(h[4], binary.BigEndian.Uint64(h[5:13]), p)
-		if !wholeFrameBuffered(br) {
-			holding = false
-			if !l.flush() {
-				return
-			}
-		}
 	}
 }
 

@@ -264,7 +264,7 @@ func (st *stream) reply(r Response) {
 	}
 	f := outFrame{withHdr: true, p: r.Raw}
 	putHdr(f.hdr[:], fResp, st.id, len(r.Raw))
-	sc.sendNow(f)
+	sc.send(f)
 }
 
 // closed runs once when the link ends: every call's context is cancelled.
