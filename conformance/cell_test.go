@@ -7,6 +7,7 @@ package conformance
 // requests are relayed.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -706,7 +708,9 @@ func TestCellSDKThroughAKill(t *testing.T) {
 // (not a cell), and on a cell of two with the requesters on A and the
 // responders on B, so that of each queue's two operations one lands on a
 // non-owner and is relayed. Three interleaved rounds; it logs the medians
-// and the ratio (the goal: ≥ 0.6).
+// and the ratio (the goal: ≥ 0.6). With QUEEN_CELL_MEASURE_THREE=1
+// a third member then joins and the same load is measured again against
+// one broker (the scaling model's check, docs/cell.md).
 //
 //	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellRequestReplyThroughput -v -count 1
 func TestCellRequestReplyThroughput(t *testing.T) {
@@ -719,10 +723,55 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := startBrokerOn(t, postgresStore, nil)
-	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
+	// QUEEN_CELL_PPROF_DIR: CPU profiles of A and B (2 s) taken during the
+	// first cell round, for go tool pprof.
+	profDir := os.Getenv("QUEEN_CELL_PPROF_DIR")
+	var envA, envB map[string]string
+	var pprofA, pprofB string
+	if profDir != "" {
+		pa, errA := brokertest.FreePort()
+		pb, errB := brokertest.FreePort()
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		pprofA, pprofB = fmt.Sprintf("127.0.0.1:%d", pa), fmt.Sprintf("127.0.0.1:%d", pb)
+		envA, envB = map[string]string{"QUEEN_PPROF_ADDR": pprofA}, map[string]string{"QUEEN_PPROF_ADDR": pprofB}
+	}
+	a, b := c.start(advertise(t), envA), c.start(advertise(t), envB)
 	c.waitLive(a.id, b.id)
 	hostport := func(m *broker) string { return strings.TrimPrefix(m.url(""), "http://") }
+	profile := func() {
+		for name, addr := range map[string]string{"a": pprofA, "b": pprofB} {
+			go func() {
+				time.Sleep(1200 * time.Millisecond) // past queenbench's warm-up
+				resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=2")
+				if err != nil {
+					t.Logf("profile %s: %v", name, err)
+					return
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				_ = os.WriteFile(filepath.Join(profDir, name+".pprof"), data, 0o644)
+			}()
+		}
+	}
+	// The brokers' CPU over a run (user + system), for the CPU per round
+	// trip: measured over the whole run (warm-up included), divided by
+	// the rate times the run's length.
+	var cpuOf []*broker
+	var cpuPerRT []float64 // µs of broker CPU per round trip, per run, in order
 	run := func(addr, respAddr string) float64 {
+		before := make([]time.Duration, len(cpuOf))
+		for i, b := range cpuOf {
+			before[i] = processCPU(t, b)
+		}
+		defer func() {
+			var used time.Duration
+			for i, b := range cpuOf {
+				used += processCPU(t, b) - before[i]
+			}
+			cpuPerRT = append(cpuPerRT, float64(used.Microseconds()))
+		}()
 		out := t.TempDir() + "/r.json"
 		args := []string{"-scenario", "reqreply", "-addr", addr, "-d", "3s", "-warmup", "1s", "-q", "-out", out}
 		if respAddr != "" {
@@ -750,15 +799,58 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 		}
 		return rs[0].Rate
 	}
-	var single, cellRates []float64
+	// CPU per round trip in µs: the CPU measured over a run divided by its
+	// round trips (rate × 4 s: 1 s warm-up and 3 s measured).
+	perRT := func(rate float64) float64 {
+		return cpuPerRT[len(cpuPerRT)-1] / (rate * 4)
+	}
+	var single, cellRates, cpuSingle, cpuCell []float64
 	for i := 0; i < 3; i++ {
-		single = append(single, run(hostport(one), ""))
-		cellRates = append(cellRates, run(hostport(a.broker), hostport(b.broker)))
+		cpuOf = []*broker{one}
+		r := run(hostport(one), "")
+		single, cpuSingle = append(single, r), append(cpuSingle, perRT(r))
+		if i == 0 && profDir != "" {
+			profile()
+		}
+		cpuOf = []*broker{a.broker, b.broker}
+		r = run(hostport(a.broker), hostport(b.broker))
+		cellRates, cpuCell = append(cellRates, r), append(cpuCell, perRT(r))
 	}
 	slices.Sort(single)
 	slices.Sort(cellRates)
+	slices.Sort(cpuSingle)
+	slices.Sort(cpuCell)
 	t.Logf("request/reply round trips/s, medians of 3: one broker %.0f, cell of two (requesters on A, responders on B) %.0f, ratio %.2f (rounds: %v, %v)",
 		single[1], cellRates[1], cellRates[1]/single[1], single, cellRates)
+	t.Logf("broker CPU per round trip, medians of 3: one broker %.1f µs, cell of two (A+B) %.1f µs, ratio %.2f (rounds: %.1f, %.1f)",
+		cpuSingle[1], cpuCell[1], cpuCell[1]/cpuSingle[1], cpuSingle, cpuCell)
+	if os.Getenv("QUEEN_CELL_MEASURE_THREE") != "1" {
+		return
+	}
+	// The scaling model's check (docs/cell.md, "How a cell scales"): a
+	// third member joins and owns a third of the queues, so a request or
+	// an inbox owned by C is relayed from both A and B: the relayed
+	// fraction goes from 1/2 to 2/3. Same load, same machine, interleaved
+	// with the one-broker and (now three-member) rounds.
+	cc := c.start(advertise(t), nil)
+	c.waitLive(a.id, b.id, cc.id)
+	var single3, three, cpuSingle3, cpuThree []float64
+	for i := 0; i < 3; i++ {
+		cpuOf = []*broker{one}
+		r := run(hostport(one), "")
+		single3, cpuSingle3 = append(single3, r), append(cpuSingle3, perRT(r))
+		cpuOf = []*broker{a.broker, b.broker, cc.broker}
+		r = run(hostport(a.broker), hostport(b.broker))
+		three, cpuThree = append(three, r), append(cpuThree, perRT(r))
+	}
+	slices.Sort(single3)
+	slices.Sort(three)
+	slices.Sort(cpuSingle3)
+	slices.Sort(cpuThree)
+	t.Logf("request/reply round trips/s, medians of 3: one broker %.0f, cell of three (requesters on A, responders on B, C owning a third) %.0f, ratio %.2f (rounds: %v, %v)",
+		single3[1], three[1], three[1]/single3[1], single3, three)
+	t.Logf("broker CPU per round trip, medians of 3: one broker %.1f µs, cell of three (A+B+C) %.1f µs, ratio %.2f (rounds: %.1f, %.1f)",
+		cpuSingle3[1], cpuThree[1], cpuThree[1]/cpuSingle3[1], cpuSingle3, cpuThree)
 }
 
 // TestCellStatusAndDeclarations: the booted cell answers its status reads
@@ -813,4 +905,26 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 		b.pop(t, popq{"queue": q, "batch": "10", "autoAck": "true"})
 		time.Sleep(cellHeartbeatMS * time.Millisecond)
 	}
+}
+
+// processCPU is the user and system CPU the broker's process has used so
+// far (/proc/<pid>/stat, in clock ticks of 10 ms).
+func processCPU(t *testing.T, b *broker) time.Duration {
+	t.Helper()
+	b.mu.Lock()
+	pid := b.cmd.Process.Pid
+	b.mu.Unlock()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis: state is field 3,
+	// utime 14 and stime 15.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
