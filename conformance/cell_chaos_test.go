@@ -44,7 +44,7 @@ const (
 )
 
 // specCodes is the specification's closed refusal taxonomy, each code with
-// its status (ephemeral-routes.md, "Status codes").
+// its status (server/codes.go lists them).
 var specCodes = map[string]int{
 	client.CodeBadRequest:      400,
 	client.CodeQuotaExceeded:   403,

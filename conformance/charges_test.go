@@ -8,7 +8,7 @@ import (
 )
 
 // The fixed charges the byte budgets count on top of payload bytes
-// (docs/engine.md, "What the budgets count"; DESIGN D5). The tenant
+// (docs/engine.md, "What the budgets count", D5). The tenant
 // allowance, the broker total (QUEEN_EPHEMERAL_MAX_BYTES), the listing's
 // cellBytes and the metrics' cell and tenant bytes are payload bytes plus
 // these; a queue's own bytes and maxBytes stay payload bytes. They are the

@@ -24,7 +24,7 @@ import (
 // gnet.Conn is a relayConn (the answer goes back through the relay instead
 // of a socket).
 
-// The cell's two refusals (ephemeral-routes.md, status codes).
+// The cell's two refusals (server/codes.go; docs/cell.md says when each is answered).
 var (
 	errOwnerMoved    = &wire.Error{Status: 503, Code: codeOwnerMoved, Msg: "ownership of the queue moved while the request was in flight; it was not served"}
 	errForwardFailed = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "the broker that owns the queue could not be reached"}

@@ -3,7 +3,7 @@ package server
 import "github.com/queenmq/ephemeral/wire"
 
 // Every code the server answers in an error body's "code", in one place:
-// the family's (ephemeral-routes.md, status codes), the system routes'
+// the family's (docs/server.md, "Routes and answers"), the system routes'
 // (D15), identity's and the HTTP layer's. An SDK branches on these; the
 // conformance tests pin each with its status.
 const (

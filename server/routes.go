@@ -25,8 +25,8 @@ func (cs *conn) route(req *wire.Request) {
 	}
 }
 
-// dispatch hands one request to its handler (ephemeral-routes.md, the
-// routes). Every handler appends its answer to cs.out, or makes the
+// dispatch hands one request to its handler (docs/server.md, "Routes and
+// answers"). Every handler appends its answer to cs.out, or makes the
 // connection busy and answers later. A recognised route sets cs.reqRoute
 // before its handler runs (a parked pop may be answered before Pop returns).
 func (cs *conn) dispatch(req *wire.Request) {
@@ -53,7 +53,7 @@ func (cs *conn) dispatch(req *wire.Request) {
 	}
 }
 
-// ephemeralRoute is one route of the family (ephemeral-routes.md): its
+// ephemeralRoute is one route of the family (docs/server.md): its
 // name in the metrics, the method it takes, the access it needs, how a cell
 // serves it (D17) and its handler. Handlers of the two routes with a
 // :queue segment get the segment, still escaped; the others get nil.
