@@ -481,28 +481,7 @@ func TestRequestReply100(t *testing.T) {
 			return c.Reply(ctx, m, map[string]int{"n": n, "double": 2 * n})
 		})
 	}()
-	var wg sync.WaitGroup
-	errs := make(chan error, 100)
-	for i := range 100 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m, err := c.Request(ctx, "rpc", i, RequestOptions{Timeout: 10 * time.Second})
-			if err != nil {
-				errs <- fmt.Errorf("request %d: %w", i, err)
-				return
-			}
-			var r struct{ N, Double int }
-			if err := m.Decode(&r); err != nil || r.N != i || r.Double != 2*i {
-				errs <- fmt.Errorf("request %d answered %s (%v)", i, m.Payload, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	requestDoubles(t, c, "rpc", 100)
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Consume: %v", err)

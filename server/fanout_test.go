@@ -5,7 +5,6 @@ import (
 
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
-	"github.com/queenmq/ephemeral/store/embedded"
 )
 
 // A member-local reset or delete (another member's fan-out) applies to
@@ -14,11 +13,7 @@ import (
 func TestServeLocal(t *testing.T) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})
 	defer e.Close()
-	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	s := New(Config{Engine: e, Store: st})
 	if _, err := e.Push("t", "q", "", [][]byte{[]byte("1"), []byte("2")}); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/queenmq/ephemeral/engine"
-	"github.com/queenmq/ephemeral/store/embedded"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -16,11 +15,7 @@ import (
 func TestPushWithMetricsIsAllocationFree(t *testing.T) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})
 	defer e.Close()
-	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	s := New(Config{Engine: e, Store: st})
 	must(t, e.Configure("default", "q", engine.OptionSet{
 		Has:     engine.HasMaxLength | engine.HasPolicy,

@@ -6,7 +6,6 @@ import (
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/store"
-	"github.com/queenmq/ephemeral/store/embedded"
 )
 
 // A member's share of a cell-wide allowance (D17; docs/cell.md, "Tenant
@@ -33,11 +32,7 @@ func TestShare(t *testing.T) {
 func TestGrantsRedividedOnViewChange(t *testing.T) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})
 	defer e.Close()
-	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	s := New(Config{Engine: e, Store: st, TenantMsgsPerSecond: 7})
 	g := store.Grant{Tenant: "t", MaxBytes: 3000, MaxQueues: 5, MessagesPerSecond: 90}
 	s.grantMu.Lock()
