@@ -3,7 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
-	"sync"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -40,33 +40,53 @@ const (
 
 // cellState is the server's part of the cell: nil in a cell of one.
 type cellState struct {
-	m     *cell.Membership
-	rc    *relay.Client
-	delay time.Duration // fault injection (QUEEN_TEST_RELAY_DELAY_MS): the owner waits this long before serving a relayed request
-	ls    sync.Pool     // *loopScratch for relayed requests served on relay goroutines
+	m  *cell.Membership
+	rc *relay.Client // the fan-out of reset and delete (fanout.go); requests are relayed on the loops (relaylink.go)
+	RelayOptions
 
 	// Metrics (cell members only): requests this member relayed, relayed
-	// requests it served as the owner, and relays whose client connection
-	// it closed unanswered because the owner may have acted. The two
-	// refusals are counted with every refusal, by code.
-	relayed, served, lost *metrics.Counter
+	// requests it served as the owner, relays whose client connection it
+	// closed unanswered because the owner may have acted, and the relay's
+	// dials. The two refusals are counted with every refusal, by code.
+	relayed, served, lost, dials *metrics.Counter
+	linkCount                    atomic.Int64 // relay links open or being dialled, both ways
+}
+
+// RelayOptions configure the relay on the event loops (relaylink.go).
+type RelayOptions struct {
+	Secret       []byte        // the cell secret: links are dialled with its handshake
+	DialTimeout  time.Duration // dial and handshake together (default 2 s)
+	PingInterval time.Duration // a link that has read nothing for this long is pinged (default 1 s)
+	PingTimeout  time.Duration // one silent for this long fails, and its calls with it (default 5 s)
+	// Delay is a test hook (zero in production): the owner waits this long
+	// before serving each relayed request, so a test can move ownership
+	// while one is in flight (owner_moved).
+	Delay time.Duration
 }
 
 // AttachCell makes the server a member of a cell: requests for queues it
-// does not own in the membership's current view are relayed through rc.
+// does not own in the membership's current view are relayed to their
+// owner on the event loops; rc carries the fan-out of reset and delete.
 // It is called before the membership starts (whose OnChange is
-// CellChanged), SetMembership after, and both before Start and before the
-// relay server serves RelayHandler. delay is a test hook (zero in
-// production): the owner waits that long before serving each relayed
-// request, so a test can move ownership while one is in flight
-// (owner_moved).
-func (s *Server) AttachCell(rc *relay.Client, delay time.Duration) {
-	s.cell = &cellState{rc: rc, delay: delay}
-	s.cell.ls.New = func() any { return &loopScratch{} }
+// CellChanged), SetMembership after, both before Start; connections from
+// other members are handed to AdoptRelayConn once Start has returned.
+func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 2 * time.Second
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = time.Second
+	}
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = 5 * time.Second
+	}
+	s.cell = &cellState{rc: rc, RelayOptions: opts}
 	set := s.m.set
 	s.cell.relayed = set.NewCounter("queen_ephemeral_relayed_total")
 	s.cell.served = set.NewCounter("queen_ephemeral_relay_served_total")
 	s.cell.lost = set.NewCounter("queen_ephemeral_relay_closed_unanswered_total")
+	s.cell.dials = set.NewCounter("queen_ephemeral_relay_dials_total")
+	set.NewGauge("queen_ephemeral_relay_links", func() float64 { return float64(s.cell.linkCount.Load()) })
 }
 
 // SetMembership gives the server the cell's membership (see AttachCell),
@@ -80,9 +100,17 @@ func (s *Server) SetMembership(m *cell.Membership) {
 	}
 }
 
-// RelayHandler is the relay server's handler: it serves requests relayed
-// to this member by the others.
-func (s *Server) RelayHandler() relay.Handler { return s.serveRelayed }
+// AdoptRelayConn serves a connection another member dialled to this
+// member's relay port, once it passed the relay's handshake
+// (relay.ServerConfig.Adopt): it is enrolled on an event loop and served
+// there. Call it only after Start.
+func (s *Server) AdoptRelayConn(nc net.Conn) {
+	if s.cli == nil || s.stopping.Load() {
+		nc.Close()
+		return
+	}
+	_, _ = s.cli.EnrollContext(nc, &relayLink{s: s, role: linkAccepted}) // closes nc: the loop holds a duplicate
+}
 
 // RelayCounts reports the relayed requests answered 503
 // ephemeral_forward_failed and those whose client connection was closed
@@ -113,6 +141,7 @@ func (s *Server) CellChanged(prev, next *cell.View) {
 		}
 		if !hasMember(next.Members, old.ID) {
 			s.cell.rc.Forget(old.ID)
+			s.forgetLinks(old.ID)
 		}
 	}
 }
@@ -164,68 +193,61 @@ func (cs *conn) elsewhere(req *wire.Request, queue []byte, wait time.Duration) b
 	return true
 }
 
-// relay sends req to the member at addr and makes the connection busy
-// until its answer is written (P1: nothing here waits).
+// relay sends req to the member at addr over this loop's link to it and
+// makes the connection busy until the answer is written (P1: nothing here
+// waits; relaylink.go).
 func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 	deadline := relayShortDeadline
 	if wait > 0 {
 		deadline = wait + relayMargin
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	cs.relayCancel = cancel
-	head := req.Head(0)
-	rr := relay.Request{
-		Tenant: []byte(cs.tenant),
-		Access: uint8(cs.access),
-		Method: req.MethodName,
-		Target: req.Target,
-		Body:   req.Body,
+	cs.s.cell.relayed.Inc()
+	if !cs.ls.link(cs.s, addr).call(cs, req, deadline) {
+		// Not started (too many calls waiting on the link, or it just
+		// failed): nothing reached the owner.
+		cs.s.relayFailed.Add(1)
+		cs.refuse(req, errForwardFailed)
+		return
 	}
 	cs.goBusy()
-	cs.s.cell.relayed.Inc()
-	err := cs.s.cell.rc.Go(ctx, addr, &rr, func(r relay.Response, err error) {
-		cancel()
-		cs.relayDone(head, r, err)
-	})
-	if err != nil {
-		// Not started: nothing reached the owner.
-		cancel()
-		cs.state.Store(stIdle)
-		cs.refuse(req, errForwardFailed)
-	}
 }
 
-// relayDone writes a relayed request's outcome (on a relay goroutine): the
-// owner's answer as it is, but for the connection fields of this client's
-// request; 503 ephemeral_forward_failed when the owner provably never got
-// the request; otherwise (it may have acted, or the client went away) the
-// client's connection is closed without an answer, exactly as a lost answer
-// looks without a cell (docs/cell.md, "SDKs").
-func (cs *conn) relayDone(head wire.Head, r relay.Response, err error) {
-	switch {
-	case err == nil:
-		raw, closeAfter := connectionFields(r.Raw, head)
-		cs.s.m.observe(cs.reqRoute, cs.reqStart)
-		cb := cs.onWritten
-		if closeAfter {
-			cb = cs.closeAfterAsync
-		}
-		_ = cs.c.AsyncWrite(raw, cb)
-	case relay.ForwardFailed(err) && !relay.MaybeDelivered(err):
-		cs.s.relayFailed.Add(1)
-		cs.answerAsync(cs.s.appendError(nil, head, errForwardFailed))
-	default:
-		cs.s.relayLost.Add(1)
-		cs.s.cell.lost.Inc()
-		_ = cs.c.Close()
-	}
+// relayAnswered writes the owner's answer (on the loop): as it is, but for
+// the connection fields of this client's request; then the connection
+// serves what queued behind it.
+func (cs *conn) relayAnswered(raw []byte) {
+	raw, closeAfter := connectionFields(raw, cs.relayHead)
+	cs.s.m.observe(cs.reqRoute, cs.reqStart)
+	cs.out = append(cs.out, raw...)
+	cs.closeAfter = cs.closeAfter || closeAfter
+	cs.resumeRelayed()
 }
 
-// closeAfterAsync runs on the loop after a relayed answer that ends the
-// connection was written.
-func (cs *conn) closeAfterAsync(c gnet.Conn, err error) error {
+// relayRefused answers 503 ephemeral_forward_failed (on the loop): the
+// owner provably did not get or did not serve the request.
+func (cs *conn) relayRefused() {
+	cs.s.relayFailed.Add(1)
+	cs.out = cs.s.appendError(cs.out, cs.relayHead, errForwardFailed)
+	cs.resumeRelayed()
+}
+
+// resumeRelayed ends a relay's busy spell on the loop, as the written
+// answer of any other busy spell does (resumeAfterAsync). Called through
+// the connection's onWritten: a direct call would make the route table
+// refer to itself (Go's initialization order).
+func (cs *conn) resumeRelayed() {
+	_ = cs.onWritten(cs.c, nil)
+}
+
+// relayLost closes the client's connection without an answer (on the
+// loop): the owner may have acted, so the client must see a lost answer
+// (as without a cell) and never repeat a push or ack because of a 503
+// (docs/cell.md, "SDKs").
+func (cs *conn) relayLost() {
+	cs.s.relayLost.Add(1)
+	cs.s.cell.lost.Inc()
 	cs.state.Store(stIdle)
-	return c.Close()
+	_ = cs.c.Close()
 }
 
 var connClose = []byte("\r\nConnection: close\r\n")
@@ -267,38 +289,47 @@ func connectionFields(raw []byte, h wire.Head) (out []byte, closeAfter bool) {
 	return out, h.Close
 }
 
-// serveRelayed is the relay server's handler: the owner's side of a
-// relayed request.
-func (s *Server) serveRelayed(ctx context.Context, rq *relay.Request, reply func(relay.Response)) {
-	if d := s.cell.delay; d > 0 {
-		time.AfterFunc(d, func() { s.serveRelayedNow(ctx, rq, reply) })
-		return
+// serveRelayed serves a request frame of an accepted link, on its loop.
+// It reports false for a frame that is not a request (the link is
+// closed).
+func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
+	var rq relay.Request
+	if relay.DecodeRequest(p, &rq) != nil {
+		return false
 	}
-	s.serveRelayedNow(ctx, rq, reply)
+	if d := s.cell.Delay; d > 0 {
+		own := append([]byte(nil), p...) // p is gnet's buffer: gone after this frame
+		time.AfterFunc(d, func() {
+			_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				var rq relay.Request
+				if !l.closed && relay.DecodeRequest(own, &rq) == nil {
+					s.serveRelayedNow(l, id, &rq)
+					l.ls.flushLinks()
+				}
+				return nil
+			}))
+		})
+		return true
+	}
+	s.serveRelayedNow(l, id, &rq)
+	return true
 }
 
 // serveRelayedNow serves rq through its route's handler, as if it had
 // landed here with the identity the landing member established (D17: the
-// owner trusts it, the relay having authenticated the member), on the
-// relay's goroutine. The handler answers into the conn's output (written
-// back at once) or, for a pop that parks, later through relayConn's
-// AsyncWrite; the caller giving up (its client closed) cancels the parked
-// pop as a closed connection does.
-func (s *Server) serveRelayedNow(ctx context.Context, rq *relay.Request, reply func(relay.Response)) {
-	if ctx.Err() != nil {
-		return // the caller gave up while the request waited
-	}
-	if s.serveLocal(rq, reply) {
+// owner trusts it, the relay having authenticated the member), on a
+// stand-in conn of the link's loop. The answer joins the link's output at
+// once, or, for a pop that parks, when it is completed (relayParked).
+func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
+	if s.serveLocal(rq, func(r relay.Response) { l.answer(id, r.Raw) }) {
 		return // a member-local reset or delete of another member's fan-out
 	}
 	s.cell.served.Inc()
-	vc := &relayConn{reply: reply}
-	cs := &conn{s: s, c: vc, relayed: true}
-	cs.sink = popSink{cs: cs, e: s.e}
+	ls := l.ls
+	cs := ls.standIn(s)
+	cs.relayLink, cs.relayID = l, id
 	cs.reqStart = time.Now()
-	ls := s.cell.ls.Get().(*loopScratch)
-	cs.ls = ls
-	req := relayedRequest(rq)
+	req := relayedRequest(&ls.relayReq, rq)
 	r := relayedRoute(req)
 	switch {
 	case r == nil:
@@ -311,20 +342,60 @@ func (s *Server) serveRelayedNow(ctx context.Context, rq *relay.Request, reply f
 		cs.ts = s.tenantState(cs.tenant)
 		r.serve(cs, req, nil)
 	}
-	cs.ls = nil
-	s.cell.ls.Put(ls)
-	if cs.state.Load() != stBusy {
+	if cs.state.Load() == stBusy {
+		// Parked: its answer comes through relayParked; a cancel frame
+		// lets it go.
+		l.streams[id] = cs
+	} else {
 		s.m.observe(cs.reqRoute, cs.reqStart)
-		reply(relay.Response{Raw: cs.out})
+		l.answer(id, cs.out)
+	}
+	// Connections of this loop whose parked pops this request completed.
+	cs.resumeDeferred()
+	if cs.state.Load() != stBusy {
+		ls.putStandIn(cs)
+	}
+}
+
+// answer appends the answer of stream id to the link's output.
+func (l *relayLink) answer(id uint64, raw []byte) {
+	if l.closed {
 		return
 	}
-	// Parked. Its answer comes through vc.AsyncWrite; Cancel on a pop that
-	// has been completed meanwhile does nothing.
-	parked := cs.sink.parked
-	context.AfterFunc(ctx, func() {
-		if !vc.answered.Load() {
-			s.e.Cancel(parked)
+	if len(raw) > maxRelayFrame {
+		l.out = relay.AppendHeader(l.out, relay.FrameRefuse, id, 1)
+		l.out = append(l.out, relay.RefuseTooLarge)
+	} else {
+		l.out = relay.AppendHeader(l.out, relay.FrameAnswer, id, len(raw))
+		l.out = append(l.out, raw...)
+	}
+	l.markDirty()
+}
+
+// relayParked answers a relayed pop that parked on this member, from
+// whoever completed it (popSink.Complete): on the link's loop the answer
+// joins the link's output, written at the end of that round; from anywhere
+// else it is written by the link's AsyncWrite.
+func (cs *conn) relayParked(by any) {
+	k := &cs.sink
+	l, id := cs.relayLink, cs.relayID
+	cs.s.m.observe(cs.reqRoute, cs.reqStart)
+	if pc, ok := by.(*conn); ok && pc.loop == l.ls.loop {
+		if l.streams[id] == cs {
+			delete(l.streams, id)
+			k.resp = wire.AppendResponse(k.resp[:0], k.head, k.body)
+			l.answer(id, k.resp)
 		}
+		return
+	}
+	// A parked stand-in is never lent again, so its buffer can be the frame.
+	frame := wire.AppendResponse(append(k.resp[:0], make([]byte, relay.HeaderLen)...), k.head, k.body)
+	relay.PutHeader(frame, relay.FrameAnswer, id, len(frame)-relay.HeaderLen)
+	_ = l.c.AsyncWrite(frame, func(gnet.Conn, error) error {
+		if l.streams[id] == cs {
+			delete(l.streams, id)
+		}
+		return nil
 	})
 }
 
@@ -346,8 +417,8 @@ func relayedRoute(req *wire.Request) *ephemeralRoute {
 
 // relayedRequest makes a wire.Request of a relayed one: HTTP/1.1,
 // keep-alive, so the owner's answer carries no connection fields of its own.
-func relayedRequest(rq *relay.Request) *wire.Request {
-	req := &wire.Request{
+func relayedRequest(req *wire.Request, rq *relay.Request) *wire.Request {
+	*req = wire.Request{
 		MethodName: rq.Method,
 		Target:     rq.Target,
 		Path:       rq.Target,
@@ -369,24 +440,44 @@ func relayedRequest(rq *relay.Request) *wire.Request {
 	return req
 }
 
-// relayConn stands in for the socket of a relayed request on the owner:
-// the only calls a route handler makes on its connection are an async
-// write of a parked pop's answer (popSink.Complete, through answerAsync)
-// and, never for these, Close. Every other gnet.Conn method is left to the
-// nil embedded interface: calling one is a bug and panics.
-type relayConn struct {
-	gnet.Conn
-	reply    func(relay.Response)
-	answered atomic.Bool
+// standIn lends a conn that stands for a relayed request on this loop:
+// no socket (c is nil: a handler that touches it fails loudly in the
+// tests), relayed set, the loop's scratch and the loop itself, so that a
+// push it serves completes this loop's parked pops in the same round.
+func (ls *loopScratch) standIn(s *Server) *conn {
+	if n := len(ls.standIns); n > 0 {
+		cs := ls.standIns[n-1]
+		ls.standIns = ls.standIns[:n-1]
+		return cs
+	}
+	cs := &conn{s: s, relayed: true, loop: ls.loop, ls: ls}
+	cs.sink = popSink{cs: cs, e: s.e}
+	return cs
 }
 
-// AsyncWrite sends a parked pop's answer back through the relay. The
-// sink's buffer is reused by nobody (the conn is used once), so it is
-// handed over as is.
-func (rc *relayConn) AsyncWrite(b []byte, _ gnet.AsyncCallback) error {
-	rc.answered.Store(true)
-	rc.reply(relay.Response{Raw: b})
-	return nil
+// putStandIn takes back a stand-in whose answer has been appended: its
+// buffers serve the next relayed request of this loop.
+func (ls *loopScratch) putStandIn(cs *conn) {
+	if len(ls.standIns) >= maxIdleParsers || cap(cs.out) > 1<<20 || cap(cs.sink.body) > 1<<20 {
+		return
+	}
+	cs.out = cs.out[:0]
+	cs.tenant, cs.access, cs.ts = "", 0, nil
+	cs.relayLink, cs.relayID = nil, 0
+	cs.reqRoute = 0
+	cs.closeAfter = false
+	cs.state.Store(stIdle)
+	ls.standIns = append(ls.standIns, cs)
 }
 
-func (rc *relayConn) Close() error { return nil }
+// forgetLinks fails every loop's link to the member at addr (it left the
+// cell): its calls end at once rather than at the ping timeout.
+func (s *Server) forgetLinks(addr string) {
+	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ls.forget(addr)
+			return nil
+		}))
+		return true
+	})
+}

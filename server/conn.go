@@ -47,11 +47,17 @@ type conn struct {
 	access Access
 	ts     *tenantState
 
-	// The cell (cell.go): relayed marks a conn standing for a request
-	// relayed to this member (its c is a relayConn); relayCancel ends the
-	// relay of this connection's request in flight, if any.
-	relayed     bool
-	relayCancel context.CancelFunc
+	// The cell (cell.go, relaylink.go). On the landing member, relayLink
+	// is the link carrying this connection's request to its owner, while
+	// it waits (relayID its stream, relayHead its connection fields,
+	// relayUntil its deadline in unix nanos). On the owner, relayed marks a
+	// stand-in conn for a relayed request, whose answer goes back on
+	// relayLink's stream relayID.
+	relayed    bool
+	relayLink  *relayLink
+	relayID    uint64
+	relayHead  wire.Head
+	relayUntil int64
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
@@ -463,6 +469,7 @@ func (cs *conn) resumeDeferred() {
 }
 
 func (cs *conn) flush() gnet.Action {
+	cs.ls.flushLinks() // what this round relayed, or answered to relayed requests
 	if cs.writeOut() == gnet.Close {
 		return gnet.Close
 	}
@@ -603,9 +610,9 @@ func (cs *conn) closed() {
 	if !parked.IsZero() {
 		cs.s.e.Cancel(parked)
 	}
-	if cs.relayCancel != nil {
-		cs.relayCancel() // a relayed pop is let go on the owner
-		cs.relayCancel = nil
+	if cs.relayLink != nil {
+		cs.relayLink.cancel(cs) // a relayed pop is let go on the owner
+		cs.ls.flushLinks()
 	}
 	if cs.p != nil {
 		cs.p.Reset() // forgets the half-read request: idle again

@@ -25,6 +25,18 @@ type loopScratch struct {
 	queues   []engine.QueueInfo
 	scratch  []byte
 
+	// The cell (relaylink.go): this loop's dialled links by peer address
+	// (nLinks their number, read by the tending goroutine), the links with
+	// frames to write this round, the stand-in conns for relayed requests
+	// and the request they are served from.
+	s        *Server
+	links    map[string]*relayLink
+	nLinks   atomic.Int32
+	dirty    []*relayLink
+	standIns []*conn
+	relayReq wire.Request
+	tendTask gnet.RunnableFunc
+
 	// parsers are idle parsers lent to this loop's connections: a
 	// connection holds one only while part of a request is buffered, so a
 	// parked or idle connection costs no parser (424 B and its header
@@ -65,8 +77,9 @@ func (ls *loopScratch) giveBack(p *wire.Parser) {
 // scratchOf returns the scratch of loop, making it at its first connection.
 func (s *Server) scratchOf(loop gnet.EventLoop) *loopScratch {
 	ls, _ := s.scratch.LoadOrCompute(loop, func() (*loopScratch, bool) {
-		ls := &loopScratch{loop: loop}
+		ls := &loopScratch{loop: loop, s: s}
 		ls.check = ls.checkThrottled
+		ls.tendTask = ls.tend
 		return ls, false
 	})
 	return ls

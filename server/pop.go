@@ -55,6 +55,10 @@ func (k *popSink) Complete(_ int, by any) {
 	k.body = wire.AppendPopEnd(k.body)
 	k.ts.delivered.Add(k.n) // metering: a pop meters as deliveries
 	tc := k.cs
+	if tc.relayed {
+		tc.relayParked(by)
+		return
+	}
 	if pc, ok := by.(*conn); ok && pc.loop == tc.loop && tc.loop != nil {
 		tc.s.m.observe(tc.reqRoute, tc.reqStart)
 		tc.out = wire.AppendResponse(tc.out, k.head, k.body)

@@ -135,6 +135,9 @@ func (s *Server) Start() error {
 	}
 	s.cli, s.ln = cli, ln
 	<-s.booted
+	if s.cell != nil {
+		go s.tendLinks()
+	}
 	s.accepting.Add(1)
 	go func() {
 		defer s.accepting.Done()
@@ -177,6 +180,10 @@ func (s *Server) OnBoot(gnet.Engine) gnet.Action {
 
 // OnOpen gives the connection its state and charges it to the budget.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if l, ok := c.Context().(*relayLink); ok {
+		l.opened(c, s)
+		return nil, gnet.None
+	}
 	cs := newConn(s, c)
 	c.SetContext(cs)
 	s.conns.Store(cs, struct{}{})
@@ -192,6 +199,9 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		s.conns.Delete(cs)
 		s.openConns.Add(-1)
 		s.e.Release(s.cfg.ConnCharge)
+	} else if l, ok := c.Context().(*relayLink); ok {
+		l.fail(errLinkClosedByPeer)
+		l.ls.flushLinks() // the answers of calls that failed over to refusals
 	}
 	return gnet.None
 }
@@ -200,6 +210,9 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, ok := c.Context().(*conn)
 	if !ok {
+		if l, ok := c.Context().(*relayLink); ok {
+			return l.onTraffic()
+		}
 		return gnet.Close
 	}
 	return cs.onTraffic()

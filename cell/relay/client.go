@@ -194,7 +194,7 @@ func (c *Client) Go(ctx context.Context, addr string, req *Request, done func(Re
 		p.inflight.Add(-1)
 		return &Error{Addr: addr, Kind: ErrOverloaded}
 	}
-	frame, err := appendRequest(make([]byte, 0, hdrLen+req.encodedLen()), 0, req)
+	frame, err := AppendRequest(make([]byte, 0, HeaderLen+req.encodedLen()), 0, req)
 	if err != nil {
 		p.inflight.Add(-1)
 		return &Error{Addr: addr, Kind: ErrTooLarge, Cause: err}

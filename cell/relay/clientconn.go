@@ -88,10 +88,11 @@ func (s *slot) dial() {
 	}
 }
 
-func (c *Client) dial(s *slot) (*clientConn, error) {
-	addr := s.p.addr
-	c.dials.Add(1)
-	d := net.Dialer{Timeout: c.cfg.DialTimeout}
+// Dial connects to the relay at addr and passes the handshake: the
+// connection that it returns speaks frames (frame.go). timeout bounds dial
+// and handshake together. Errors are *Error with ErrUnreachable or ErrAuth.
+func Dial(addr string, secret []byte, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
 	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, &Error{Addr: addr, Kind: ErrUnreachable, Cause: err}
@@ -99,13 +100,23 @@ func (c *Client) dial(s *slot) (*clientConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if err := clientHandshake(nc, c.cfg.Secret, c.cfg.DialTimeout); err != nil {
+	if err := clientHandshake(nc, secret, timeout); err != nil {
 		nc.Close()
 		kind := ErrUnreachable
 		if errors.Is(err, ErrAuth) {
 			kind = ErrAuth
 		}
 		return nil, &Error{Addr: addr, Kind: kind, Cause: err}
+	}
+	return nc, nil
+}
+
+func (c *Client) dial(s *slot) (*clientConn, error) {
+	addr := s.p.addr
+	c.dials.Add(1)
+	nc, err := Dial(addr, c.cfg.Secret, c.cfg.DialTimeout)
+	if err != nil {
+		return nil, err
 	}
 	cc := &clientConn{slot: s, calls: map[uint64]*call{}}
 	cc.link = newLink(nc, c.cfg.MaxFrameBytes)
@@ -166,7 +177,7 @@ func (cc *clientConn) start(cl *call) {
 	cl.cc.Store(cc)
 	frame := cl.frame
 	cl.frame = nil
-	putHdr(frame[:hdrLen], fReq, cl.id, len(frame)-hdrLen)
+	PutHeader(frame[:HeaderLen], FrameRequest, cl.id, len(frame)-HeaderLen)
 	if !cc.send(outFrame{p: frame}) {
 		cc.forget(cl.id)
 		cl.finish(Response{}, cc.lostErr())
@@ -174,7 +185,7 @@ func (cc *clientConn) start(cl *call) {
 	}
 	// A cancel that ran before cc was stored saw no connection to tell.
 	if cl.state.Load() != 0 && cc.forget(cl.id) {
-		cc.sendCtl(fCancel, cl.id, nil)
+		cc.sendCtl(FrameCancel, cl.id, nil)
 	}
 }
 
@@ -199,7 +210,7 @@ func (cc *clientConn) lostErr() error {
 
 func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 	switch typ {
-	case fResp, fRefuse:
+	case FrameAnswer, FrameRefuse:
 		cc.cmu.Lock()
 		cl := cc.calls[id]
 		delete(cc.calls, id)
@@ -207,22 +218,22 @@ func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 		if cl == nil {
 			return // cancelled meanwhile
 		}
-		if typ == fResp {
+		if typ == FrameAnswer {
 			cl.finish(Response{Raw: p}, nil)
 			return
 		}
 		kind := ErrUnreachable
 		switch {
-		case len(p) == 1 && p[0] == refuseBusy:
+		case len(p) == 1 && p[0] == RefuseBusy:
 			kind = ErrOverloaded
-		case len(p) == 1 && p[0] == refuseTooLarge:
+		case len(p) == 1 && p[0] == RefuseTooLarge:
 			kind = ErrTooLarge
 		}
 		// Only a too-large answer was refused after the owner served the
 		// request; every other refusal comes before the handler runs.
-		sent := len(p) == 1 && p[0] == refuseTooLarge
+		sent := len(p) == 1 && p[0] == RefuseTooLarge
 		cl.finish(Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer"), Sent: sent})
-	case fPong:
+	case FramePong:
 	default:
 		cc.close(errProtocol)
 	}
@@ -271,7 +282,7 @@ func (cc *clientConn) pinger(interval, timeout time.Duration) {
 				return
 			}
 			if quiet >= interval {
-				cc.sendCtl(fPing, 0, nil)
+				cc.sendCtl(FramePing, 0, nil)
 			}
 		}
 	}
@@ -308,7 +319,7 @@ func (cl *call) cancelled(cause error) {
 	}
 	cc := cl.cc.Load()
 	if cc != nil && cc.forget(cl.id) {
-		cc.sendCtl(fCancel, cl.id, nil)
+		cc.sendCtl(FrameCancel, cl.id, nil)
 	}
 	cl.peer.inflight.Add(-1)
 	cl.done(Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: cc != nil})

@@ -12,26 +12,32 @@ import (
 // all big-endian. Stream ids are chosen by the side that opened the
 // connection (the client) and echoed by the server. A frame longer than the
 // receiver's limit is a protocol error that closes the connection.
-const hdrLen = 13
+//
+// The frame layer is exported so that the broker can run the same protocol
+// on its event loops (docs/cell-relay.md, "On the event loops"): a
+// connection dialled with Dial or handed over by ServerConfig.Adopt speaks
+// exactly these frames after the handshake.
+const HeaderLen = 13
 
 // Frame types.
 const (
-	fReq    byte = 1 // client → server: an encoded Request
-	fResp   byte = 2 // server → client: the owner's answer, raw
-	fCancel byte = 3 // client → server: the caller gave up on the stream
-	fRefuse byte = 4 // server → client: not taken (payload: one reason byte)
-	fPing   byte = 5 // client → server, no payload
-	fPong   byte = 6 // server → client, no payload
+	FrameRequest byte = 1 // client → server: an encoded Request
+	FrameAnswer  byte = 2 // server → client: the owner's answer, raw
+	FrameCancel  byte = 3 // client → server: the caller gave up on the stream
+	FrameRefuse  byte = 4 // server → client: not taken (payload: one reason byte)
+	FramePing    byte = 5 // client → server, no payload
+	FramePong    byte = 6 // server → client, no payload
 )
 
-// Refusal reasons (fRefuse payload).
+// Refusal reasons (FrameRefuse payload).
 const (
-	refuseBusy     byte = 1 // the connection's stream bound is reached
-	refuseClosing  byte = 2 // the server is shutting down
-	refuseTooLarge byte = 3 // the answer is over the frame limit
+	RefuseBusy     byte = 1 // the connection's stream bound is reached
+	RefuseClosing  byte = 2 // the server is shutting down
+	RefuseTooLarge byte = 3 // the answer is over the frame limit
 )
 
-func putHdr(b []byte, typ byte, id uint64, n int) {
+// PutHeader writes a frame header for a payload of n bytes into b[:HeaderLen].
+func PutHeader(b []byte, typ byte, id uint64, n int) {
 	binary.BigEndian.PutUint32(b[0:4], uint32(n))
 	b[4] = typ
 	binary.BigEndian.PutUint64(b[5:13], id)
@@ -57,6 +63,18 @@ type Response struct {
 	Raw []byte
 }
 
+// AppendHeader appends a frame header for a payload of n bytes.
+func AppendHeader(b []byte, typ byte, id uint64, n int) []byte {
+	var h [HeaderLen]byte
+	PutHeader(h[:], typ, id, n)
+	return append(b, h[:]...)
+}
+
+// ParseHeader reads the frame header at the start of b (len(b) >= HeaderLen).
+func ParseHeader(b []byte) (typ byte, id uint64, n int) {
+	return b[4], binary.BigEndian.Uint64(b[5:13]), int(binary.BigEndian.Uint32(b[0:4]))
+}
+
 // request payload: tenant(u16 len) access(u8) method(u8 len) target(u32
 // len) header(u32 len) body(rest).
 func (r *Request) encodedLen() int {
@@ -65,14 +83,14 @@ func (r *Request) encodedLen() int {
 
 var errBadRequest = errors.New("relay: malformed request frame")
 
-// appendRequest encodes r after a frame header for stream id.
-func appendRequest(b []byte, id uint64, r *Request) ([]byte, error) {
+// AppendRequest encodes r after a frame header for stream id.
+func AppendRequest(b []byte, id uint64, r *Request) ([]byte, error) {
 	if len(r.Tenant) > 0xffff || len(r.Method) > 0xff {
 		return b, errBadRequest
 	}
 	n := r.encodedLen()
-	var h [hdrLen]byte
-	putHdr(h[:], fReq, id, n)
+	var h [HeaderLen]byte
+	PutHeader(h[:], FrameRequest, id, n)
 	b = append(b, h[:]...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Tenant)))
 	b = append(b, r.Tenant...)
@@ -85,8 +103,8 @@ func appendRequest(b []byte, id uint64, r *Request) ([]byte, error) {
 	return append(b, r.Body...), nil
 }
 
-// decodeRequest slices p (a fReq payload) into r without copying.
-func decodeRequest(p []byte, r *Request) error {
+// DecodeRequest slices p (a FrameRequest payload) into r without copying.
+func DecodeRequest(p []byte, r *Request) error {
 	take := func(n int) ([]byte, bool) {
 		if n < 0 || n > len(p) {
 			return nil, false

@@ -41,7 +41,7 @@ func startH2(tb testing.TB, h Handler) *h2Relay {
 			return
 		}
 		req := new(Request)
-		if decodeRequest(body, req) != nil {
+		if DecodeRequest(body, req) != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
@@ -72,8 +72,8 @@ func startH2(tb testing.TB, h Handler) *h2Relay {
 }
 
 func (r *h2Relay) Do(ctx context.Context, req *Request) (Response, error) {
-	payload, _ := appendRequest(nil, 0, req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload[hdrLen:]))
+	payload, _ := AppendRequest(nil, 0, req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload[HeaderLen:]))
 	if err != nil {
 		return Response{}, err
 	}

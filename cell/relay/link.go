@@ -36,7 +36,7 @@ type link struct {
 // is encoded whole into p; an answer is a header and the handler's bytes,
 // never copied when large.
 type outFrame struct {
-	hdr     [hdrLen]byte
+	hdr     [HeaderLen]byte
 	withHdr bool
 	p       []byte
 }
@@ -87,7 +87,7 @@ func (l *link) send(f outFrame) bool {
 // sendCtl queues a frame without payload.
 func (l *link) sendCtl(typ byte, id uint64, p []byte) bool {
 	f := outFrame{withHdr: true, p: p}
-	putHdr(f.hdr[:], typ, id, len(p))
+	PutHeader(f.hdr[:], typ, id, len(p))
 	return l.send(f)
 }
 
@@ -145,7 +145,7 @@ func (l *link) writeLoop() {
 
 func (l *link) readLoop() {
 	br := bufio.NewReaderSize(l.nc, readBufSize)
-	var h [hdrLen]byte
+	var h [HeaderLen]byte
 	for {
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			l.close(err)

@@ -162,7 +162,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	frame, _ := appendRequest(nil, 1, req("/echo", string(make([]byte, 100))))
+	frame, _ := AppendRequest(nil, 1, req("/echo", string(make([]byte, 100))))
 	nc.Write(frame) // in place of the handshake reply
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	rest, _ := io.ReadAll(nc)
@@ -349,20 +349,20 @@ func TestClientClose(t *testing.T) {
 
 // A malformed frame from an authenticated peer closes its connection.
 func FuzzDecodeRequest(f *testing.F) {
-	frame, _ := appendRequest(nil, 1, req("/echo", "body"))
-	f.Add(frame[hdrLen:])
+	frame, _ := AppendRequest(nil, 1, req("/echo", "body"))
+	f.Add(frame[HeaderLen:])
 	f.Add([]byte{0, 1})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		var r Request
-		if decodeRequest(p, &r) != nil {
+		if DecodeRequest(p, &r) != nil {
 			return
 		}
-		again, err := appendRequest(nil, 9, &r)
+		again, err := AppendRequest(nil, 9, &r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if binary.BigEndian.Uint32(again) != uint32(len(p)) || !bytes.Equal(again[hdrLen:], p) {
-			t.Fatalf("decode/encode changed %q into %q", p, again[hdrLen:])
+		if binary.BigEndian.Uint32(again) != uint32(len(p)) || !bytes.Equal(again[HeaderLen:], p) {
+			t.Fatalf("decode/encode changed %q into %q", p, again[HeaderLen:])
 		}
 	})
 }

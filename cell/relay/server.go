@@ -23,7 +23,12 @@ type Handler func(ctx context.Context, req *Request, reply func(Response))
 // ServerConfig configures a Server. Zero values take the defaults.
 type ServerConfig struct {
 	Secret  []byte  // the cell secret (QUEEN_CELL_SECRET); required
-	Handler Handler // required
+	Handler Handler // required unless Adopt is set
+	// Adopt, when set, takes every connection that passed the handshake
+	// instead of this server's goroutines (the broker serves the frames on
+	// its event loops); Handler, MaxStreamsPerConn and Conns are then not
+	// used. Adopt owns the connection.
+	Adopt func(net.Conn)
 	// MaxFrameBytes bounds one frame read or written (default 80 MiB: the
 	// broker's 64 MiB body and its headers). An answer over it is refused
 	// with ErrTooLarge on the caller; a peer that sends more is cut off.
@@ -83,7 +88,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("relay: the cell secret is empty")
 	}
-	if cfg.Handler == nil {
+	if cfg.Handler == nil && cfg.Adopt == nil {
 		return nil, errors.New("relay: no handler")
 	}
 	return &Server{cfg: cfg.withDefaults(), lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
@@ -168,6 +173,10 @@ func (s *Server) serveConn(c net.Conn) {
 		c.Close()
 		return
 	}
+	if s.cfg.Adopt != nil {
+		s.cfg.Adopt(c)
+		return
+	}
 	sc := &serverConn{srv: s, streams: map[uint64]*stream{}}
 	sc.link = newLink(c, s.cfg.MaxFrameBytes)
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
@@ -207,9 +216,9 @@ type stream struct {
 
 func (sc *serverConn) onFrame(typ byte, id uint64, p []byte) {
 	switch typ {
-	case fReq:
+	case FrameRequest:
 		sc.onRequest(id, p)
-	case fCancel:
+	case FrameCancel:
 		sc.smu.Lock()
 		st := sc.streams[id]
 		delete(sc.streams, id)
@@ -217,8 +226,8 @@ func (sc *serverConn) onFrame(typ byte, id uint64, p []byte) {
 		if st != nil && st.done.CompareAndSwap(false, true) {
 			st.cancel()
 		}
-	case fPing:
-		sc.sendCtl(fPong, id, nil)
+	case FramePing:
+		sc.sendCtl(FramePong, id, nil)
 	default:
 		sc.close(errProtocol)
 	}
@@ -226,14 +235,14 @@ func (sc *serverConn) onFrame(typ byte, id uint64, p []byte) {
 
 func (sc *serverConn) onRequest(id uint64, p []byte) {
 	req := new(Request)
-	if err := decodeRequest(p, req); err != nil {
+	if err := DecodeRequest(p, req); err != nil {
 		sc.close(err)
 		return
 	}
 	sc.smu.Lock()
 	if len(sc.streams) >= sc.srv.cfg.MaxStreamsPerConn {
 		sc.smu.Unlock()
-		sc.sendCtl(fRefuse, id, []byte{refuseBusy})
+		sc.sendCtl(FrameRefuse, id, []byte{RefuseBusy})
 		return
 	}
 	if _, dup := sc.streams[id]; dup {
@@ -259,11 +268,11 @@ func (st *stream) reply(r Response) {
 	sc.smu.Unlock()
 	st.cancel()
 	if len(r.Raw) > sc.maxFrame {
-		sc.sendCtl(fRefuse, st.id, []byte{refuseTooLarge})
+		sc.sendCtl(FrameRefuse, st.id, []byte{RefuseTooLarge})
 		return
 	}
 	f := outFrame{withHdr: true, p: r.Raw}
-	putHdr(f.hdr[:], fResp, st.id, len(r.Raw))
+	PutHeader(f.hdr[:], FrameAnswer, st.id, len(r.Raw))
 	sc.send(f)
 }
 

@@ -19,9 +19,24 @@ import (
 // membership, the relay server on the advertised port and the relay
 // client. A cell of one has none.
 type cellParts struct {
-	m  *cell.Membership
-	rs *relay.Server
-	rc *relay.Client
+	m   *cell.Membership
+	rs  *relay.Server
+	rc  *relay.Client
+	ln  net.Listener // the relay's, served once the server's loops run (serve)
+	log *slog.Logger
+}
+
+// serve starts accepting other members' relay connections; called once the
+// server has started, since they are served on its event loops.
+func (p *cellParts) serve() {
+	if p == nil {
+		return
+	}
+	go func() {
+		if err := p.rs.Serve(p.ln); err != nil {
+			p.log.Error("the relay server stopped", "err", err)
+		}
+	}()
 }
 
 // testRelayDelay names a fault-injection setting read only by the tests
@@ -73,7 +88,12 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	if err != nil {
 		return nil, err
 	}
-	srv.AttachCell(rc, delay)
+	srv.AttachCell(rc, server.RelayOptions{
+		Secret:       cc.Secret,
+		PingInterval: cc.MemberTimeout / 5,
+		PingTimeout:  cc.MemberTimeout,
+		Delay:        delay,
+	})
 	m, err := cell.Start(cell.Options{
 		Config:      cc,
 		DatabaseURL: stcfg.Postgres.URL,
@@ -87,7 +107,7 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		return nil, fmt.Errorf("join the cell: %w", err)
 	}
 	srv.SetMembership(m)
-	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Handler: srv.RelayHandler(), Logger: log})
+	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Adopt: srv.AdoptRelayConn, Logger: log})
 	if err != nil {
 		m.Stop(context.Background())
 		rc.Close()
@@ -100,13 +120,8 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		rc.Close()
 		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port): %w", err)
 	}
-	go func() {
-		if err := rs.Serve(ln); err != nil {
-			log.Error("the relay server stopped", "err", err)
-		}
-	}()
 	log.Info("cell member", "advertise", cc.Advertise, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
-	return &cellParts{m: m, rs: rs, rc: rc}, nil
+	return &cellParts{m: m, rs: rs, rc: rc, ln: ln, log: log}, nil
 }
 
 // stop leaves the cell cleanly (the others see the member leave at once)

@@ -170,6 +170,7 @@ func run(getenv func(string) string) error {
 		cp.stop(context.Background())
 		return err
 	}
+	cp.serve()
 	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", version)
 	if auth.Mode() == server.ModeNone && len(scfg.AdminToken) == 0 {
 		log.Info("protected mode: the admin routes and /metrics answer loopback clients only; set QUEEN_ADMIN_TOKEN to administer remotely")

@@ -1,0 +1,389 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// The relay on the event loops (docs/cell-relay.md, "On the event loops").
+//
+// A relay connection is served by the same gnet loops as the clients'
+// connections, speaking the relay's frames (cell/relay: the handshake runs
+// off the loops, then the connection is enrolled on one).
+//
+//   - Dialled links: on the landing member, each loop keeps one link per
+//     peer. A request relayed from a connection of that loop is a frame
+//     appended to the link's output, written with the loop's other output
+//     at the end of the round (flushLinks); the owner's answer arrives on
+//     the same loop, is appended to the client connection's output and
+//     written in that round. No goroutine, no cross-loop wake-up.
+//   - Accepted links: on the owner, the links the other members dialled.
+//     The requests of one read are served in order through the route
+//     handlers (serveRelayed, on a stand-in conn) and their answers leave
+//     in one write. A pop that parks is answered later: on the link's loop
+//     (a push served there) by appending to its output, from anywhere else
+//     by the link's AsyncWrite.
+//
+// Every field of a link is touched only on its loop.
+
+type linkRole uint8
+
+const (
+	linkDialled  linkRole = iota // this member dialled it: it carries our calls
+	linkAccepted                 // a peer dialled it: we serve its calls
+)
+
+// maxRelayCalls bounds the calls waiting on one dialled link; one more is
+// refused 503 ephemeral_forward_failed at once (nothing was sent).
+const maxRelayCalls = 1 << 16
+
+// maxRelayFrame bounds one frame read or written: the broker's largest
+// body (64 MiB) and its headers, as the relay package's default.
+const maxRelayFrame = 80 << 20
+
+type relayLink struct {
+	s    *Server
+	role linkRole
+	addr string       // the peer's advertised address (dialled links)
+	ls   *loopScratch // the loop it lives on (dialled: from the start; accepted: from OnOpen)
+	c    gnet.Conn    // nil while a dialled link is being dialled
+	out  []byte       // frames of this round, written by flushLinks
+
+	listed   bool  // in ls.dirty
+	closed   bool  // failed or closed: nothing more is sent on it
+	lastRead int64 // unix nanos of the last frame read
+	lastPing int64 // unix nanos of the last ping sent
+
+	// Dialled links: the calls waiting for an answer, by stream id. Calls
+	// with an id below sentBelow have had their frame handed to the
+	// socket: if the link fails now, the owner may have acted on them.
+	nextID    uint64
+	sentBelow uint64
+	calls     map[uint64]*conn
+
+	// Accepted links: relayed pops parked here, by stream id, until their
+	// answer has been written or their caller cancelled them.
+	streams map[uint64]*conn
+}
+
+// link returns this loop's link to the peer at addr, dialling it (off the
+// loop) when there is none.
+func (ls *loopScratch) link(s *Server, addr string) *relayLink {
+	if l := ls.links[addr]; l != nil {
+		return l
+	}
+	if ls.links == nil {
+		ls.links = map[string]*relayLink{}
+	}
+	l := &relayLink{s: s, role: linkDialled, addr: addr, ls: ls, calls: map[uint64]*conn{}}
+	ls.links[addr] = l
+	ls.nLinks.Store(int32(len(ls.links)))
+	s.cell.linkCount.Add(1)
+	go l.dial()
+	return l
+}
+
+// dial connects and authenticates off the loop, then enrolls the
+// connection on the link's loop (OnOpen: opened), or fails the link there.
+func (l *relayLink) dial() {
+	c := l.s.cell
+	c.dials.Inc()
+	nc, err := relay.Dial(l.addr, c.Secret, c.DialTimeout)
+	if err == nil {
+		var ch <-chan gnet.RegisteredResult
+		ch, err = l.ls.loop.Enroll(gnet.NewContext(context.Background(), l), nc)
+		if err == nil {
+			if r := <-ch; r.Err != nil {
+				err = r.Err
+			} else {
+				return // OnOpen has run on the loop
+			}
+		} else {
+			nc.Close()
+		}
+	}
+	failed := func(context.Context) error { l.fail(err); return nil }
+	if l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(failed)) != nil {
+		return // the loops are stopping: their connections are closing
+	}
+}
+
+// opened runs on the loop (OnOpen) when the link's connection is there.
+func (l *relayLink) opened(c gnet.Conn, s *Server) {
+	l.c = c
+	l.lastRead = time.Now().UnixNano()
+	if l.role == linkAccepted {
+		l.s = s
+		l.ls = s.scratchOf(c.EventLoop())
+		l.streams = map[uint64]*conn{}
+		s.cell.linkCount.Add(1)
+		return
+	}
+	if l.closed {
+		// Forgotten while it was dialled: nobody is waiting for it.
+		_ = c.Close()
+		return
+	}
+	l.markDirty() // what was relayed while it was dialled
+	l.ls.flushLinks()
+}
+
+// markDirty lists the link to be written at the end of this round.
+func (l *relayLink) markDirty() {
+	if !l.listed {
+		l.listed = true
+		l.ls.dirty = append(l.ls.dirty, l)
+	}
+}
+
+// flushLinks writes the frames this round gave the loop's links: one
+// write per link, however many requests or answers it carries.
+func (ls *loopScratch) flushLinks() {
+	for i, l := range ls.dirty {
+		ls.dirty[i] = nil
+		l.listed = false
+		if l.c == nil || l.closed || len(l.out) == 0 {
+			continue // a dialled link keeps its frames until it is open
+		}
+		_, err := l.c.Write(l.out)
+		l.sentBelow = l.nextID
+		if cap(l.out) > 1<<20 {
+			l.out = nil
+		} else {
+			l.out = l.out[:0]
+		}
+		if err != nil {
+			_ = l.c.Close()
+		}
+	}
+	ls.dirty = ls.dirty[:0]
+}
+
+// call relays req for cs over the link: the connection goes busy until the
+// answer comes back on this loop (answered) or the link fails.
+func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bool {
+	if l.closed || len(l.calls) >= maxRelayCalls {
+		return false
+	}
+	rr := relay.Request{
+		Tenant: []byte(cs.tenant),
+		Access: uint8(cs.access),
+		Method: req.MethodName,
+		Target: req.Target,
+		Body:   req.Body,
+	}
+	out, err := relay.AppendRequest(l.out, l.nextID, &rr)
+	if err != nil {
+		return false
+	}
+	l.out = out
+	cs.relayLink, cs.relayID, cs.relayHead = l, l.nextID, req.Head(0)
+	cs.relayUntil = cs.s.now.Load() + int64(deadline)
+	l.calls[l.nextID] = cs
+	l.nextID++
+	l.markDirty()
+	return true
+}
+
+// cancel forgets cs's call (its client went away) and tells the owner, so
+// a relayed parked pop is let go there as a closed connection's is.
+func (l *relayLink) cancel(cs *conn) {
+	id := cs.relayID
+	cs.relayLink = nil
+	delete(l.calls, id)
+	if l.closed {
+		return
+	}
+	l.out = relay.AppendHeader(l.out, relay.FrameCancel, id, 0)
+	l.markDirty()
+}
+
+// onTraffic reads every whole frame that arrived and acts on it.
+func (l *relayLink) onTraffic() gnet.Action {
+	c := l.c
+	// The clock is read here rather than from the server's tick (Server.now,
+	// up to a second old), which the ping timeout (a member timeout, 1 s in
+	// the tests) could not tell from silence.
+	l.lastRead = time.Now().UnixNano()
+	for {
+		hdr, _ := c.Peek(relay.HeaderLen)
+		if len(hdr) < relay.HeaderLen {
+			break
+		}
+		typ, id, n := relay.ParseHeader(hdr)
+		if n > maxRelayFrame {
+			return gnet.Close // a protocol error: the link fails
+		}
+		if c.InboundBuffered() < relay.HeaderLen+n {
+			break
+		}
+		frame, _ := c.Peek(relay.HeaderLen + n)
+		if !l.frame(typ, id, frame[relay.HeaderLen:]) {
+			return gnet.Close
+		}
+		_, _ = c.Discard(relay.HeaderLen + n)
+	}
+	l.ls.flushLinks()
+	return gnet.None
+}
+
+// frame acts on one frame; p is valid only during the call. It reports
+// false for a frame that breaks the protocol (the link is closed).
+func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
+	if l.role == linkAccepted {
+		switch typ {
+		case relay.FrameRequest:
+			return l.s.serveRelayed(l, id, p)
+		case relay.FrameCancel:
+			if cs := l.streams[id]; cs != nil {
+				delete(l.streams, id)
+				l.s.e.Cancel(cs.sink.parked)
+			}
+		case relay.FramePing:
+			l.out = relay.AppendHeader(l.out, relay.FramePong, 0, 0)
+			l.markDirty()
+		default:
+			return false
+		}
+		return true
+	}
+	switch typ {
+	case relay.FrameAnswer:
+		if cs := l.take(id); cs != nil {
+			cs.relayAnswered(p)
+		}
+	case relay.FrameRefuse:
+		if cs := l.take(id); cs != nil {
+			if len(p) == 1 && p[0] == relay.RefuseTooLarge {
+				cs.relayLost() // served, but its answer could not come back
+			} else {
+				cs.relayRefused() // busy or closing: the owner did not serve it
+			}
+		}
+	case relay.FramePong:
+	default:
+		return false
+	}
+	return true
+}
+
+// take removes the call of stream id, nil when it is not waited for (its
+// client went away).
+func (l *relayLink) take(id uint64) *conn {
+	cs := l.calls[id]
+	if cs != nil {
+		delete(l.calls, id)
+		cs.relayLink = nil
+	}
+	return cs
+}
+
+// fail ends the link on its loop: its calls are answered 503
+// ephemeral_forward_failed when their frame never left, or have their
+// client's connection closed when the owner may have acted on them; its
+// parked streams are cancelled. A later call dials afresh.
+func (l *relayLink) fail(err error) {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if l.role == linkDialled {
+		if l.ls.links[l.addr] == l {
+			delete(l.ls.links, l.addr)
+			l.ls.nLinks.Store(int32(len(l.ls.links)))
+		}
+		for id, cs := range l.calls {
+			delete(l.calls, id)
+			cs.relayLink = nil
+			if id < l.sentBelow {
+				cs.relayLost()
+			} else {
+				cs.relayRefused()
+			}
+		}
+		if l.c != nil && err != nil && !errors.Is(err, errLinkClosedByPeer) {
+			l.s.cfg.Logger.Debug("cell: relay link failed", "peer", l.addr, "err", err)
+		}
+	}
+	for id, cs := range l.streams {
+		delete(l.streams, id)
+		l.s.e.Cancel(cs.sink.parked)
+	}
+	l.s.cell.linkCount.Add(-1)
+	l.out = nil
+	if l.c != nil {
+		_ = l.c.Close()
+	}
+}
+
+// errLinkClosedByPeer: the link's connection closed (gnet's OnClose).
+var errLinkClosedByPeer = errors.New("the relay connection closed")
+
+// tend runs on the loop every ping interval: a dialled link that has read
+// nothing for pingInterval is pinged, one silent for pingTimeout fails (a
+// paused or cut-off owner), and calls past their deadline end (the owner
+// may have acted: their client's connection closes).
+func (ls *loopScratch) tend(context.Context) error {
+	s := ls.s
+	now := time.Now().UnixNano()
+	every, limit := int64(s.cell.PingInterval), int64(s.cell.PingTimeout)
+	for _, l := range ls.links {
+		if l.c == nil {
+			continue // being dialled: bounded by the dial timeout
+		}
+		if now-l.lastRead > limit {
+			l.fail(errors.New("the owner sent nothing for the ping timeout"))
+			continue
+		}
+		if now-l.lastRead >= every && now-l.lastPing >= every {
+			l.lastPing = now
+			l.out = relay.AppendHeader(l.out, relay.FramePing, 0, 0)
+			l.markDirty()
+		}
+		for id, cs := range l.calls {
+			if now > cs.relayUntil {
+				delete(l.calls, id)
+				cs.relayLink = nil
+				l.out = relay.AppendHeader(l.out, relay.FrameCancel, id, 0)
+				l.markDirty()
+				cs.relayLost()
+			}
+		}
+	}
+	ls.flushLinks()
+	return nil
+}
+
+// forget fails this loop's link to addr (the member left the cell): its
+// calls end at once rather than at the ping timeout.
+func (ls *loopScratch) forget(addr string) {
+	if l := ls.links[addr]; l != nil {
+		l.fail(errors.New("the member left the cell"))
+	}
+}
+
+// tendLinks has every loop with dialled links tend them, every ping
+// interval, until the server stops.
+func (s *Server) tendLinks() {
+	t := time.NewTicker(s.cell.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.quit:
+			return
+		}
+		s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+			if ls.nLinks.Load() > 0 {
+				_ = ls.loop.Execute(context.Background(), ls.tendTask)
+			}
+			return true
+		})
+	}
+}
