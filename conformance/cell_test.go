@@ -431,6 +431,52 @@ func TestCellOwnerMoved(t *testing.T) {
 	}
 }
 
+// TestCellRelayLinksKeptAndCounted: the relay's links live on the event
+// loops and are kept between requests: a link idle for three member
+// timeouts is pinged, not dropped, so relaying again dials nothing; and
+// /metrics counts what was relayed, served and dialled, with the links
+// open on each member.
+func TestCellRelayLinksKeptAndCounted(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b)
+	c.waitLive(all...)
+	q := queueOwnedBy(t, "links", b.id, all...)
+	for i := 0; i < 5; i++ {
+		a.push(t, q, "", `{"n":1}`)
+	}
+	before, _ := a.scrape(t)
+	if got := before["queen_ephemeral_relayed_total"]; got != 5 {
+		t.Fatalf("A relayed %v requests, want 5", got)
+	}
+	dials := before["queen_ephemeral_relay_dials_total"]
+	if dials < 1 || before["queen_ephemeral_relay_links"] < 1 {
+		t.Fatalf("A: dials %v, links %v: want at least one of each", dials, before["queen_ephemeral_relay_links"])
+	}
+	time.Sleep(3 * time.Second) // three member timeouts (1 s) of a silent link
+	for i := 0; i < 5; i++ {
+		a.push(t, q, "", `{"n":2}`)
+	}
+	after, _ := a.scrape(t)
+	if got := after["queen_ephemeral_relay_dials_total"]; got != dials {
+		t.Fatalf("A dialled again after an idle spell: dials %v, were %v", got, dials)
+	}
+	if got := after["queen_ephemeral_relay_closed_unanswered_total"]; got != 0 {
+		t.Fatalf("A closed %v relayed requests unanswered", got)
+	}
+	served, _ := b.scrape(t)
+	if got := served["queen_ephemeral_relay_served_total"]; got != 10 {
+		t.Fatalf("B served %v relayed requests, want 10", got)
+	}
+	if served["queen_ephemeral_relay_links"] < 1 {
+		t.Fatalf("B has no relay link open")
+	}
+	if got := b.pop(t, popq{"queue": q, "batch": "20"}).payloads(); len(got) != 10 {
+		t.Fatalf("B holds %d messages, want 10", len(got))
+	}
+}
+
 // TestCellRelayPortMustDiffer: a broker whose advertised port is its
 // public port refuses to start, saying why.
 func TestCellRelayPortMustDiffer(t *testing.T) {
