@@ -30,17 +30,9 @@ var (
 	errForwardFailed = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "the broker that owns the queue could not be reached"}
 )
 
-// Relay deadlines: a push or an ack is bounded by relayShortDeadline; a
-// pop by its wait plus relayMargin, so an owner that never answers still
-// ends the call.
-const (
-	relayShortDeadline = 30 * time.Second
-	relayMargin        = 5 * time.Second
-)
-
 // cellState is the server's part of the cell: nil in a cell of one.
 type cellState struct {
-	m  *cell.Membership
+	m  viewer        // the membership (a test may stand in its own)
 	rc *relay.Client // the fan-out of reset and delete (fanout.go); requests are relayed on the loops (relaylink.go)
 	RelayOptions
 
@@ -58,11 +50,19 @@ type RelayOptions struct {
 	DialTimeout  time.Duration // dial and handshake together (default 2 s)
 	PingInterval time.Duration // a link that has read nothing for this long is pinged (default 1 s)
 	PingTimeout  time.Duration // one silent for this long fails, and its calls with it (default 5 s)
+	// CallDeadline bounds a relayed push or ack (default 30 s), PopMargin
+	// a relayed pop beyond its wait (default 5 s): an owner that never
+	// answers still ends the call, and the client's connection is closed
+	// (the owner may have acted).
+	CallDeadline, PopMargin time.Duration
 	// Delay is a test hook (zero in production): the owner waits this long
 	// before serving each relayed request, so a test can move ownership
 	// while one is in flight (owner_moved).
 	Delay time.Duration
 }
+
+// viewer is what the relay needs of the membership: its current view.
+type viewer interface{ View() *cell.View }
 
 // AttachCell makes the server a member of a cell: requests for queues it
 // does not own in the membership's current view are relayed to their
@@ -79,6 +79,12 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 	}
 	if opts.PingTimeout <= 0 {
 		opts.PingTimeout = 5 * time.Second
+	}
+	if opts.CallDeadline <= 0 {
+		opts.CallDeadline = 30 * time.Second
+	}
+	if opts.PopMargin <= 0 {
+		opts.PopMargin = 5 * time.Second
 	}
 	s.cell = &cellState{rc: rc, RelayOptions: opts}
 	set := s.m.set
@@ -197,9 +203,9 @@ func (cs *conn) elsewhere(req *wire.Request, queue []byte, wait time.Duration) b
 // makes the connection busy until the answer is written (P1: nothing here
 // waits; relaylink.go).
 func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
-	deadline := relayShortDeadline
+	deadline := cs.s.cell.CallDeadline
 	if wait > 0 {
-		deadline = wait + relayMargin
+		deadline = wait + cs.s.cell.PopMargin
 	}
 	cs.s.cell.relayed.Inc()
 	if !cs.ls.link(cs.s, addr).call(cs, req, deadline) {

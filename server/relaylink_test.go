@@ -1,0 +1,389 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/engine"
+)
+
+// The relay on the event loops (relaylink.go), against a stand-in owner: a
+// relay.Server whose connections the test holds (Adopt) and reads or
+// answers frame by frame, or leaves silent. The real brokers' side is in
+// the conformance package (TestCell...).
+
+var testSecret = []byte("relay-link-test-secret")
+
+// fixedView is a membership whose view never changes.
+type fixedView struct{ v *cell.View }
+
+func (f fixedView) View() *cell.View { return f.v }
+
+// owner is a member that the server under test relays to: every
+// connection it accepts (past the handshake) is handed to the test.
+type owner struct {
+	addr  string
+	conns chan net.Conn
+}
+
+func startOwner(t *testing.T) *owner {
+	t.Helper()
+	o := &owner{conns: make(chan net.Conn, 8)}
+	rs, err := relay.NewServer(relay.ServerConfig{Secret: testSecret, Adopt: func(c net.Conn) { o.conns <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.addr = ln.Addr().String()
+	go rs.Serve(ln)
+	t.Cleanup(func() { rs.Close() })
+	return o
+}
+
+// link waits for the server under test to dial the owner.
+func (o *owner) link(t *testing.T) net.Conn {
+	t.Helper()
+	select {
+	case c := <-o.conns:
+		t.Cleanup(func() { c.Close() })
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not dial the owner")
+		return nil
+	}
+}
+
+// readFrame reads one frame from a relay connection.
+func readFrame(t *testing.T, c net.Conn) (typ byte, id uint64, payload []byte) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var h [relay.HeaderLen]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		t.Fatalf("reading a frame: %v", err)
+	}
+	typ, id, n := relay.ParseHeader(h[:])
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(c, payload); err != nil {
+		t.Fatalf("reading a frame's payload: %v", err)
+	}
+	return typ, id, payload
+}
+
+// startLanding starts a server that is a member of a cell of two (itself
+// and peer) whose view never changes, relaying with opts.
+func startLanding(t *testing.T, peer string, opts RelayOptions) *testServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	e := engine.New(engine.Config{})
+	s := New(Config{Addr: addr, Engine: e, Store: openStore(t), Loops: 2})
+	opts.Secret = testSecret
+	rc, err := relay.NewClient(relay.ClientConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	s.AttachCell(rc, opts)
+	self := "127.0.0.1:1" // never dialled: nothing is relayed to itself
+	s.cell.m = fixedView{cell.StaticView(1, self, []cell.Member{{ID: self}, {ID: peer}}, false)}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		e.Close()
+	})
+	return &testServer{s: s, e: e, addr: addr}
+}
+
+// queueOf returns a queue name of the default tenant (no identity) that
+// the view gives to owner.
+func queueOf(t *testing.T, ts *testServer, owner string) string {
+	t.Helper()
+	v := ts.s.cell.m.View()
+	for i := 0; i < 1000; i++ {
+		q := fmt.Sprintf("q%d", i)
+		if m, ok := v.Owner(defaultTenant, q); ok && m.ID == owner {
+			return q
+		}
+	}
+	t.Fatal("no queue owned by " + owner)
+	return ""
+}
+
+// sendPush writes a push of one message to queue on a new connection.
+func sendPush(t *testing.T, ts *testServer, queue string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	body := `{"queue":"` + queue + `","messages":[{"payload":1}]}`
+	fmt.Fprintf(c, "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return c
+}
+
+// readAnswer reads what the server answers on c: the whole answer, or the
+// error that ended the connection (io.EOF: closed without an answer).
+func readAnswer(c net.Conn, within time.Duration) (string, error) {
+	c.SetReadDeadline(time.Now().Add(within))
+	r := bufio.NewReader(c)
+	var sb strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		sb.WriteString(line)
+		if err != nil {
+			return sb.String(), err
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	head := sb.String()
+	var n int
+	for _, l := range strings.Split(head, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "Content-Length: "); ok {
+			fmt.Sscan(v, &n)
+		}
+	}
+	body := make([]byte, n)
+	_, err := io.ReadFull(r, body)
+	return head + string(body), err
+}
+
+// The request frame carries the identity established where the request
+// landed and the request itself; the owner's answer comes back byte for
+// byte.
+func TestRelayCarriesTheRequestAndReturnsTheAnswer(t *testing.T) {
+	o := startOwner(t)
+	ts := startLanding(t, o.addr, RelayOptions{})
+	q := queueOf(t, ts, o.addr)
+	c := sendPush(t, ts, q)
+	link := o.link(t)
+	typ, id, p := readFrame(t, link)
+	if typ != relay.FrameRequest {
+		t.Fatalf("frame type %d, want a request", typ)
+	}
+	var rq relay.Request
+	if err := relay.DecodeRequest(p, &rq); err != nil {
+		t.Fatal(err)
+	}
+	if string(rq.Method) != "POST" || string(rq.Target) != "/api/v1/ephemeral/push" ||
+		string(rq.Body) != `{"queue":"`+q+`","messages":[{"payload":1}]}` || string(rq.Tenant) != defaultTenant {
+		t.Fatalf("relayed %q %q %q tenant %q", rq.Method, rq.Target, rq.Body, rq.Tenant)
+	}
+	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"
+	frame := relay.AppendHeader(nil, relay.FrameAnswer, id, len(answer))
+	link.Write(append(frame, answer...))
+	got, err := readAnswer(c, 5*time.Second)
+	if err != nil || got != answer {
+		t.Fatalf("answer %q, %v; want the owner's %q", got, err, answer)
+	}
+}
+
+// An owner that cannot be reached: 503 ephemeral_forward_failed, nothing
+// was sent.
+func TestRelayToAnUnreachableOwnerIsRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	ts := startLanding(t, dead, RelayOptions{DialTimeout: time.Second})
+	c := sendPush(t, ts, queueOf(t, ts, dead))
+	got, err := readAnswer(c, 5*time.Second)
+	if err != nil || !strings.HasPrefix(got, "HTTP/1.1 503 ") || !strings.Contains(got, `"code":"ephemeral_forward_failed"`) {
+		t.Fatalf("answer %q, %v; want 503 ephemeral_forward_failed", got, err)
+	}
+	if ff, lost := ts.s.RelayCounts(); ff != 1 || lost != 0 {
+		t.Fatalf("RelayCounts %d forward-failed, %d lost; want 1, 0", ff, lost)
+	}
+}
+
+// A call past its deadline: the owner may have acted, so the client's
+// connection is closed without an answer, and the owner is told to let
+// the call go (a cancel frame for its stream).
+func TestRelayedCallPastItsDeadlineClosesTheConnection(t *testing.T) {
+	o := startOwner(t)
+	ts := startLanding(t, o.addr, RelayOptions{CallDeadline: 200 * time.Millisecond, PingInterval: 50 * time.Millisecond})
+	c := sendPush(t, ts, queueOf(t, ts, o.addr))
+	link := o.link(t)
+	_, id, _ := readFrame(t, link)
+	// The owner answers pings but never the call.
+	cancelled := make(chan uint64, 1)
+	go func() {
+		var h [relay.HeaderLen]byte
+		for {
+			if _, err := io.ReadFull(link, h[:]); err != nil {
+				return
+			}
+			typ, fid, n := relay.ParseHeader(h[:])
+			io.CopyN(io.Discard, link, int64(n))
+			switch typ {
+			case relay.FramePing:
+				link.Write(relay.AppendHeader(nil, relay.FramePong, 0, 0))
+			case relay.FrameCancel:
+				cancelled <- fid
+			}
+		}
+	}()
+	start := time.Now()
+	got, err := readAnswer(c, 5*time.Second)
+	if !errors.Is(err, io.EOF) || got != "" {
+		t.Fatalf("got %q, %v; want the connection closed without an answer", got, err)
+	}
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Fatalf("closed after %v, before the deadline", took)
+	}
+	select {
+	case fid := <-cancelled:
+		if fid != id {
+			t.Fatalf("cancel for stream %d, want %d", fid, id)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the owner was not told to let the call go")
+	}
+	if ff, lost := ts.s.RelayCounts(); ff != 0 || lost != 1 {
+		t.Fatalf("RelayCounts %d forward-failed, %d lost; want 0, 1", ff, lost)
+	}
+}
+
+// An owner that goes silent (paused, cut off) fails the link after the ping
+// timeout: the call it holds may have been applied, so its client's
+// connection is closed; a call made afterwards dials afresh.
+func TestSilentOwnerFailsTheLink(t *testing.T) {
+	o := startOwner(t)
+	ts := startLanding(t, o.addr, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 300 * time.Millisecond})
+	q := queueOf(t, ts, o.addr)
+	c := sendPush(t, ts, q)
+	first := o.link(t)
+	readFrame(t, first) // the request; nothing is answered, not even pings
+	got, err := readAnswer(c, 5*time.Second)
+	if !errors.Is(err, io.EOF) || got != "" {
+		t.Fatalf("got %q, %v; want the connection closed without an answer", got, err)
+	}
+	c2 := sendPush(t, ts, q)
+	second := o.link(t) // dialled anew
+	_, id, _ := readFrame(t, second)
+	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"
+	second.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, id, len(answer)), answer...))
+	if got, err := readAnswer(c2, 5*time.Second); err != nil || got != answer {
+		t.Fatalf("after the redial: %q, %v", got, err)
+	}
+}
+
+// The client going away while its pop is relayed: the owner gets a cancel
+// frame for the stream, so a parked pop is let go there.
+func TestClientGoneCancelsTheRelayedCall(t *testing.T) {
+	o := startOwner(t)
+	ts := startLanding(t, o.addr, RelayOptions{})
+	q := queueOf(t, ts, o.addr)
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET /api/v1/ephemeral/pop?queue=%s&wait=true&timeout=10000 HTTP/1.1\r\nHost: x\r\n\r\n", q)
+	link := o.link(t)
+	typ, id, _ := readFrame(t, link)
+	if typ != relay.FrameRequest {
+		t.Fatalf("frame type %d", typ)
+	}
+	c.Close()
+	typ, cid, _ := readFrame(t, link)
+	for typ == relay.FramePing {
+		typ, cid, _ = readFrame(t, link)
+	}
+	if typ != relay.FrameCancel || cid != id {
+		t.Fatalf("frame type %d stream %d, want a cancel of %d", typ, cid, id)
+	}
+}
+
+// Many calls from many connections on the loops: every one is answered
+// with its own answer (stream ids keep them apart) whatever the order the
+// owner answers in.
+func TestRelayedAnswersFindTheirCalls(t *testing.T) {
+	o := startOwner(t)
+	ts := startLanding(t, o.addr, RelayOptions{})
+	q := queueOf(t, ts, o.addr)
+	const n = 40
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conns[i] = sendPush(t, ts, q)
+	}
+	// Up to one link per loop: gather the calls from whichever link.
+	type call struct {
+		link net.Conn
+		id   uint64
+	}
+	calls := make(chan call, n)
+	go func() {
+		for {
+			select {
+			case l := <-o.conns:
+				t.Cleanup(func() { l.Close() })
+				go func() {
+					var h [relay.HeaderLen]byte
+					for {
+						if _, err := io.ReadFull(l, h[:]); err != nil {
+							return
+						}
+						typ, id, sz := relay.ParseHeader(h[:])
+						io.CopyN(io.Discard, l, int64(sz))
+						if typ == relay.FrameRequest {
+							calls <- call{l, id}
+						}
+					}
+				}()
+			case <-time.After(10 * time.Second):
+				return
+			}
+		}
+	}()
+	got := make([]call, 0, n)
+	for len(got) < n {
+		select {
+		case c := <-calls:
+			got = append(got, c)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d calls reached the owner", len(got), n)
+		}
+	}
+	// Answer in reverse order, each with a body of its own.
+	for i := len(got) - 1; i >= 0; i-- {
+		body := fmt.Sprintf(`{"answer":%d}`, i)
+		answer := fmt.Sprintf("HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		got[i].link.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, got[i].id, len(answer)), answer...))
+	}
+	seen := map[string]bool{}
+	for i, c := range conns {
+		a, err := readAnswer(c, 5*time.Second)
+		if err != nil || !strings.HasPrefix(a, "HTTP/1.1 201 ") {
+			t.Fatalf("connection %d: %q, %v", i, a, err)
+		}
+		body := a[strings.Index(a, "\r\n\r\n")+4:]
+		if seen[body] {
+			t.Fatalf("answer %s given twice", body)
+		}
+		seen[body] = true
+	}
+}
