@@ -81,17 +81,20 @@ type jsResult struct {
 		Errors  []jsError
 	}
 	Kill struct {
-		K1, K2, N        int
-		Flushed, Drained jsOutcome
-		FlushErrors      []jsError
-		BufErrors        []json.RawMessage
-		FlushRetries     int
-		Plain, Refused   jsOutcome
-		PlainMs          int
-		Popped           []int
-		Acks             map[string]int
-		PopError         *jsError
-		PlainPopped      json.RawMessage
+		K1, K2, N                     int
+		Flushed, Drained              jsOutcome
+		FlushErrors                   []jsError
+		BufErrors                     []json.RawMessage
+		FlushRetries                  int
+		Plain, Refused                jsOutcome
+		PlainMs                       int
+		Popped                        []int
+		Acks                          map[string]int
+		PopError                      *jsError
+		PlainPopped                   json.RawMessage
+		LaterPush, LaterPop, LaterAck jsOutcome
+		Reply                         jsOutcome
+		ResponderErrors               []jsError
 	}
 }
 
@@ -103,7 +106,9 @@ type jsResult struct {
 // service queue owned by C: each request's push and the responder's pops
 // are relayed. (4) The kill -9 of C, owner of two queues: a push through A
 // with the default timeout issued right after it is accepted with no
-// caller-visible error (the SDK retried the refusals), a push through a
+// caller-visible error (the SDK retried the refusals), as are a waiting
+// pop through B, its ack, and a request() through A to a service owned by
+// C whose responder on B was parked on C; a push through a
 // client with a 300 ms timeout shows the refusal (503, a cell code, several
 // sends) and appends nothing, and buffered pushes (batches of 10, every
 // 10 ms) drain through the membership change: checkDrainedThroughKill.
@@ -126,6 +131,8 @@ func TestCellJSSDK(t *testing.T) {
 		"svc":     queueOwnedBy(t, "jssvc", cc.id, all...),
 		"dead":    queueOwnedBy(t, "jsdead", cc.id, all...),
 		"plain":   queueOwnedBy(t, "jsplain", cc.id, all...),
+		"later":   queueOwnedBy(t, "jslater", cc.id, all...),
+		"svc2":    queueOwnedBy(t, "jssvc2", cc.id, all...),
 		"k1":      100,
 		"n":       500,
 	})
@@ -250,6 +257,31 @@ func TestCellJSSDK(t *testing.T) {
 	if got := string(k.PlainPopped); got != `["plain"]` {
 		t.Fatalf("the plain pushes' queue holds %s after the move, want only the accepted push", got)
 	}
+	var lpush client.PushResult
+	k.LaterPush.value(t, "push to wake the pop issued after the kill", &lpush)
+	var lpop client.PopResult
+	k.LaterPop.value(t, "waiting pop through B issued right after the kill", &lpop)
+	if lpush.Pushed != 1 || len(lpop.Messages) != 1 || string(lpop.Messages[0].Payload) != `"later"` {
+		t.Fatalf("waiting pop through the kill: push %s, pop %s", k.LaterPush.Value, k.LaterPop.Value)
+	}
+	var lack client.AckResult
+	k.LaterAck.value(t, "ack through A after the move", &lack)
+	if len(lack.Results) != 1 || lack.Results[0].Outcome != client.OutcomeAcked {
+		t.Fatalf("ack after the move: %s", k.LaterAck.Value)
+	}
+	var reply struct{ Echo string }
+	k.Reply.value(t, "request() through A issued right after the kill", &reply)
+	if reply.Echo != "through" {
+		t.Fatalf("request through the kill: reply %s", k.Reply.Value)
+	}
+	for _, e := range k.ResponderErrors {
+		// The responder's loop goes on after its parked pop died with C
+		// (a lost answer) or a refusal outlived its 1 s wait; anything
+		// else is a failure.
+		if e.Name != "ConnectionError" && (e.Status != 503 || (e.Code != "ephemeral_forward_failed" && e.Code != "owner_moved")) {
+			t.Fatalf("the responder through the kill reported %+v", e)
+		}
+	}
 	if k.Flushed.Error != nil || k.Drained.Error != nil || len(k.FlushErrors) != 0 || len(k.BufErrors) != 0 {
 		t.Fatalf("buffered pushes: flush before the kill %+v, after %+v, flush errors %+v, push errors %s", k.Flushed.Error, k.Drained.Error, k.FlushErrors, k.BufErrors)
 	}
@@ -263,6 +295,7 @@ func TestCellJSSDK(t *testing.T) {
 	if !maps.Equal(k.Acks, map[string]int{"acked": len(k.Popped)}) {
 		t.Fatalf("acks after the move: %v, want %d acked", k.Acks, len(k.Popped))
 	}
+	t.Logf("kill: responder errors %+v", k.ResponderErrors)
 	t.Logf("kill: plain push accepted after %d ms; the 300 ms one refused %d %s after %d sends; buffered: %d flushed before, %d handed before the kill done, %d in all, lost 0..%d, %d popped once from the new owner, %d batch retries",
 		k.PlainMs, e.Status, e.Code, e.Attempts, k.K1, k.K2, k.N, l-1, len(k.Popped), k.FlushRetries)
 }

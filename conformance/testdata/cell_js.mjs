@@ -106,7 +106,13 @@ for (const q of cfg.relay) {
       await sleep(3)
     }
   })()
-  await sleep(60) // batches are on their way to C
+  // A responder on B for svc2 (owned by C), parked on C when it dies.
+  const ac = new AbortController()
+  const responderErrors = []
+  const responder = qb.ephemeral.consume(cfg.svc2, (m) => qb.ephemeral.reply(m, { echo: m.payload.payload }), {
+    autoAck: true, wait: 1000, signal: ac.signal, onError: (err) => responderErrors.push(describe(err))
+  })
+  await sleep(60) // batches are on their way to C, the responder is parked there
   out({ event: 'kill', handed: next })
   const { value } = await lines.next()
   if (value !== 'killed') throw new Error('want "killed" on stdin, got ' + JSON.stringify(value))
@@ -115,10 +121,22 @@ for (const q of cfg.relay) {
   const short = new Queen(cfg.a, { timeout: 300 })
   const start = Date.now()
   let plainMs = 0
+  // Issued right after the kill, all through the refusals: a waiting pop
+  // through B on later (owned by C), a request() through A to svc2, and the
+  // two pushes; once the plain push is accepted, a push through A wakes the
+  // waiting pop, whose message is then acked through A.
+  const waitingPop = settle(() => qb.ephemeral.pop(cfg.later, { wait: true, timeout: 8000, batch: 1 }))
+  const request = settle(async () => (await qa.ephemeral.request(cfg.svc2, 'through', { timeout: 10000 })).payload)
   const [plain, refused] = await Promise.all([
     settle(async () => { const r = await qa.ephemeral.push(cfg.plain, ['plain']); plainMs = Date.now() - start; return r }),
     settle(() => short.ephemeral.push(cfg.plain, ['short']))
   ])
+  const laterPush = await settle(() => qa.ephemeral.push(cfg.later, ['later']))
+  const laterPop = await waitingPop
+  const laterAck = await settle(() => qa.ephemeral.ack(cfg.later, laterPop.value?.messages ?? []))
+  const reply = await request
+  ac.abort()
+  await responder
   await producer
   const drained = await settle(() => buf.ephemeral.flush())
   // Everything there is, popped and acked from the new owner.
@@ -150,7 +168,12 @@ for (const q of cfg.relay) {
     popped,
     acks,
     popError,
-    plainPopped: plainPopped.value?.messages?.map((m) => m.payload) ?? plainPopped.error
+    plainPopped: plainPopped.value?.messages?.map((m) => m.payload) ?? plainPopped.error,
+    laterPush,
+    laterPop,
+    laterAck,
+    reply,
+    responderErrors
   }
   await Promise.allSettled([buf.close(), short.close()])
 }
