@@ -97,7 +97,11 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	// by B still answers 200: an unreachable member that does not own the
 	// queue holds nothing of it.
 	cc.kill(t)
-	a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q}).wantErr(t, 503, "ephemeral_forward_failed")
+	r := a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q})
+	r.wantErr(t, 503, "ephemeral_forward_failed")
+	if ra := r.header.Get("Retry-After"); ra != "1" {
+		t.Fatalf("Retry-After on 503 ephemeral_forward_failed: %q, want 1", ra)
+	}
 	qb := queueOwnedBy(t, "fanresetb", b.id, all...)
 	a.push(t, qb, "", `1`)
 	a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": qb}).want(t, 200, &rs)
