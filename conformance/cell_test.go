@@ -302,11 +302,13 @@ func TestCellOwnerKilled(t *testing.T) {
 			lost++ // a relay in flight when the owner died: the connection is closed unanswered
 		case r.status == 503 && errCode(r) == "ephemeral_forward_failed":
 			failed++
+			wantRetryAfter1(t, r)
 		case r.status == 503 && errCode(r) == "owner_moved" && time.Since(killed) > cellTimeoutMS*time.Millisecond/2:
 			// The members drop the dead one at their own next heartbeat:
 			// for a moment A relays to the new owner, which still sees the
 			// dead one as the owner. A refusal the SDKs retry, as D17 says.
 			moved++
+			wantRetryAfter1(t, r)
 		case r.status == 201:
 			firstServed = time.Since(killed)
 		default:
@@ -420,6 +422,7 @@ func TestCellOwnerMoved(t *testing.T) {
 	if r.status != 503 || errCode(r) != "owner_moved" {
 		t.Fatalf("push relayed across the move: %s, want 503 owner_moved", r)
 	}
+	wantRetryAfter1(t, r) // written by B, relayed by A as it is
 	// It did nothing: the queue's new owner has nothing, and B had nothing
 	// to drop.
 	if got := newc.pop(t, popq{"queue": q}).payloads(); len(got) != 0 {
@@ -1061,4 +1064,14 @@ func processCPU(t *testing.T, b *broker) time.Duration {
 		t.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// wantRetryAfter1 fails the test unless r, a cell refusal (503 owner_moved
+// or 503 ephemeral_forward_failed, both "come back"), says Retry-After: 1
+// (docs/cell.md, "SDKs").
+func wantRetryAfter1(t testing.TB, r reply) {
+	t.Helper()
+	if ra := r.header.Get("Retry-After"); ra != "1" {
+		t.Fatalf("Retry-After on %s: %q, want 1", r, ra)
+	}
 }
