@@ -39,9 +39,15 @@ type syncState struct {
 	applied atomic.Int64 // the store revision last applied
 	failing atomic.Bool  // the last reconcile failed: log the next at debug
 
-	// grants is every stored grant as last applied, guarded by
-	// Server.grantMu (grantVerb keeps it too).
+	// grants is every stored grant as last applied (grantVerb keeps it
+	// too). It is written holding both Server.grantMu and grantsMu, and
+	// read holding either.
 	grants map[string]store.Grant
+	// grantsMu guards grants and their application to memory (setGrant),
+	// and is never held across a store call, unlike grantMu: redivide
+	// takes it on the membership goroutine, whose heartbeats must not
+	// wait for the database's answers to a grant verb or a reconcile.
+	grantsMu sync.Mutex
 
 	// Counters for tests and logs.
 	reconciles, configured, undeclared, grantChanges, killSwitchChanges atomic.Int64
@@ -168,9 +174,6 @@ func (s *Server) syncGrants(ctx context.Context, d *synced) error {
 		return fmt.Errorf("load grants: %w", err)
 	}
 	d.grants = len(grants)
-	if s.sy.grants == nil {
-		s.sy.grants = make(map[string]store.Grant, len(grants))
-	}
 	seen := make(map[string]struct{}, len(grants))
 	for _, g := range grants {
 		seen[g.Tenant] = struct{}{}
@@ -192,6 +195,8 @@ func (s *Server) syncGrants(ctx context.Context, d *synced) error {
 // setGrantLocked applies a grant (nil: none) and remembers it as applied.
 // The caller holds grantMu.
 func (s *Server) setGrantLocked(tenant string, g *store.Grant) {
+	s.sy.grantsMu.Lock()
+	defer s.sy.grantsMu.Unlock()
 	s.setGrant(tenant, g)
 	if s.sy.grants == nil {
 		s.sy.grants = make(map[string]store.Grant)
