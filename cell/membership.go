@@ -262,7 +262,7 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 		members, err = m.renew(bctx)
 	}
 	if errors.Is(err, errDisplaced) {
-		m.displace()
+		m.displace(m.view.Load().Members)
 		return
 	}
 	if err != nil {
@@ -425,23 +425,42 @@ func (m *Membership) reload(ctx context.Context) {
 		}
 		return
 	}
+	if m.announced && heldByAnother(members, m.self, m.opts.Incarnation) {
+		// Another process took this address's row over since our last
+		// renewal (its join notification is likely what we are reloading
+		// on): it answers for the address now, so do not wait for the next
+		// beat to find out (and do not let with() put us back in its place).
+		m.displace(members)
+		return
+	}
 	m.checkFence()
 	fenced := !m.announced
 	m.publish(members, fenced)
 }
 
+// heldByAnother reports whether members list self's address with another
+// incarnation than inc.
+func heldByAnother(members []Member, self, inc string) bool {
+	for _, mb := range members {
+		if mb.ID == self {
+			return mb.Incarnation != inc
+		}
+	}
+	return false
+}
+
 // displace fences the member at once, without waiting for its renewal to
 // expire: another process answers for this address now. It stays fenced
 // until that process's row expires (or is deleted) and its own beat takes
-// the row back.
-func (m *Membership) displace() {
+// the row back. members is the live set to publish (less this member).
+func (m *Membership) displace(members []Member) {
 	m.stats.heartbeatFailures.Add(1)
 	if !m.displaced {
 		m.log.Error("cell: another live broker advertises this address (QUEEN_CELL_ADVERTISE); fenced until its row expires", "address", m.self)
 	}
 	m.displaced = true
 	m.announced = false
-	m.publish(m.view.Load().Members, true)
+	m.publish(members, true)
 }
 
 // checkFence fences the member when its last renewal has expired: it

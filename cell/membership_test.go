@@ -398,3 +398,25 @@ func TestDuplicateAddress(t *testing.T) {
 		t.Fatalf("b sees a:1 as %q, want the first process %q", incOf(v), a1.opts.Incarnation)
 	}
 }
+
+// A process that takes this member's address over announces its join by
+// NOTIFY, and the displaced member reloads on it: it fences itself then,
+// not at its next heartbeat (the other process answers for the address
+// from its join). With a 10 s heartbeat, only the notification can do it.
+func TestDuplicateAddressFencedByTheJoinNotification(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	const slowHB, slowTO = 10 * time.Second, 30 * time.Second
+	a1 := start(t, schema, "a:1", slowHB, slowTO)
+	waitFor(t, 5*time.Second, "the first process joined", viewIs("a:1", a1))
+	waitFor(t, 5*time.Second, "the first process listening", func() bool { return a1.Stats().Listening })
+	n := a1.Stats().Notifications
+	a2 := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "the second process joins", viewIs("a:1", a2))
+	waitFor(t, 5*time.Second, "the join notified", func() bool { return a1.Stats().Notifications > n })
+	took := waitFor(t, time.Second, "the first process fenced, within a second of its 10 s heartbeat", a1.Fenced)
+	t.Logf("displaced member fenced %v after it was told of the other's join", took)
+	if a1.View().Owns("t", "q") {
+		t.Fatal("the displaced member still owns")
+	}
+}
