@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/queenmq/ephemeral/store/postgres"
 	"github.com/queenmq/ephemeral/store/storetest"
 	"go.uber.org/goleak"
@@ -261,10 +262,21 @@ func TestRejoinWithNewIncarnationIsANewGeneration(t *testing.T) {
 		t.Fatalf("generation %d after b restarted, want > %d", g, gen)
 	}
 	// A stale incarnation leaving does not remove its successor's row.
-	if err := pg.Exec(context.Background(), a.sql.leave, "b:1", b1.opts.Incarnation); err != nil {
+	// Judged by the statement itself: a row wrongly deleted would be put
+	// back by b2's next heartbeat, likely before any view could show it.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * hb)
+	defer conn.Close(ctx)
+	tag, err := conn.Exec(ctx, a.sql.leave, "b:1", b1.opts.Incarnation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tag.RowsAffected(); n != 0 {
+		t.Fatalf("the old incarnation's leave deleted %d rows, want none", n)
+	}
 	if v := a.View(); ids(v) != "a:1,b:1" || v.Members[1].Incarnation != b2.opts.Incarnation {
 		t.Fatalf("after the old incarnation's leave: %s", ids(v))
 	}
