@@ -60,7 +60,11 @@ const revisionUnknown = -1 << 63
 // synced is what one reconcile changed.
 type synced struct {
 	decls, configured, undeclared, grants, grantChanges int
-	killSwitch                                          bool
+	// notApplied counts stored declarations the engine refused (the
+	// tenant's queue allowance, the broker's memory): the next look tries
+	// them again.
+	notApplied int
+	killSwitch bool
 }
 
 func (d synced) changed() bool {
@@ -102,6 +106,12 @@ func (s *Server) reconcile(ctx context.Context, boot bool) (synced, error) {
 		// but another member's write may have been counted here already).
 		rev = revisionUnknown
 	}
+	if d.notApplied > 0 {
+		// Marking the revision applied would leave those declarations out
+		// until some other write moves it; the owner of such a queue would
+		// serve it on the default options meanwhile.
+		rev = revisionUnknown
+	}
 	s.sy.applied.Store(rev)
 	s.sy.reconciles.Add(1)
 	s.sy.configured.Add(int64(d.configured))
@@ -141,7 +151,8 @@ func (s *Server) syncDeclarations(ctx context.Context, d *synced, boot bool) err
 			continue
 		}
 		if err := s.e.Configure(dc.Tenant, dc.Queue, sent); err != nil {
-			s.cfg.Logger.Error("a stored declaration was not applied", "tenant", dc.Tenant, "queue", dc.Queue, "err", err)
+			s.cfg.Logger.Error("a stored declaration was not applied; tried again at the next look", "tenant", dc.Tenant, "queue", dc.Queue, "err", err)
+			d.notApplied++
 			continue
 		}
 		d.configured++

@@ -255,3 +255,36 @@ func TestSyncByPollWhenNotificationsAreLost(t *testing.T) {
 		time.Sleep(time.Duration(i) * 300 * time.Millisecond) // at other phases of the interval
 	}
 }
+
+// A stored declaration this member could not apply (its engine refused the
+// queue: the tenant's queue allowance, the broker's memory) is tried again
+// at the next look, not left out until some other write moves the
+// revision: the owner of the queue would otherwise serve it on the default
+// options.
+func TestSyncRetriesADeclarationItCouldNotApply(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	st := openStore(t)
+	s := New(Config{Engine: e, Store: st})
+	ctx := context.Background()
+	e.SetTenantLimits("t", 0, 1) // one queue
+	if _, err := e.Push("t", "other", "", [][]byte{[]byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutDeclaration(ctx, store.Declaration{Tenant: "t", Queue: "q", Options: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Declared("t", "q"); ok {
+		t.Fatal("declared past the tenant's queue allowance")
+	}
+	if _, err := e.Delete("t", "other"); err != nil { // room again
+		t.Fatal(err)
+	}
+	s.syncOnce() // the next look: the store has not changed since
+	if _, ok := e.Declared("t", "q"); !ok {
+		t.Fatal("the declaration refused once is never applied: the next look did not try again")
+	}
+}
