@@ -160,7 +160,15 @@ func TestSyncNeverUndoesOwnWrites(t *testing.T) {
 		}
 	}
 	a.want(t, "POST", "/api/v1/ephemeral/configure", `{"queue":"c","options":{"maxLength":77}}`, 201, "")
-	time.Sleep(2 * syncInterval) // every reconcile those writes caused has run
+	// Every reconcile those writes caused has run once each broker has
+	// applied the store's latest revision (a sleep would let the checks
+	// below pass before any reconcile ran).
+	for _, ts := range []*testServer{a, b} {
+		waitFor(t, 5*syncInterval, "the latest revision applied", func() bool {
+			rev, err := ts.s.st.Revision(context.Background())
+			return err == nil && rev == ts.s.sy.applied.Load()
+		})
+	}
 	if l := a.listing(t); !strings.Contains(l, `"queue":"q","tier":"implicit","depth":1`) ||
 		!strings.Contains(l, `"queue":"c","tier":"declared"`) || !strings.Contains(l, `"maxLength":77`) {
 		t.Fatalf("A after its own writes and the reconciles: %s", l)
