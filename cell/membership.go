@@ -375,20 +375,20 @@ func (m *Membership) tableGone(err error) {
 }
 
 func scanMembers(br pgx.BatchResults) ([]Member, error) {
-	rows, err := br.Query()
+	return collectMembers(br.Query())
+}
+
+// collectMembers reads the rows of the live-set query (sql.live), as a
+// heartbeat and a reload both run it.
+func collectMembers(rows pgx.Rows, err error) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	var members []Member
-	for rows.Next() {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var mb Member
-		if err := rows.Scan(&mb.ID, &mb.Incarnation); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		members = append(members, mb)
-	}
-	return members, rows.Err()
+		err := r.Scan(&mb.ID, &mb.Incarnation)
+		return mb, err
+	})
 }
 
 func (m *Membership) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
@@ -407,18 +407,7 @@ func (m *Membership) reload(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
 	defer cancel()
 	m.count(1)
-	rows, err := m.pool.Query(rctx, m.sql.live)
-	if err != nil {
-		if ctx.Err() == nil {
-			m.log.Warn("cell: reload failed", "err", err)
-		}
-		return
-	}
-	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
-		var mb Member
-		err := r.Scan(&mb.ID, &mb.Incarnation)
-		return mb, err
-	})
+	members, err := collectMembers(m.pool.Query(rctx, m.sql.live))
 	if err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("cell: reload failed", "err", err)
