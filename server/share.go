@@ -39,11 +39,13 @@ func (s *Server) grantShare(g store.Grant) (store.Grant, int64) {
 
 // redivide applies every stored grant again with the live member count of
 // v (CellChanged calls it when the count moves). It runs on the membership
-// goroutine; grants are few and applying one is a few atomic stores.
+// goroutine; grants are few and applying one is a few atomic stores. It
+// takes grantsMu, not grantMu: grantMu is held across store calls, and the
+// next heartbeat waits for this.
 func (s *Server) redivide(v *cell.View) {
 	n := int64(max(1, len(v.Members)))
-	s.grantMu.Lock()
-	defer s.grantMu.Unlock()
+	s.sy.grantsMu.Lock()
+	defer s.sy.grantsMu.Unlock()
 	if s.shareMembers.Swap(n) == n {
 		return
 	}

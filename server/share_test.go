@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
@@ -157,4 +158,40 @@ func TestQueueShareRedividedOnViewChange(t *testing.T) {
 		}
 	}
 	refused("tenant without a grant, a third queue", push("u"))
+}
+
+// redivide runs on the membership goroutine, whose next heartbeat waits
+// for it: it must not wait for grantMu, which a grant verb or a reconcile
+// holds across a store call (up to the store's timeouts, as long as a
+// member timeout), or a slow database would fence the member. It applies
+// the new shares while a grant verb is in its store call.
+func TestRedivideDoesNotWaitForGrantStoreCalls(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	st := openStore(t)
+	s := New(Config{Engine: e, Store: st})
+	g := store.Grant{Tenant: "t", MessagesPerSecond: 90}
+	s.grantMu.Lock()
+	s.setGrantLocked("t", &g)
+	// Still held: a grant verb waiting for the store.
+	done := make(chan struct{})
+	m := []cell.Member{{ID: "a:1"}, {ID: "b:1"}, {ID: "c:1"}}
+	go func() {
+		s.redivide(cell.StaticView(1, "a:1", m, false))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		s.grantMu.Unlock()
+		<-done
+		t.Fatal("redivide waited for grantMu, held across a grant verb's store call")
+	}
+	s.grantMu.Unlock()
+	ts := s.tenantState("t")
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.rate != 30 {
+		t.Fatalf("rate %d after the view of three, want 30", ts.rate)
+	}
 }
