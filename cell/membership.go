@@ -262,7 +262,7 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 		members, err = m.renew(bctx)
 	}
 	if errors.Is(err, errDisplaced) {
-		m.displace()
+		m.displace(m.view.Load().Members)
 		return
 	}
 	if err != nil {
@@ -375,20 +375,20 @@ func (m *Membership) tableGone(err error) {
 }
 
 func scanMembers(br pgx.BatchResults) ([]Member, error) {
-	rows, err := br.Query()
+	return collectMembers(br.Query())
+}
+
+// collectMembers reads the rows of the live-set query (sql.live), as a
+// heartbeat and a reload both run it.
+func collectMembers(rows pgx.Rows, err error) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	var members []Member
-	for rows.Next() {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var mb Member
-		if err := rows.Scan(&mb.ID, &mb.Incarnation); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		members = append(members, mb)
-	}
-	return members, rows.Err()
+		err := r.Scan(&mb.ID, &mb.Incarnation)
+		return mb, err
+	})
 }
 
 func (m *Membership) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
@@ -407,22 +407,19 @@ func (m *Membership) reload(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
 	defer cancel()
 	m.count(1)
-	rows, err := m.pool.Query(rctx, m.sql.live)
+	members, err := collectMembers(m.pool.Query(rctx, m.sql.live))
 	if err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("cell: reload failed", "err", err)
 		}
 		return
 	}
-	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
-		var mb Member
-		err := r.Scan(&mb.ID, &mb.Incarnation)
-		return mb, err
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			m.log.Warn("cell: reload failed", "err", err)
-		}
+	if m.announced && heldByAnother(members, m.self, m.opts.Incarnation) {
+		// Another process took this address's row over since our last
+		// renewal (its join notification is likely what we are reloading
+		// on): it answers for the address now, so do not wait for the next
+		// beat to find out (and do not let with() put us back in its place).
+		m.displace(members)
 		return
 	}
 	m.checkFence()
@@ -430,18 +427,29 @@ func (m *Membership) reload(ctx context.Context) {
 	m.publish(members, fenced)
 }
 
+// heldByAnother reports whether members list self's address with another
+// incarnation than inc.
+func heldByAnother(members []Member, self, inc string) bool {
+	for _, mb := range members {
+		if mb.ID == self {
+			return mb.Incarnation != inc
+		}
+	}
+	return false
+}
+
 // displace fences the member at once, without waiting for its renewal to
 // expire: another process answers for this address now. It stays fenced
 // until that process's row expires (or is deleted) and its own beat takes
-// the row back.
-func (m *Membership) displace() {
+// the row back. members is the live set to publish (less this member).
+func (m *Membership) displace(members []Member) {
 	m.stats.heartbeatFailures.Add(1)
 	if !m.displaced {
 		m.log.Error("cell: another live broker advertises this address (QUEEN_CELL_ADVERTISE); fenced until its row expires", "address", m.self)
 	}
 	m.displaced = true
 	m.announced = false
-	m.publish(m.view.Load().Members, true)
+	m.publish(members, true)
 }
 
 // checkFence fences the member when its last renewal has expired: it

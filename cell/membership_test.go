@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/queenmq/ephemeral/store/postgres"
 	"github.com/queenmq/ephemeral/store/storetest"
 	"go.uber.org/goleak"
@@ -261,10 +262,21 @@ func TestRejoinWithNewIncarnationIsANewGeneration(t *testing.T) {
 		t.Fatalf("generation %d after b restarted, want > %d", g, gen)
 	}
 	// A stale incarnation leaving does not remove its successor's row.
-	if err := pg.Exec(context.Background(), a.sql.leave, "b:1", b1.opts.Incarnation); err != nil {
+	// Judged by the statement itself: a row wrongly deleted would be put
+	// back by b2's next heartbeat, likely before any view could show it.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * hb)
+	defer conn.Close(ctx)
+	tag, err := conn.Exec(ctx, a.sql.leave, "b:1", b1.opts.Incarnation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tag.RowsAffected(); n != 0 {
+		t.Fatalf("the old incarnation's leave deleted %d rows, want none", n)
+	}
 	if v := a.View(); ids(v) != "a:1,b:1" || v.Members[1].Incarnation != b2.opts.Incarnation {
 		t.Fatalf("after the old incarnation's leave: %s", ids(v))
 	}
@@ -396,5 +408,27 @@ func TestDuplicateAddress(t *testing.T) {
 	waitFor(t, 5*time.Second, "the first takes the address back", viewIs("a:1,b:1", a1, b))
 	if v := b.View(); incOf(v) != a1.opts.Incarnation {
 		t.Fatalf("b sees a:1 as %q, want the first process %q", incOf(v), a1.opts.Incarnation)
+	}
+}
+
+// A process that takes this member's address over announces its join by
+// NOTIFY, and the displaced member reloads on it: it fences itself then,
+// not at its next heartbeat (the other process answers for the address
+// from its join). With a 10 s heartbeat, only the notification can do it.
+func TestDuplicateAddressFencedByTheJoinNotification(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	const slowHB, slowTO = 10 * time.Second, 30 * time.Second
+	a1 := start(t, schema, "a:1", slowHB, slowTO)
+	waitFor(t, 5*time.Second, "the first process joined", viewIs("a:1", a1))
+	waitFor(t, 5*time.Second, "the first process listening", func() bool { return a1.Stats().Listening })
+	n := a1.Stats().Notifications
+	a2 := start(t, schema, "a:1", hb, to)
+	waitFor(t, 5*time.Second, "the second process joins", viewIs("a:1", a2))
+	waitFor(t, 5*time.Second, "the join notified", func() bool { return a1.Stats().Notifications > n })
+	took := waitFor(t, time.Second, "the first process fenced, within a second of its 10 s heartbeat", a1.Fenced)
+	t.Logf("displaced member fenced %v after it was told of the other's join", took)
+	if a1.View().Owns("t", "q") {
+		t.Fatal("the displaced member still owns")
 	}
 }

@@ -20,11 +20,11 @@ import (
 // cannot duplicate anything, and the transport's rule (never repeat a call
 // whose answer was lost) is not in play. The client sends such a call
 // again after an exponential backoff with jitter (10 ms doubling to 1 s),
-// or after Retry-After when the broker sends one, for as long as the call's
-// own bound allows (WithTimeout for a short call, the wait of a waiting
-// pop, the timeout of a Request) and its context lives. When a wait would
-// pass either, the last refusal is returned as is: its code says what
-// happened. The cell is meant to be invisible to clients (the spec: nothing
+// or after Retry-After when the broker sends one (the broker sends 1 s on
+// both), each wait capped by what the call's own bound (WithTimeout for a
+// short call, the wait of a waiting pop, the timeout of a Request) and its
+// context's deadline leave. When nothing is left of either, the last
+// refusal is returned as is: its code says what happened. The cell is meant to be invisible to clients (the spec: nothing
 // for a client to configure), and a membership change settles within a
 // heartbeat or a member timeout, which is what this waits out.
 
@@ -81,11 +81,16 @@ func (r *cellRetry) left() time.Duration {
 }
 
 // again is called with the refusal e of the last send. It waits out the
-// backoff (or e's Retry-After) and answers nil: send again. Or it answers
-// the error to return: e itself (with Attempts set) when the wait would pass
-// the call's bound or ctx's deadline (less cellReserve), e joined with
-// ctx's error when ctx ended during the wait. Nothing is in flight while it waits, so a
-// cancellation here never leaves a call that may have been applied.
+// backoff (or e's Retry-After) and answers nil: send again. The wait is
+// capped by what the call's bound and ctx's deadline leave, less
+// cellReserve for the send: a Retry-After longer than that (the broker's is
+// 1 s, the least the header can say, which a short call may not have) ends
+// in one more send at the end of the bound rather than in none. It answers
+// the error to return when nothing is left: e itself (with Attempts set)
+// when the bound or ctx's deadline is within cellReserve, e joined with
+// ctx's error when ctx ended during the wait. Nothing is in flight while it
+// waits, so a cancellation here never leaves a call that may have been
+// applied.
 func (r *cellRetry) again(ctx context.Context, e *Error) error {
 	e.Attempts = r.attempts
 	wait := r.backoff/2 + rand.N(r.backoff/2+1)
@@ -93,11 +98,13 @@ func (r *cellRetry) again(ctx context.Context, e *Error) error {
 		wait = e.RetryAfter
 	}
 	r.backoff = min(2*r.backoff, cellBackoffMax)
-	at := time.Now().Add(wait + cellReserve)
-	if !r.deadline.IsZero() && at.After(r.deadline) {
-		return e
+	if !r.deadline.IsZero() {
+		wait = min(wait, time.Until(r.deadline)-cellReserve)
 	}
-	if d, ok := ctx.Deadline(); ok && at.After(d) {
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-cellReserve)
+	}
+	if wait <= 0 {
 		return e
 	}
 	t := time.NewTimer(wait)

@@ -313,6 +313,21 @@ func TestCellRefusalBounds(t *testing.T) {
 			prev = ms
 		}
 	})
+	t.Run("Retry-After past the bound", func(t *testing.T) {
+		// The broker's Retry-After: 1 against a 400 ms bound: the wait is
+		// capped by what the bound leaves, so the call is sent once more at
+		// its end rather than given up at once.
+		t.Parallel()
+		b := startCellBroker(t, always(CodeOwnerMoved, "1"))
+		c := newClient(t, b.URL(), WithTimeout(400*time.Millisecond))
+		start := time.Now()
+		_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+		check(t, b, "/push", err, CodeOwnerMoved, time.Since(start), 500*time.Millisecond)
+		sent := b.sent("/push")
+		if gap := sent[1].at.Sub(sent[0].at); gap < 250*time.Millisecond {
+			t.Fatalf("sent again after %v, want at the end of the bound (about 350 ms)", gap)
+		}
+	})
 	t.Run("Request's timeout", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeForwardFailed, ""))

@@ -89,7 +89,26 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 		t.Fatalf("B accepted %d messages of %d bytes; its share is %d bytes", accepted, msg, allowance/3)
 	}
 	t.Logf("B accepted %d messages of %d bytes under its share of %d", accepted, msg, allowance/3)
+	a.do(t, "DELETE", "/api/v1/ephemeral/queue/"+qg, nil).want(t, 200, nil)
+
+	// A grant's queue allowance: declared queues bounded by the whole grant
+	// (every member holds them), each member's implicit queues by its share
+	// of the rest (docs/cell.md, "Tenant allowances across members"). 4
+	// queues, 1 declared, three members: (4 - 1) / 3 = 1 implicit queue on
+	// B (4 / 3 = 1 too while the declaration is on its way to B), so the
+	// second queue owned by B that a push through A creates is refused; and
+	// declarations go on up to the whole 4.
+	a.do(t, "PUT", "/api/v1/system/ephemeral/grants/default", `{"maxQueues":4}`).want(t, 200, nil)
+	time.Sleep(3 * cellHeartbeatMS * time.Millisecond) // the grant reaches B
+	a.do(t, "POST", "/api/v1/ephemeral/configure", map[string]any{"queue": "fanqdecl-1"}).want(t, 201, nil)
+	a.push(t, queueOwnedBy(t, "fanqa", b.id, all...), "", `1`)
+	a.do(t, "POST", "/api/v1/ephemeral/push", pushBody(queueOwnedBy(t, "fanqb", b.id, all...), "", `1`)).wantErr(t, 403, "ephemeral_quota_exceeded")
+	for i := 2; i <= 4; i++ {
+		a.do(t, "POST", "/api/v1/ephemeral/configure", map[string]any{"queue": "fanqdecl-" + strconv.Itoa(i)}).want(t, 201, nil)
+	}
+	a.do(t, "POST", "/api/v1/ephemeral/configure", map[string]any{"queue": "fanqdecl-5"}).wantErr(t, 403, "ephemeral_quota_exceeded")
 	a.do(t, "DELETE", "/api/v1/system/ephemeral/grants/default", nil).want(t, 200, nil)
+	time.Sleep(3 * cellHeartbeatMS * time.Millisecond) // B drops the grant: with 4 declared, its implicit share is none
 
 	// The owner unreachable (killed, not yet dropped from the views): its
 	// copy could not be emptied, so the answer is 503
@@ -97,7 +116,11 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	// by B still answers 200: an unreachable member that does not own the
 	// queue holds nothing of it.
 	cc.kill(t)
-	a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q}).wantErr(t, 503, "ephemeral_forward_failed")
+	r := a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q})
+	r.wantErr(t, 503, "ephemeral_forward_failed")
+	if ra := r.header.Get("Retry-After"); ra != "1" {
+		t.Fatalf("Retry-After on 503 ephemeral_forward_failed: %q, want 1", ra)
+	}
 	qb := queueOwnedBy(t, "fanresetb", b.id, all...)
 	a.push(t, qb, "", `1`)
 	a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": qb}).want(t, 200, &rs)

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -301,11 +302,13 @@ func TestCellOwnerKilled(t *testing.T) {
 			lost++ // a relay in flight when the owner died: the connection is closed unanswered
 		case r.status == 503 && errCode(r) == "ephemeral_forward_failed":
 			failed++
+			wantRetryAfter1(t, r)
 		case r.status == 503 && errCode(r) == "owner_moved" && time.Since(killed) > cellTimeoutMS*time.Millisecond/2:
 			// The members drop the dead one at their own next heartbeat:
 			// for a moment A relays to the new owner, which still sees the
 			// dead one as the owner. A refusal the SDKs retry, as D17 says.
 			moved++
+			wantRetryAfter1(t, r)
 		case r.status == 201:
 			firstServed = time.Since(killed)
 		default:
@@ -419,6 +422,7 @@ func TestCellOwnerMoved(t *testing.T) {
 	if r.status != 503 || errCode(r) != "owner_moved" {
 		t.Fatalf("push relayed across the move: %s, want 503 owner_moved", r)
 	}
+	wantRetryAfter1(t, r) // written by B, relayed by A as it is
 	// It did nothing: the queue's new owner has nothing, and B had nothing
 	// to drop.
 	if got := newc.pop(t, popq{"queue": q}).payloads(); len(got) != 0 {
@@ -748,6 +752,139 @@ func TestCellSDKThroughAKill(t *testing.T) {
 	}
 }
 
+// checkDrainedThroughKill checks the buffered pushes of messages 0..n-1
+// through the kill of their queue's owner, given what was popped afterwards
+// (the payloads, in order): k1 messages were flushed (accepted by the owner)
+// before the kill, and k2 had been handed to the buffer when the kill was
+// done. The buffer sends one batch at a time, in order, and retries a
+// refused or unanswered batch whole, so the killed owner held a prefix
+// 0..L-1 of the messages (everything it accepted, lost by design: contents
+// survive nothing), with k1 <= L (the flushed ones were on it) and L <= k2
+// (nothing handed over after the kill can have reached it); every message
+// from L on was accepted by the new owner and must be popped exactly once,
+// in order. It returns L.
+func checkDrainedThroughKill(t *testing.T, popped []int, k1, k2, n int) int {
+	t.Helper()
+	if len(popped) == 0 {
+		t.Fatalf("nothing popped after the kill (%d messages pushed, %d before the kill)", n, k2)
+	}
+	l := popped[0]
+	for i, v := range popped {
+		if v != l+i {
+			t.Fatalf("popped[%d] = %d after %d: want %d..%d, each once, in order; popped %v", i, v, l, l, n-1, popped)
+		}
+	}
+	if last := popped[len(popped)-1]; last != n-1 {
+		t.Fatalf("popped %d..%d: the messages after %d, accepted by the new owner, are missing", l, last, last)
+	}
+	if l < k1 {
+		t.Fatalf("popped from %d: messages the killed owner had accepted before the kill (0..%d) survived it", l, k1-1)
+	}
+	if l > k2 {
+		t.Fatalf("popped from %d: messages %d..%d, handed to the buffer after the kill, were lost", l, k2, l-1)
+	}
+	return l
+}
+
+// TestCellGoBufferThroughAKill: the Go SDK's buffered pushes (WithBuffer,
+// batches of 10 every 10 ms) through A to a queue owned by C, through the
+// kill -9 of C: 100 messages flushed before the kill (accepted by C), then
+// one every 3 ms up to 500, the kill done along the way. No FlushError,
+// and checkDrainedThroughKill on what the new owner gives afterwards.
+func TestCellGoBufferThroughAKill(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+	q := queueOwnedBy(t, "gobuf", cc.id, all...)
+	var mu sync.Mutex
+	var flushErrs []string
+	ca, err := client.New(a.url(""),
+		client.WithBuffer(client.BufferOptions{MessageCount: 10, Time: 10 * time.Millisecond}),
+		client.WithFlushErrorHandler(func(e *client.FlushError) {
+			mu.Lock()
+			flushErrs = append(flushErrs, e.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const k1, n = 100, 500
+	buffered := client.PushOptions{Buffered: true}
+	for i := range k1 {
+		if _, err := ca.Push(ctx, q, []any{i}, buffered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ca.Flush(ctx); err != nil {
+		t.Fatalf("flush before the kill: %v", err)
+	}
+	var next atomic.Int64
+	next.Store(k1)
+	produced := make(chan error, 1)
+	go func() {
+		for {
+			i := next.Add(1) - 1
+			if i >= n {
+				produced <- nil
+				return
+			}
+			if _, err := ca.Push(ctx, q, []any{i}, buffered); err != nil {
+				produced <- fmt.Errorf("buffered push %d: %w", i, err)
+				return
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+	}()
+	time.Sleep(60 * time.Millisecond) // batches are on their way to C
+	cc.kill(t)
+	k2 := int(min(next.Load(), n))
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Flush(ctx); err != nil {
+		t.Fatalf("flush after the kill: %v", err)
+	}
+	mu.Lock()
+	if len(flushErrs) != 0 {
+		t.Fatalf("flush errors: %v", flushErrs)
+	}
+	mu.Unlock()
+	var popped []int
+	for {
+		p, err := ca.Pop(ctx, q, client.PopOptions{Batch: 100})
+		if err != nil {
+			t.Fatalf("pop after the move: %v", err)
+		}
+		if len(p.Messages) == 0 {
+			break
+		}
+		for _, m := range p.Messages {
+			v, err := strconv.Atoi(string(m.Payload))
+			if err != nil {
+				t.Fatalf("payload %s", m.Payload)
+			}
+			popped = append(popped, v)
+		}
+		ar, err := ca.Ack(ctx, q, p.Messages, client.AckOptions{})
+		if err != nil {
+			t.Fatalf("ack after the move: %v", err)
+		}
+		for _, r := range ar.Results {
+			if r.Outcome != client.OutcomeAcked {
+				t.Fatalf("ack after the move: %+v", ar.Results)
+			}
+		}
+	}
+	l := checkDrainedThroughKill(t, popped, k1, k2, n)
+	t.Logf("%d flushed before the kill, %d handed before the kill done, %d in all: lost 0..%d, %d popped once from the new owner (%s)",
+		k1, k2, n, l-1, len(popped), cell.OwnerOf(ids(a, b), cellTenant, q))
+}
+
 // TestCellRequestReplyThroughput measures (only with QUEEN_CELL_MEASURE=1)
 // request/reply round trips per second with queenbench's raw client (32
 // requesters, 4 responders, each requester its own inbox): on one broker
@@ -973,4 +1110,14 @@ func processCPU(t *testing.T, b *broker) time.Duration {
 		t.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// wantRetryAfter1 fails the test unless r, a cell refusal (503 owner_moved
+// or 503 ephemeral_forward_failed, both "come back"), says Retry-After: 1
+// (docs/cell.md, "SDKs").
+func wantRetryAfter1(t testing.TB, r reply) {
+	t.Helper()
+	if ra := r.header.Get("Retry-After"); ra != "1" {
+		t.Fatalf("Retry-After on %s: %q, want 1", r, ra)
+	}
 }

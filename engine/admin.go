@@ -17,7 +17,7 @@ func (e *Engine) Configure(tenant, queue string, sent OptionSet) error {
 	}
 	opts := e.Resolve(sent)
 	for {
-		q, err := e.queueFor(tenant, queue)
+		q, err := e.queueFor(tenant, queue, true)
 		if err != nil {
 			return err
 		}
@@ -26,7 +26,15 @@ func (e *Engine) Configure(tenant, queue string, sent OptionSet) error {
 			q.mu.Unlock()
 			continue
 		}
-		q.declared.Store(true)
+		if !q.declared.Load() {
+			// An implicit queue declared: it moves to the declared count,
+			// which a cell's division bounds on its own (tenant.promoteQueue).
+			if !q.t.promoteQueue() {
+				q.mu.Unlock()
+				return ErrTenantQueues
+			}
+			q.declared.Store(true)
+		}
 		q.opts.Store(&opts)
 		q.mu.Unlock()
 		var done doneList
@@ -40,8 +48,10 @@ func (e *Engine) Configure(tenant, queue string, sent OptionSet) error {
 	}
 }
 
-// CheckDeclare reports whether configure may declare the queue now: it
-// exists already, or the tenant's queue allowance, then its byte allowance
+// CheckDeclare reports whether configure may declare the queue now: it is
+// declared already; or it exists (implicit) and the declared queues are
+// under the allowance (always, undivided: it is counted already); or the
+// tenant's queue allowance for a declared queue, then its byte allowance
 // and the broker's total have room for its charge. The server asks before it
 // writes the declaration, so a refused configure stores nothing (D14).
 // Configure checks again, atomically.
@@ -49,11 +59,14 @@ func (e *Engine) CheckDeclare(tenant, queue string) error {
 	if err := CheckName("queue", queue); err != nil {
 		return err
 	}
-	if e.lookup(tenant, queue) != nil {
+	t := e.tenant(tenant)
+	if q := e.lookup(tenant, queue); q != nil {
+		if !q.declared.Load() && t.queueShare.Load() > 1 && t.atQueueAllowance(true) {
+			return ErrTenantQueues
+		}
 		return nil
 	}
-	t := e.tenant(tenant)
-	if t.atQueueAllowance() {
+	if t.atQueueAllowance(true) {
 		return ErrTenantQueues
 	}
 	return t.wouldFit(e.charge.ofQueue(queue))
@@ -176,10 +189,13 @@ func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 	}
 	q.t.force(-q.e.charge.ofQueue(q.name))
 	// Every charge is given back: from here on nothing of q charges again.
+	// declared cannot change any more: Configure and Undeclare change it
+	// under q.mu, held here until q is dead.
+	declared := q.declared.Load()
 	var next *Queue
 	if move {
 		e.raiseMoveFloor(top) // before anyone can see q dead or gone
-		if q.declared.Load() {
+		if declared {
 			next = q.successor()
 		}
 	}
@@ -214,7 +230,7 @@ func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 			}
 			return old, opCancel
 		})
-		q.t.nqueues.Add(-1)
+		q.t.forgetQueue(declared)
 	}
 	e.sweep.index.drop(q)
 	if next != nil {

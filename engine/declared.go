@@ -58,6 +58,7 @@ func (e *Engine) Undeclare(tenant, queue string) bool {
 			return false
 		}
 		q.declared.Store(false)
+		q.t.ndeclared.Add(-1) // implicit from here on, until removed
 		q.opts.Store(e.defaultOpts)
 		parts := q.partitions()
 		pristine := len(parts) == 0 && len(q.groupList()) == 0 && q.parked.Load() == 0

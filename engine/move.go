@@ -48,9 +48,9 @@ func (e *Engine) dropForMove(tenant, queue string) (int64, bool) {
 // does, each one keep does not keep: the cell calls it after a membership
 // change with keep answering "do I still own it?". It returns how many
 // queues held something and were dropped, and the messages dropped. keep is
-// called with no lock held and must not keep the strings past the call; it
-// may be called twice for a queue dropped and created again during the
-// walk. The walk allocates nothing of its own.
+// called with no lock held (as EachQueueName calls f); it may be called
+// twice for a queue dropped and created again during the walk. The walk
+// allocates nothing of its own.
 func (e *Engine) DropMoved(keep func(tenant, queue string) bool) (queues int, messages int64) {
 	e.EachQueueName(func(tenant, queue string) bool {
 		if !keep(tenant, queue) {

@@ -64,7 +64,7 @@ func (e *Engine) Pop(r *PopRequest, c Consumer) (int, Parked, error) {
 	}
 	batch := min(max(r.Batch, 1), MaxBatch)
 	for {
-		q, err := e.queueFor(r.Tenant, r.Queue)
+		q, err := e.queueFor(r.Tenant, r.Queue, false)
 		if err != nil {
 			return 0, Parked{}, err
 		}

@@ -228,7 +228,7 @@ func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, 
 	// growth) net of what it drops. The queue allowance is looked at here so
 	// that it answers before the broker total (D7); publish admits the queue
 	// for good.
-	if tgt.freshQueue && t.atQueueAllowance() {
+	if tgt.freshQueue && t.atQueueAllowance(false) {
 		unreserveQueue()
 		p.mu.Unlock()
 		return reclaimNone, ErrTenantQueues

@@ -124,25 +124,35 @@ func (s *Server) serveLocal(rq *relay.Request, reply func(relay.Response)) bool 
 		return true
 	}
 	tenant, queue := string(rq.Tenant), string(rq.Body)
-	var n int64
-	var err error
 	if op == localReset {
-		n, err = s.e.Reset(tenant, queue)
-	} else {
-		// Held like a local delete's memory change, so that it does not
-		// land inside a reconcile (sync.go).
+		n, err := s.e.Reset(tenant, queue)
+		replyLocal(reply, n, err)
+		return true
+	}
+	// A delete is held like a local delete's memory change, so that it
+	// does not land inside a reconcile (sync.go). A reconcile holds declMu
+	// across its store reads, and the relay calls this on the connection's
+	// reader goroutine, which must not block (relay.Handler): the other
+	// requests multiplexed on that connection would wait too. So the delete
+	// waits on a goroutine of its own and replies from there.
+	go func() {
 		s.sy.declMu.RLock()
-		var existed bool
-		existed, err = s.e.Delete(tenant, queue)
+		existed, err := s.e.Delete(tenant, queue)
 		s.sy.declMu.RUnlock()
+		var n int64
 		if existed {
 			n = 1
 		}
-	}
+		replyLocal(reply, n, err)
+	}()
+	return true
+}
+
+// replyLocal sends a member-local answer: the count, or "!" and the error.
+func replyLocal(reply func(relay.Response), n int64, err error) {
 	if err != nil {
 		reply(relay.Response{Raw: append([]byte("!"), err.Error()...)})
-		return true
+		return
 	}
 	reply(relay.Response{Raw: strconv.AppendInt(nil, n, 10)})
-	return true
 }

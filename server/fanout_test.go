@@ -2,6 +2,7 @@ package server
 
 import (
 	"testing"
+	"time"
 
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
@@ -18,11 +19,21 @@ func TestServeLocal(t *testing.T) {
 	if _, err := e.Push("t", "q", "", [][]byte{[]byte("1"), []byte("2")}); err != nil {
 		t.Fatal(err)
 	}
+	// The answer may come from another goroutine (a delete's).
 	call := func(target string, access Access, queue string) (string, bool) {
-		var got string
+		got := make(chan string, 1)
 		ok := s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(access), Method: []byte("POST"), Target: []byte(target), Body: []byte(queue)},
-			func(r relay.Response) { got = string(r.Raw) })
-		return got, ok
+			func(r relay.Response) { got <- string(r.Raw) })
+		if !ok {
+			return "", false
+		}
+		select {
+		case r := <-got:
+			return r, true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s %q: no answer", target, queue)
+			return "", true
+		}
 	}
 	if _, ok := call("/api/v1/ephemeral/push", accReadWrite, "q"); ok {
 		t.Fatal("a public route was taken for a member-local request")
@@ -52,5 +63,48 @@ func TestServeLocal(t *testing.T) {
 	}
 	if _, err := parseLocalAnswer([]byte("!no")); err == nil || err.Error() != "no" {
 		t.Errorf("parseLocalAnswer of a refusal: %v", err)
+	}
+}
+
+// The relay calls its handler on the connection's reader goroutine, which
+// must not block (relay.Handler): a member-local delete waiting for a
+// reconcile (which holds declMu across its store reads) must not hold up
+// the other requests multiplexed on that connection. It answers once the
+// reconcile is done.
+func TestServeLocalDeleteDoesNotBlockTheRelay(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	st := openStore(t)
+	s := New(Config{Engine: e, Store: st})
+	if _, err := e.Push("t", "q", "", [][]byte{[]byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	s.sy.declMu.Lock() // a reconcile loading declarations
+	got := make(chan string, 1)
+	returned := make(chan struct{})
+	go func() {
+		s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(accReadWrite), Method: []byte("POST"), Target: []byte(localDelete), Body: []byte("q")},
+			func(r relay.Response) { got <- string(r.Raw) })
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(2 * time.Second):
+		s.sy.declMu.Unlock()
+		t.Fatal("serveLocal blocked the relay's reader goroutine while a reconcile held declMu")
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("answered %q while the reconcile still held declMu", r)
+	default:
+	}
+	s.sy.declMu.Unlock()
+	select {
+	case r := <-got:
+		if r != "1" {
+			t.Fatalf("delete: %q, want 1", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer after the reconcile")
 	}
 }

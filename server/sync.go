@@ -39,9 +39,15 @@ type syncState struct {
 	applied atomic.Int64 // the store revision last applied
 	failing atomic.Bool  // the last reconcile failed: log the next at debug
 
-	// grants is every stored grant as last applied, guarded by
-	// Server.grantMu (grantVerb keeps it too).
+	// grants is every stored grant as last applied (grantVerb keeps it
+	// too). It is written holding both Server.grantMu and grantsMu, and
+	// read holding either.
 	grants map[string]store.Grant
+	// grantsMu guards grants and their application to memory (setGrant),
+	// and is never held across a store call, unlike grantMu: redivide
+	// takes it on the membership goroutine, whose heartbeats must not
+	// wait for the database's answers to a grant verb or a reconcile.
+	grantsMu sync.Mutex
 
 	// Counters for tests and logs.
 	reconciles, configured, undeclared, grantChanges, killSwitchChanges atomic.Int64
@@ -54,7 +60,11 @@ const revisionUnknown = -1 << 63
 // synced is what one reconcile changed.
 type synced struct {
 	decls, configured, undeclared, grants, grantChanges int
-	killSwitch                                          bool
+	// notApplied counts stored declarations the engine refused (the
+	// tenant's queue allowance, the broker's memory): the next look tries
+	// them again.
+	notApplied int
+	killSwitch bool
 }
 
 func (d synced) changed() bool {
@@ -96,6 +106,12 @@ func (s *Server) reconcile(ctx context.Context, boot bool) (synced, error) {
 		// but another member's write may have been counted here already).
 		rev = revisionUnknown
 	}
+	if d.notApplied > 0 {
+		// Marking the revision applied would leave those declarations out
+		// until some other write moves it; the owner of such a queue would
+		// serve it on the default options meanwhile.
+		rev = revisionUnknown
+	}
 	s.sy.applied.Store(rev)
 	s.sy.reconciles.Add(1)
 	s.sy.configured.Add(int64(d.configured))
@@ -135,7 +151,8 @@ func (s *Server) syncDeclarations(ctx context.Context, d *synced, boot bool) err
 			continue
 		}
 		if err := s.e.Configure(dc.Tenant, dc.Queue, sent); err != nil {
-			s.cfg.Logger.Error("a stored declaration was not applied", "tenant", dc.Tenant, "queue", dc.Queue, "err", err)
+			s.cfg.Logger.Error("a stored declaration was not applied; tried again at the next look", "tenant", dc.Tenant, "queue", dc.Queue, "err", err)
+			d.notApplied++
 			continue
 		}
 		d.configured++
@@ -168,9 +185,6 @@ func (s *Server) syncGrants(ctx context.Context, d *synced) error {
 		return fmt.Errorf("load grants: %w", err)
 	}
 	d.grants = len(grants)
-	if s.sy.grants == nil {
-		s.sy.grants = make(map[string]store.Grant, len(grants))
-	}
 	seen := make(map[string]struct{}, len(grants))
 	for _, g := range grants {
 		seen[g.Tenant] = struct{}{}
@@ -192,6 +206,8 @@ func (s *Server) syncGrants(ctx context.Context, d *synced) error {
 // setGrantLocked applies a grant (nil: none) and remembers it as applied.
 // The caller holds grantMu.
 func (s *Server) setGrantLocked(tenant string, g *store.Grant) {
+	s.sy.grantsMu.Lock()
+	defer s.sy.grantsMu.Unlock()
 	s.setGrant(tenant, g)
 	if s.sy.grants == nil {
 		s.sy.grants = make(map[string]store.Grant)

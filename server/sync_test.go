@@ -160,7 +160,15 @@ func TestSyncNeverUndoesOwnWrites(t *testing.T) {
 		}
 	}
 	a.want(t, "POST", "/api/v1/ephemeral/configure", `{"queue":"c","options":{"maxLength":77}}`, 201, "")
-	time.Sleep(2 * syncInterval) // every reconcile those writes caused has run
+	// Every reconcile those writes caused has run once each broker has
+	// applied the store's latest revision (a sleep would let the checks
+	// below pass before any reconcile ran).
+	for _, ts := range []*testServer{a, b} {
+		waitFor(t, 5*syncInterval, "the latest revision applied", func() bool {
+			rev, err := ts.s.st.Revision(context.Background())
+			return err == nil && rev == ts.s.sy.applied.Load()
+		})
+	}
 	if l := a.listing(t); !strings.Contains(l, `"queue":"q","tier":"implicit","depth":1`) ||
 		!strings.Contains(l, `"queue":"c","tier":"declared"`) || !strings.Contains(l, `"maxLength":77`) {
 		t.Fatalf("A after its own writes and the reconciles: %s", l)
@@ -253,5 +261,38 @@ func TestSyncByPollWhenNotificationsAreLost(t *testing.T) {
 		})
 		t.Logf("change %d seen by polling after %v", i, took)
 		time.Sleep(time.Duration(i) * 300 * time.Millisecond) // at other phases of the interval
+	}
+}
+
+// A stored declaration this member could not apply (its engine refused the
+// queue: the tenant's queue allowance, the broker's memory) is tried again
+// at the next look, not left out until some other write moves the
+// revision: the owner of the queue would otherwise serve it on the default
+// options.
+func TestSyncRetriesADeclarationItCouldNotApply(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	st := openStore(t)
+	s := New(Config{Engine: e, Store: st})
+	ctx := context.Background()
+	e.SetTenantLimits("t", 0, 1) // one queue
+	if _, err := e.Push("t", "other", "", [][]byte{[]byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutDeclaration(ctx, store.Declaration{Tenant: "t", Queue: "q", Options: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.reconcile(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Declared("t", "q"); ok {
+		t.Fatal("declared past the tenant's queue allowance")
+	}
+	if _, err := e.Delete("t", "other"); err != nil { // room again
+		t.Fatal(err)
+	}
+	s.syncOnce() // the next look: the store has not changed since
+	if _, ok := e.Declared("t", "q"); !ok {
+		t.Fatal("the declaration refused once is never applied: the next look did not try again")
 	}
 }

@@ -46,10 +46,13 @@ func (s *Server) tenantState(tenant string) *tenantState {
 // allowances and the rate. A rate that changes refills the bucket.
 //
 // In a cell g is the grant as stored; this member applies its share of the
-// byte allowance and the rate (share.go).
+// byte allowance and the rate, and the engine divides the queue allowance's
+// implicit part by members (share.go).
 func (s *Server) setGrant(tenant string, g *store.Grant) {
+	members := int64(1)
 	if g != nil {
-		sh := s.grantShare(*g)
+		var sh store.Grant
+		sh, members = s.grantShare(*g)
 		g = &sh
 	}
 	ts := s.tenantState(tenant)
@@ -65,7 +68,7 @@ func (s *Server) setGrant(tenant string, g *store.Grant) {
 	ts.limited.Store(ts.rate > 0)
 	ts.mu.Unlock()
 	if g != nil {
-		s.e.SetTenantLimits(tenant, g.MaxBytes, g.MaxQueues)
+		s.e.SetTenantLimitsShared(tenant, g.MaxBytes, g.MaxQueues, members)
 	} else {
 		s.e.ClearTenantLimits(tenant)
 	}

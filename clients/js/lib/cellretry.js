@@ -10,10 +10,11 @@
 // duplicate anything, and the transport's rule (never repeat a call whose
 // answer was lost) is not in play. The client sends such a call again
 // after an exponential backoff with jitter (10 ms doubling to 1 s), or
-// after `Retry-After` when the broker sends one, for as long as the call's
-// own bound allows (the client's `timeout` for a short call, the wait of a
-// waiting pop, the timeout of a `request()`) and its signal has not
-// aborted; then the last refusal is thrown, its code intact.
+// after `Retry-After` when the broker sends one (the broker sends 1 s on
+// both), each wait capped by what the call's own bound leaves (the client's
+// `timeout` for a short call, the wait of a waiting pop, the timeout of a
+// `request()`), while its signal has not aborted; when nothing is left, the
+// last refusal is thrown, its code intact.
 
 export const CELL_CODES = new Set(['owner_moved', 'ephemeral_forward_failed'])
 
@@ -59,16 +60,20 @@ export class CellRetry {
 
   /**
    * Called with the refusal of the last send: waits out the backoff (or its
-   * retryAfter) and resolves, to send again; or throws err (its `attempts`
-   * set) when the wait would pass the call's bound, or when signal aborts.
-   * Nothing is in flight while it waits, so an abort here never leaves a
-   * call that may have been applied.
+   * retryAfter) and resolves, to send again. The wait is capped by what the
+   * call's bound leaves, less RESERVE for the send: a `Retry-After` longer
+   * than that (the broker's is 1 s, the least the header can say, which a
+   * short call may not have) ends in one more send at the end of the bound
+   * rather than in none. Throws err (its `attempts` set) when nothing is
+   * left of the bound, or when signal aborts. Nothing is in flight while it
+   * waits, so an abort here never leaves a call that may have been applied.
    */
   async again (err, signal) {
     err.attempts = this.attempts
-    const wait = err.retryAfter > 0 ? err.retryAfter : jitter(this.backoff)
+    let wait = err.retryAfter > 0 ? err.retryAfter : jitter(this.backoff)
     this.backoff = Math.min(this.backoff * 2, BACKOFF_MAX)
-    if (signal?.aborted || Date.now() + wait + RESERVE > this.deadline) throw err
+    wait = Math.min(wait, this.deadline - Date.now() - RESERVE)
+    if (signal?.aborted || !(wait > 0)) throw err
     await sleep(wait, signal)
     if (signal?.aborted) throw err
     this.attempts++

@@ -163,6 +163,14 @@ test("a waiting pop's timeout bounds its retries, each re-issued with what is le
   }
 })
 
+test("the broker's Retry-After: 1 past the client timeout: sent once more at the end of the bound, not given up at once", async (t) => {
+  const b = await cellBroker(t, () => refusal(Codes.OWNER_MOVED, '1'))
+  const e = client(t, b.url, { timeout: 400 }).ephemeral
+  await bounded(b, '/push', e.push('q', [1]), Codes.OWNER_MOVED, 500)
+  const sent = b.sent('/push')
+  assert.ok(sent[1].at - sent[0].at >= 250, `sent again after ${sent[1].at - sent[0].at} ms, want at the end of the bound (about 350 ms)`)
+})
+
 test("request()'s timeout bounds the retries of its push", async (t) => {
   const b = await cellBroker(t, (r) => r.route === '/push' ? refusal(Codes.FORWARD_FAILED) : answer(200, '{"queue":"x","messages":[]}'))
   const e = client(t, b.url).ephemeral
