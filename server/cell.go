@@ -327,7 +327,7 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 // stand-in conn of the link's loop. The answer joins the link's output at
 // once, or, for a pop that parks, when it is completed (relayParked).
 func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
-	if s.serveLocal(rq, func(r relay.Response) { l.answer(id, r.Raw) }) {
+	if s.serveLocal(rq, l.replyLater(id)) {
 		return // a member-local reset or delete of another member's fan-out
 	}
 	s.cell.served.Inc()
@@ -360,6 +360,19 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
 	cs.resumeDeferred()
 	if cs.state.Load() != stBusy {
 		ls.putStandIn(cs)
+	}
+}
+
+// replyLater returns a reply for stream id that may be called from any
+// goroutine: it answers on the link's loop (serveLocal's delete replies
+// from a goroutine of its own). For the fan-out's rare requests only.
+func (l *relayLink) replyLater(id uint64) func(relay.Response) {
+	return func(r relay.Response) {
+		_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			l.answer(id, r.Raw)
+			l.ls.flushLinks()
+			return nil
+		}))
 	}
 }
 

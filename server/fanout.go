@@ -131,10 +131,10 @@ func (s *Server) serveLocal(rq *relay.Request, reply func(relay.Response)) bool 
 	}
 	// A delete is held like a local delete's memory change, so that it
 	// does not land inside a reconcile (sync.go). A reconcile holds declMu
-	// across its store reads, and the relay calls this on the connection's
-	// reader goroutine, which must not block (relay.Handler): the other
-	// requests multiplexed on that connection would wait too. So the delete
-	// waits on a goroutine of its own and replies from there.
+	// across its store reads, and the relay calls this on an event loop,
+	// which must not block (P1): the other requests of the loop, relayed or
+	// not, would wait too. So the delete waits on a goroutine of its own and
+	// replies from there (reply may be called from any goroutine).
 	go func() {
 		s.sy.declMu.RLock()
 		existed, err := s.e.Delete(tenant, queue)

@@ -91,7 +91,7 @@ func TestServeLocalDeleteDoesNotBlockTheRelay(t *testing.T) {
 	case <-returned:
 	case <-time.After(2 * time.Second):
 		s.sy.declMu.Unlock()
-		t.Fatal("serveLocal blocked the relay's reader goroutine while a reconcile held declMu")
+		t.Fatal("serveLocal blocked its event loop while a reconcile held declMu")
 	}
 	select {
 	case r := <-got:
