@@ -31,6 +31,11 @@ type Options struct {
 	// new view is published, in order. It must return quickly (hand the
 	// work to another goroutine): the next heartbeat waits for it.
 	OnChange func(prev, next *View)
+	// BeforeChange, when set, is called like OnChange but before the new
+	// view is published: readers still see prev while it runs. The server
+	// empties there the queues it is about to own (docs/cell.md,
+	// "Membership changes"). Same rule: it must return quickly.
+	BeforeChange func(prev, next *View)
 	// Logger receives joins, leaves and fencing; nil discards them.
 	Logger *slog.Logger
 
@@ -483,6 +488,9 @@ func (m *Membership) publishDeadline(members []Member, fenced bool, deadline tim
 	}
 	m.gen++
 	next := newView(m.gen, m.self, members, fenced, deadline, m.clock)
+	if m.opts.BeforeChange != nil {
+		m.opts.BeforeChange(cur, next)
+	}
 	m.view.Store(next)
 	close(cur.next)
 	m.log.Info("cell: view", "generation", next.Generation, "members", len(members), "fenced", fenced)

@@ -179,8 +179,21 @@ func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
 		}
 	}
 	var changes []*View
+	var beforeErr error
 	var mu sync.Mutex
+	var cm atomic.Pointer[Membership] // c, once Start has returned it
+	var befores atomic.Int64
 	record := func(o *Options) {
+		o.BeforeChange = func(prev, next *View) {
+			// Called before next is published: readers still see prev.
+			befores.Add(1)
+			if m := cm.Load(); m != nil && m.View() != prev {
+				cur := m.View()
+				mu.Lock()
+				beforeErr = fmt.Errorf("BeforeChange of generation %d: readers saw generation %d, not the previous view", next.Generation, cur.Generation)
+				mu.Unlock()
+			}
+		}
 		o.OnChange = func(prev, next *View) {
 			mu.Lock()
 			changes = append(changes, next)
@@ -190,6 +203,7 @@ func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
 	a := start(t, schema, "a:1", hb, to)
 	b := start(t, schema, "b:1", hb, to)
 	c := start(t, schema, "c:1", hb, to, gate, record)
+	cm.Store(c)
 	waitFor(t, 5*time.Second, "three members", viewIs("a:1,b:1,c:1", a, b, c))
 	genA, genC := a.View().Generation, c.View().Generation
 
@@ -240,6 +254,12 @@ func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
 	}
 	if !sawFenced || changes[len(changes)-1].fenced {
 		t.Fatal("OnChange did not report the fencing and the rejoin")
+	}
+	if beforeErr != nil {
+		t.Fatal(beforeErr)
+	}
+	if n := befores.Load(); n != int64(len(changes)) {
+		t.Fatalf("BeforeChange called %d times, OnChange %d", n, len(changes))
 	}
 }
 

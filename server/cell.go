@@ -125,18 +125,30 @@ func (s *Server) RelayCounts() (forwardFailed, lost int64) {
 	return s.relayFailed.Load(), s.relayLost.Load()
 }
 
-// CellChanged is the membership's OnChange: the queues this member no
-// longer owns in next are dropped (D17: a move empties what moved), and the
-// relay forgets members that left. A member coming back from fencing drops
-// everything it held: a request checked just before the fence may have
-// added contents after the fenced view's drop (docs/engine.md). The walk
-// runs on the membership goroutine; it allocates nothing and costs about
-// 0.2 µs a queue (docs/engine.md), which the next heartbeat waits for.
-func (s *Server) CellChanged(prev, next *cell.View) {
-	rejoined := prev != nil && prev.Fenced() && !next.Fenced()
+// CellChanging is the membership's BeforeChange: the queues this member is
+// about to own in next and did not own in prev are emptied before any
+// request can see next (D17: the new owner starts a queue empty). They
+// hold something only when a request checked under an older view acted
+// after that view's drop (the check and the act are not one step), or
+// when this member comes back from fencing (prev owns nothing, so all it
+// will own is emptied: a request checked just before the fence may have
+// added contents after the fenced view's drop). Emptied here, such
+// leftovers can never come back to life when ownership returns, and their
+// ids answer stale (docs/cell.md, "Membership changes").
+func (s *Server) CellChanging(prev, next *cell.View) {
 	s.e.DropMoved(func(tenant, queue string) bool {
-		return !rejoined && next.Owns(tenant, queue)
+		return !next.Owns(tenant, queue) || prev.Owns(tenant, queue)
 	})
+}
+
+// CellChanged is the membership's OnChange: the queues this member no
+// longer owns in next are dropped (D17: a move empties what moved), shares
+// of tenant allowances are divided anew, and the relay forgets members
+// that left. Both walks run on the membership goroutine; they allocate
+// nothing and cost about 0.2 µs a queue (docs/engine.md), which the next
+// heartbeat waits for.
+func (s *Server) CellChanged(prev, next *cell.View) {
+	s.e.DropMoved(next.Owns)
 	s.redivide(next)
 	if prev == nil || s.cell == nil {
 		return

@@ -81,9 +81,19 @@ func readFrame(t *testing.T, c net.Conn) (typ byte, id uint64, payload []byte) {
 	return typ, id, payload
 }
 
-// startLanding starts a server that is a member of a cell of two (itself
-// and peer) whose view never changes, relaying with opts.
-func startLanding(t *testing.T, peer string, opts RelayOptions) *testServer {
+// selfAddr is the address of the member under test in its views: never
+// dialled, since nothing is relayed to oneself.
+const selfAddr = "127.0.0.1:1"
+
+// twoMembers is the view, fixed, of a cell of the member under test and
+// peer.
+func twoMembers(peer string) viewer {
+	return fixedView{cell.StaticView(1, selfAddr, []cell.Member{{ID: selfAddr}, {ID: peer}}, false)}
+}
+
+// startLanding starts a server that is a member of a cell whose view
+// comes from m, relaying with opts.
+func startLanding(t *testing.T, m viewer, opts RelayOptions) *testServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,8 +110,7 @@ func startLanding(t *testing.T, peer string, opts RelayOptions) *testServer {
 	}
 	t.Cleanup(func() { rc.Close() })
 	s.AttachCell(rc, opts)
-	self := "127.0.0.1:1" // never dialled: nothing is relayed to itself
-	s.cell.m = fixedView{cell.StaticView(1, self, []cell.Member{{ID: self}, {ID: peer}}, false)}
+	s.cell.m = m
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +125,8 @@ func startLanding(t *testing.T, peer string, opts RelayOptions) *testServer {
 
 // queueOf returns a queue name of the default tenant (no identity) that
 // the view gives to owner.
-func queueOf(t *testing.T, ts *testServer, owner string) string {
+func queueOf(t *testing.T, v *cell.View, owner string) string {
 	t.Helper()
-	v := ts.s.cell.m.View()
 	for i := 0; i < 1000; i++ {
 		q := fmt.Sprintf("q%d", i)
 		if m, ok := v.Owner(defaultTenant, q); ok && m.ID == owner {
@@ -175,8 +183,8 @@ func readAnswer(c net.Conn, within time.Duration) (string, error) {
 // byte.
 func TestRelayCarriesTheRequestAndReturnsTheAnswer(t *testing.T) {
 	o := startOwner(t)
-	ts := startLanding(t, o.addr, RelayOptions{})
-	q := queueOf(t, ts, o.addr)
+	ts := startLanding(t, twoMembers(o.addr), RelayOptions{})
+	q := queueOf(t, ts.s.cell.m.View(), o.addr)
 	c := sendPush(t, ts, q)
 	link := o.link(t)
 	typ, id, p := readFrame(t, link)
@@ -209,8 +217,8 @@ func TestRelayToAnUnreachableOwnerIsRefused(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	ts := startLanding(t, dead, RelayOptions{DialTimeout: time.Second})
-	c := sendPush(t, ts, queueOf(t, ts, dead))
+	ts := startLanding(t, twoMembers(dead), RelayOptions{DialTimeout: time.Second})
+	c := sendPush(t, ts, queueOf(t, ts.s.cell.m.View(), dead))
 	got, err := readAnswer(c, 5*time.Second)
 	if err != nil || !strings.HasPrefix(got, "HTTP/1.1 503 ") || !strings.Contains(got, `"code":"ephemeral_forward_failed"`) {
 		t.Fatalf("answer %q, %v; want 503 ephemeral_forward_failed", got, err)
@@ -225,8 +233,8 @@ func TestRelayToAnUnreachableOwnerIsRefused(t *testing.T) {
 // the call go (a cancel frame for its stream).
 func TestRelayedCallPastItsDeadlineClosesTheConnection(t *testing.T) {
 	o := startOwner(t)
-	ts := startLanding(t, o.addr, RelayOptions{CallDeadline: 200 * time.Millisecond, PingInterval: 50 * time.Millisecond})
-	c := sendPush(t, ts, queueOf(t, ts, o.addr))
+	ts := startLanding(t, twoMembers(o.addr), RelayOptions{CallDeadline: 200 * time.Millisecond, PingInterval: 50 * time.Millisecond})
+	c := sendPush(t, ts, queueOf(t, ts.s.cell.m.View(), o.addr))
 	link := o.link(t)
 	_, id, _ := readFrame(t, link)
 	// The owner answers pings but never the call.
@@ -273,8 +281,8 @@ func TestRelayedCallPastItsDeadlineClosesTheConnection(t *testing.T) {
 // connection is closed; a call made afterwards dials afresh.
 func TestSilentOwnerFailsTheLink(t *testing.T) {
 	o := startOwner(t)
-	ts := startLanding(t, o.addr, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 300 * time.Millisecond})
-	q := queueOf(t, ts, o.addr)
+	ts := startLanding(t, twoMembers(o.addr), RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 300 * time.Millisecond})
+	q := queueOf(t, ts.s.cell.m.View(), o.addr)
 	c := sendPush(t, ts, q)
 	first := o.link(t)
 	readFrame(t, first) // the request; nothing is answered, not even pings
@@ -296,8 +304,8 @@ func TestSilentOwnerFailsTheLink(t *testing.T) {
 // frame for the stream, so a parked pop is let go there.
 func TestClientGoneCancelsTheRelayedCall(t *testing.T) {
 	o := startOwner(t)
-	ts := startLanding(t, o.addr, RelayOptions{})
-	q := queueOf(t, ts, o.addr)
+	ts := startLanding(t, twoMembers(o.addr), RelayOptions{})
+	q := queueOf(t, ts.s.cell.m.View(), o.addr)
 	c, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -323,8 +331,8 @@ func TestClientGoneCancelsTheRelayedCall(t *testing.T) {
 // owner answers in.
 func TestRelayedAnswersFindTheirCalls(t *testing.T) {
 	o := startOwner(t)
-	ts := startLanding(t, o.addr, RelayOptions{})
-	q := queueOf(t, ts, o.addr)
+	ts := startLanding(t, twoMembers(o.addr), RelayOptions{})
+	q := queueOf(t, ts.s.cell.m.View(), o.addr)
 	const n = 40
 	conns := make([]net.Conn, n)
 	for i := range conns {

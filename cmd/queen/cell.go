@@ -95,12 +95,13 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		Delay:        delay,
 	})
 	m, err := cell.Start(cell.Options{
-		Config:      cc,
-		DatabaseURL: stcfg.Postgres.URL,
-		Schema:      stcfg.Postgres.Schema,
-		Incarnation: e.Incarnation(),
-		OnChange:    srv.CellChanged,
-		Logger:      log,
+		Config:       cc,
+		DatabaseURL:  stcfg.Postgres.URL,
+		Schema:       stcfg.Postgres.Schema,
+		Incarnation:  e.Incarnation(),
+		OnChange:     srv.CellChanged,
+		BeforeChange: srv.CellChanging,
+		Logger:       log,
 	})
 	if err != nil {
 		rc.Close()
