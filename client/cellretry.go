@@ -21,7 +21,7 @@ import (
 // whose answer was lost) is not in play. The client sends such a call
 // again after an exponential backoff with jitter (10 ms doubling to 1 s),
 // or after Retry-After when the broker sends one (the broker sends 1 s on
-// both), each wait capped by what the call's own bound (WithTimeout for a
+// forward_failed), each wait capped by what the call's own bound (WithTimeout for a
 // short call, the wait of a waiting pop, the timeout of a Request) and its
 // context's deadline leave. When nothing is left of either, the last
 // refusal is returned as is: its code says what happened. The cell is meant to be invisible to clients (the spec: nothing

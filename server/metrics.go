@@ -117,21 +117,22 @@ func labelValue(v string) string {
 // appendError appends an error answer and counts the refusal by its code.
 // Every error answer of the server goes through here.
 //
-// The two cell refusals that mean "come back" carry Retry-After: 1, as the
-// kill switch's 503 carries its own (docs/cell.md, "SDKs"): owner_moved
-// (the view moved under the request; the next attempt reaches the new owner)
-// and ephemeral_forward_failed (the owner is unreachable; a dead one is
-// replaced within a member timeout). Set here, so that every place that
-// refuses with them, relay, owner side and fan-out alike, answers the same.
+// 503 ephemeral_forward_failed carries Retry-After: 1, as the kill
+// switch's 503 carries its own (docs/cell.md, "SDKs"): the owner is
+// unreachable, and a dead one is replaced within a member timeout
+// (seconds). 503 owner_moved carries none: the views settle within a
+// heartbeat, and the SDKs' backoff (from 10 ms) reaches the new owner
+// sooner than a whole second would. Set here, so that every place that
+// refuses with forward_failed, relay and fan-out alike, answers the same.
 func (s *Server) appendError(dst []byte, head wire.Head, we *wire.Error) []byte {
 	s.m.refused(we.Code)
-	if (we.Code == codeOwnerMoved || we.Code == codeForwardFailed) && head.RetryAfter <= 0 {
+	if we.Code == codeForwardFailed && head.RetryAfter <= 0 {
 		head.RetryAfter = cellRetryAfter
 	}
 	return wire.AppendError(dst, head, we)
 }
 
-// cellRetryAfter is the Retry-After, in seconds, of 503 owner_moved and 503
+// cellRetryAfter is the Retry-After, in seconds, of 503
 // ephemeral_forward_failed: the smallest the header can say.
 const cellRetryAfter = 1
 

@@ -10,10 +10,10 @@ import (
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// The two cell refusals that mean "come back", 503 owner_moved and 503
-// ephemeral_forward_failed (relay and fan-out alike), carry Retry-After: 1
-// from the one writer every refusal goes through; other refusals carry
-// none, and a Retry-After the caller set (the kill switch's) is kept.
+// 503 ephemeral_forward_failed (relay and fan-out alike) carries
+// Retry-After: 1 from the one writer every refusal goes through; 503
+// owner_moved and other refusals carry none, and a Retry-After the caller
+// set (the kill switch's) is kept.
 // conformance.TestCellOwnerMoved, TestCellOwnerKilled and
 // TestCellResetAndDeleteFanOut check it on real brokers.
 func TestCellRefusalsCarryRetryAfter(t *testing.T) {
@@ -30,10 +30,13 @@ func TestCellRefusalsCarryRetryAfter(t *testing.T) {
 		defer resp.Body.Close()
 		return resp.StatusCode, resp.Header.Get("Retry-After"), we.Code
 	}
-	for _, we := range []*wire.Error{errOwnerMoved, errForwardFailed, errOwnerNotReached} {
+	for _, we := range []*wire.Error{errForwardFailed, errOwnerNotReached} {
 		if st, ra, code := retryAfter(wire.Head{}, we); st != 503 || ra != "1" {
 			t.Errorf("%s: %d, Retry-After %q, want 503 and 1", code, st, ra)
 		}
+	}
+	if st, ra, _ := retryAfter(wire.Head{}, errOwnerMoved); st != 503 || ra != "" {
+		t.Errorf("owner_moved: %d, Retry-After %q, want 503 and none", st, ra)
 	}
 	if st, ra, _ := retryAfter(wire.Head{}, refusal(engine.ErrTenantQueues)); st != 403 || ra != "" {
 		t.Errorf("quota refusal: %d, Retry-After %q, want 403 and none", st, ra)

@@ -11,7 +11,7 @@
 // answer was lost) is not in play. The client sends such a call again
 // after an exponential backoff with jitter (10 ms doubling to 1 s), or
 // after `Retry-After` when the broker sends one (the broker sends 1 s on
-// both), each wait capped by what the call's own bound leaves (the client's
+// forward_failed), each wait capped by what the call's own bound leaves (the client's
 // `timeout` for a short call, the wait of a waiting pop, the timeout of a
 // `request()`), while its signal has not aborted; when nothing is left, the
 // last refusal is thrown, its code intact.
