@@ -77,15 +77,30 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		delay = time.Duration(ms) * time.Millisecond
 		log.Warn("fault injection: relayed requests are delayed (a test setting)", "ms", ms)
 	}
+	// The relay's port is bound before joining: a member that joined and
+	// then could not listen would move queues to itself (emptying them on
+	// their owners) only to leave again.
+	_, port, _ := net.SplitHostPort(cc.Advertise)
+	ln, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port): %w", err)
+	}
+	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Adopt: srv.AdoptRelayConn, Logger: log})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	// A relay connection silent for a member timeout is given up on, as the
 	// cell gives up on the member; pinged five times in that span (the
-	// relay's defaults, 1 s and 5 s, at the default timeout).
+	// relay's defaults, 1 s and 5 s, at the default timeout). rc carries
+	// the fan-out of reset and delete; requests are relayed on the loops.
 	rc, err := relay.NewClient(relay.ClientConfig{
 		Secret:       cc.Secret,
 		PingInterval: cc.MemberTimeout / 5,
 		PingTimeout:  cc.MemberTimeout,
 	})
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	srv.AttachCell(rc, server.RelayOptions{
@@ -104,23 +119,11 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		Logger:       log,
 	})
 	if err != nil {
+		ln.Close()
 		rc.Close()
 		return nil, fmt.Errorf("join the cell: %w", err)
 	}
 	srv.SetMembership(m)
-	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Adopt: srv.AdoptRelayConn, Logger: log})
-	if err != nil {
-		m.Stop(context.Background())
-		rc.Close()
-		return nil, err
-	}
-	_, port, _ := net.SplitHostPort(cc.Advertise)
-	ln, err := net.Listen("tcp", ":"+port)
-	if err != nil {
-		m.Stop(context.Background())
-		rc.Close()
-		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port): %w", err)
-	}
 	log.Info("cell member", "advertise", cc.Advertise, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
 	return &cellParts{m: m, rs: rs, rc: rc, ln: ln, log: log}, nil
 }
@@ -131,6 +134,7 @@ func (p *cellParts) stop(ctx context.Context) {
 	if p == nil {
 		return
 	}
+	p.ln.Close() // if serve never ran (rs.Close closes it otherwise)
 	p.rs.Close()
 	p.rc.Close()
 	_ = p.m.Stop(ctx)
