@@ -322,7 +322,6 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 				var rq relay.Request
 				if !l.closed && relay.DecodeRequest(own, &rq) == nil {
 					s.serveRelayedNow(l, id, &rq)
-					l.ls.flushLinks()
 				}
 				return nil
 			}))
@@ -382,7 +381,6 @@ func (l *relayLink) replyLater(id uint64) func(relay.Response) {
 	return func(r relay.Response) {
 		_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			l.answer(id, r.Raw)
-			l.ls.flushLinks()
 			return nil
 		}))
 	}

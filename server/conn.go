@@ -469,7 +469,6 @@ func (cs *conn) resumeDeferred() {
 }
 
 func (cs *conn) flush() gnet.Action {
-	cs.ls.flushLinks() // what this round relayed, or answered to relayed requests
 	if cs.writeOut() == gnet.Close {
 		return gnet.Close
 	}
@@ -612,7 +611,6 @@ func (cs *conn) closed() {
 	}
 	if cs.relayLink != nil {
 		cs.relayLink.cancel(cs) // a relayed pop is let go on the owner
-		cs.ls.flushLinks()
 	}
 	if cs.p != nil {
 		cs.p.Reset() // forgets the half-read request: idle again

@@ -29,13 +29,15 @@ type loopScratch struct {
 	// (nLinks their number, read by the tending goroutine), the links with
 	// frames to write this round, the stand-in conns for relayed requests
 	// and the request they are served from.
-	s        *Server
-	links    map[string]*relayLink
-	nLinks   atomic.Int32
-	dirty    []*relayLink
-	standIns []*conn
-	relayReq wire.Request
-	tendTask gnet.RunnableFunc
+	s            *Server
+	links        map[string]*relayLink
+	nLinks       atomic.Int32
+	dirty        []*relayLink
+	standIns     []*conn
+	relayReq     wire.Request
+	tendTask     gnet.RunnableFunc
+	flushPending bool
+	flushTask    gnet.RunnableFunc
 
 	// parsers are idle parsers lent to this loop's connections: a
 	// connection holds one only while part of a request is buffered, so a
@@ -80,6 +82,7 @@ func (s *Server) scratchOf(loop gnet.EventLoop) *loopScratch {
 		ls := &loopScratch{loop: loop, s: s}
 		ls.check = ls.checkThrottled
 		ls.tendTask = ls.tend
+		ls.flushTask = ls.flushLinksTask
 		return ls, false
 	})
 	return ls

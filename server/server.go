@@ -201,7 +201,6 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		s.e.Release(s.cfg.ConnCharge)
 	} else if l, ok := c.Context().(*relayLink); ok {
 		l.fail(errLinkClosedByPeer)
-		l.ls.flushLinks() // the answers of calls that failed over to refusals
 	}
 	return gnet.None
 }
