@@ -19,10 +19,10 @@ import (
 // pop or ack (the routes whose cellRole is servedByOwner) that lands on a
 // member that does not own its (tenant, queue) is relayed to the owner once
 // identity, kill switch, grant and shape have been checked here; the
-// owner's answer is written back byte for byte. The owner serves a relayed
-// request through the same route handler as a local one, on a conn whose
-// gnet.Conn is a relayConn (the answer goes back through the relay instead
-// of a socket).
+// owner's answer is written back byte for byte. The relay's connections are
+// served on the event loops (relaylink.go). The owner serves a relayed
+// request through the same route handler as a local one, on a stand-in conn
+// of the link's loop whose answer goes back on the link instead of a socket.
 
 // The cell's two refusals (server/codes.go; docs/cell.md says when each is answered).
 var (

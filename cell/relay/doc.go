@@ -7,12 +7,17 @@
 // The transport is a small framed protocol over TCP, chosen over HTTP/2
 // cleartext by measurement (docs/cell-relay.md). A few connections per pair
 // of members carry every call, multiplexed by stream id; answers come back
-// in any order. Each connection has one reader goroutine that dispatches
-// frames and one writer goroutine that coalesces queued frames into one
-// write. A call in flight costs a map entry and its buffers, never a
-// goroutine: the owner's Handler is called on the reader goroutine and may
-// answer later from anywhere (a parked pop), and Client.Go completes
-// through a callback.
+// in any order. The package's Client and Server run each connection on one
+// reader goroutine that dispatches frames and one writer goroutine that
+// coalesces queued frames into one write. A call in flight costs a map
+// entry and its buffers, never a goroutine: the owner's Handler is called
+// on the reader goroutine and may answer later from anywhere (a parked
+// pop), and Client.Go completes through a callback.
+//
+// The broker serves its relayed requests on its own event loops instead
+// (server/relaylink.go): it uses Dial and ServerConfig.Adopt for the
+// handshake and the exported frame layer (frame.go) after it, and Client
+// for the rare fan-out of reset and delete.
 //
 // A connection starts with a handshake in which both ends prove knowledge
 // of the cell secret (HMAC-SHA256 over two fresh nonces, compared in
