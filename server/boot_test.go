@@ -34,6 +34,12 @@ func startWith(t *testing.T, ecfg engine.Config, st store.Store, loops int) *tes
 // the test ends.
 func serve(t *testing.T, e *engine.Engine, st store.Store, cfg Config) *testServer {
 	t.Helper()
+	return serveWith(t, e, st, cfg, nil)
+}
+
+// serveWith is serve with prepare run on the server before it starts.
+func serveWith(t *testing.T, e *engine.Engine, st store.Store, cfg Config, prepare func(*Server)) *testServer {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +48,9 @@ func serve(t *testing.T, e *engine.Engine, st store.Store, cfg Config) *testServ
 	l.Close()
 	cfg.Engine, cfg.Store = e, st
 	s := New(cfg)
+	if prepare != nil {
+		prepare(s)
+	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

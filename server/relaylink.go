@@ -397,11 +397,11 @@ func (s *Server) tendLinks() {
 		case <-s.quit:
 			return
 		}
-		s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+		s.onLoops(func(ls *loopScratch) gnet.RunnableFunc {
 			if ls.nLinks.Load() > 0 {
-				_ = ls.loop.Execute(context.Background(), ls.tendTask)
+				return ls.tendTask
 			}
-			return true
+			return nil
 		})
 	}
 }

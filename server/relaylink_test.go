@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -95,32 +94,16 @@ func twoMembers(peer string) viewer {
 // comes from m, relaying with opts.
 func startLanding(t *testing.T, m viewer, opts RelayOptions) *testServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	e := engine.New(engine.Config{})
-	s := New(Config{Addr: addr, Engine: e, Store: openStore(t), Loops: 2})
-	opts.Secret = testSecret
 	rc, err := relay.NewClient(relay.ClientConfig{Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rc.Close() })
-	s.AttachCell(rc, opts)
-	s.cell.m = m
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		e.Close()
+	opts.Secret = testSecret
+	return serveWith(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 2}, func(s *Server) {
+		s.AttachCell(rc, opts)
+		s.cell.m = m
 	})
-	return &testServer{s: s, e: e, addr: addr}
 }
 
 // queueOf returns a queue name of the default tenant (no identity) that

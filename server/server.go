@@ -261,11 +261,11 @@ func (s *Server) watchThrottled() {
 			case <-s.quit:
 				return
 			}
-			s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+			s.onLoops(func(ls *loopScratch) gnet.RunnableFunc {
 				if ls.nThrottled.Load() > 0 {
-					_ = ls.loop.Execute(context.Background(), ls.check)
+					return ls.check
 				}
-				return true
+				return nil
 			})
 			if s.nThrottled.Load() == 0 {
 				s.watching.Store(false)
@@ -277,6 +277,17 @@ func (s *Server) watchThrottled() {
 			}
 		}
 	}()
+}
+
+// onLoops has every loop run the task pick gives it, if any, as a task of
+// the loop (from a goroutine that watches the loops).
+func (s *Server) onLoops(pick func(*loopScratch) gnet.RunnableFunc) {
+	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+		if task := pick(ls); task != nil {
+			_ = ls.loop.Execute(context.Background(), task)
+		}
+		return true
+	})
 }
 
 // since is how long ago start was, 0 when it is not set.
