@@ -60,11 +60,11 @@ var specCodes = map[string]int{
 	client.CodeDisabled:        503,
 }
 
-// chaosSettings reads QUEEN_CHAOS_SECONDS (default 45) and
+// chaosSettings reads QUEEN_CHAOS_SECONDS (default 60, the CI size) and
 // QUEEN_CHAOS_SEED (default: the clock).
 func chaosSettings(t *testing.T) (time.Duration, uint64) {
 	t.Helper()
-	secs := 45
+	secs := 60
 	if s := os.Getenv("QUEEN_CHAOS_SECONDS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 5 {
@@ -248,7 +248,7 @@ func holderChanges(ids []string, events []memberEvent, queue string) []time.Time
 // (requests with Serve responders, fan-out queues each consumed by several
 // groups with explicit acks, producers, configures), members killed with
 // SIGKILL and restarted at random (never all at once: at most two down,
-// two only briefly), for QUEEN_CHAOS_SECONDS (default 45). Afterwards:
+// two only briefly), for QUEEN_CHAOS_SECONDS (default 60, the CI size). Afterwards:
 //   - every configure answered 201 is declared, with its options, on
 //     every member;
 //   - no SDK call returned later than its bound plus chaosSlack, and none

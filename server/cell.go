@@ -220,9 +220,10 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 		deadline = wait + cs.s.cell.PopMargin
 	}
 	cs.s.cell.relayed.Inc()
-	if !cs.ls.link(cs.s, addr).call(cs, req, deadline) {
-		// Not started (too many calls waiting on the link, or it just
-		// failed): nothing reached the owner.
+	if l := cs.ls.link(cs.s, addr); l == nil || !l.call(cs, req, deadline) {
+		// Not started (a dial to the owner failed just now, too many calls
+		// waiting on the link, or it just failed): nothing reached the
+		// owner.
 		cs.s.relayFailed.Add(1)
 		cs.refuse(req, errForwardFailed)
 		return

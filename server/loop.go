@@ -31,6 +31,7 @@ type loopScratch struct {
 	// and the request they are served from.
 	s            *Server
 	links        map[string]*relayLink
+	dialFailed   map[string]int64 // unix nanos of each peer's last failed dial (relaylink.go, redialAfter)
 	nLinks       atomic.Int32
 	dirty        []*relayLink
 	standIns     []*conn

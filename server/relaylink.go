@@ -72,11 +72,23 @@ type relayLink struct {
 	streams map[uint64]*conn
 }
 
+// redialAfter: after a failed dial to a peer, a loop answers its calls to
+// that peer 503 ephemeral_forward_failed at once for this long rather than
+// dialling again for each, so that a dead or misconfigured owner under load
+// costs a dial every redialAfter per loop, not one per request.
+const redialAfter = 100 * time.Millisecond
+
 // link returns this loop's link to the peer at addr, dialling it (off the
-// loop) when there is none.
+// loop) when there is none; nil within redialAfter of a failed dial.
 func (ls *loopScratch) link(s *Server, addr string) *relayLink {
 	if l := ls.links[addr]; l != nil {
 		return l
+	}
+	if at, ok := ls.dialFailed[addr]; ok {
+		if time.Now().UnixNano()-at < int64(redialAfter) {
+			return nil
+		}
+		delete(ls.dialFailed, addr)
 	}
 	if ls.links == nil {
 		ls.links = map[string]*relayLink{}
@@ -108,7 +120,14 @@ func (l *relayLink) dial() {
 			nc.Close()
 		}
 	}
-	failed := func(context.Context) error { l.fail(err); return nil }
+	failed := func(context.Context) error {
+		if l.ls.dialFailed == nil {
+			l.ls.dialFailed = map[string]int64{}
+		}
+		l.ls.dialFailed[l.addr] = time.Now().UnixNano()
+		l.fail(err)
+		return nil
+	}
 	if l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(failed)) != nil {
 		return // the loops are stopping: their connections are closing
 	}
@@ -203,7 +222,7 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 	}
 	l.out = out
 	cs.relayLink, cs.relayID, cs.relayHead = l, l.nextID, req.Head(0)
-	cs.relayUntil = cs.s.now.Load() + int64(deadline)
+	cs.relayUntil = time.Now().UnixNano() + int64(deadline) // Server.now may be a second old
 	l.calls[l.nextID] = cs
 	l.nextID++
 	l.markDirty()

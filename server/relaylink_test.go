@@ -201,13 +201,25 @@ func TestRelayToAnUnreachableOwnerIsRefused(t *testing.T) {
 	dead := l.Addr().String()
 	l.Close()
 	ts := startLanding(t, twoMembers(dead), RelayOptions{DialTimeout: time.Second})
-	c := sendPush(t, ts, queueOf(t, ts.s.cell.m.View(), dead))
-	got, err := readAnswer(c, 5*time.Second)
-	if err != nil || !strings.HasPrefix(got, "HTTP/1.1 503 ") || !strings.Contains(got, `"code":"ephemeral_forward_failed"`) {
-		t.Fatalf("answer %q, %v; want 503 ephemeral_forward_failed", got, err)
+	q := queueOf(t, ts.s.cell.m.View(), dead)
+	// Two pushes on one connection (one loop): the first dials and fails,
+	// the second, within redialAfter, is refused without dialling again.
+	c := sendPush(t, ts, q)
+	for i := 1; i <= 2; i++ {
+		got, err := readAnswer(c, 5*time.Second)
+		if err != nil || !strings.HasPrefix(got, "HTTP/1.1 503 ") || !strings.Contains(got, `"code":"ephemeral_forward_failed"`) {
+			t.Fatalf("answer %d %q, %v; want 503 ephemeral_forward_failed", i, got, err)
+		}
+		if i == 1 {
+			body := `{"queue":"` + q + `","messages":[{"payload":1}]}`
+			fmt.Fprintf(c, "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
 	}
-	if ff, lost := ts.s.RelayCounts(); ff != 1 || lost != 0 {
-		t.Fatalf("RelayCounts %d forward-failed, %d lost; want 1, 0", ff, lost)
+	if ff, lost := ts.s.RelayCounts(); ff != 2 || lost != 0 {
+		t.Fatalf("RelayCounts %d forward-failed, %d lost; want 2, 0", ff, lost)
+	}
+	if d := ts.s.cell.dials.Get(); d != 1 {
+		t.Fatalf("%d dials, want 1 (the second push within redialAfter of the failure)", d)
 	}
 }
 
