@@ -95,21 +95,35 @@ func TestClosedConnectionUnparksItsPop(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(c, "GET /api/v1/ephemeral/pop?queue=q&wait=true&timeout=30000 HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(50 * time.Millisecond)
+	parked := func() (n int64) {
+		ts.e.TenantGauges(func(tenant string, _ int64, _, _ int, p int64) {
+			if tenant == "default" {
+				n = p
+			}
+		})
+		return n
+	}
+	waitUntil(t, "the pop parked", func() bool { return parked() == 1 })
 	c.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		var d engine.DepthInfo
-		ts.e.Depth("default", "q", "", &d)
-		if code, _ := ts.do(t, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`); code != 201 {
-			t.Fatal("push failed")
-		}
-		ts.e.Depth("default", "q", "", &d)
-		if d.Pending >= 1 {
-			break // nobody took it: the closed connection's pop is gone
-		}
+	// Its pop is removed at once (D13), not at its 30 s timeout.
+	waitUntil(t, "the closed connection's pop unparked", func() bool { return parked() == 0 })
+	if code, _ := ts.do(t, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`); code != 201 {
+		t.Fatal("push failed")
+	}
+	// The one message pushed went to nobody: it is pending, not leased.
+	var d engine.DepthInfo
+	ts.e.Depth("default", "q", "", &d)
+	if d.Pending != 1 {
+		t.Fatalf("pending %d after one push, want 1: the message went to the closed connection's pop", d.Pending)
+	}
+}
+
+// waitUntil polls cond every millisecond for up to 2 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the message went to the closed connection's pop")
+			t.Fatalf("timed out waiting: %s", what)
 		}
 	}
 }
