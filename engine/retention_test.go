@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -324,5 +325,27 @@ func TestManyIdleGroupsForgottenTogether(t *testing.T) {
 	// What is left above the start is live's group, cursor and window.
 	if got, most := h.e.CellBytes()-before, h.e.charge.ofGroup("live")+h.e.charge.cursor+8*h.e.charge.entry; got > most {
 		t.Fatalf("%d bytes charged above the start after the idle groups went, want at most %d (live's)", got, most)
+	}
+}
+
+// D3: the broker never refuses while reclaimable messages could make the
+// room. A push to one partition of a queue at its bound, refusing with
+// `reject`, frees the reclaimable messages of the queue's other partitions
+// (reclaimQueue) before it would refuse: it is accepted and nothing is
+// counted as dropped.
+func TestRejectingQueueFreesOtherPartitionsReclaimableFirst(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 2, Policy: PolicyReject}))
+	h.push("q", "a", "a0", "a1")
+	h.ack("q", "g", AckCompleted, h.pop(PopRequest{Queue: "q", Partition: "a", Group: "g", Batch: 2})...)
+	if n, err := h.pushErr("q", "b", "b0", "b1"); err != nil || n != 2 {
+		t.Fatalf("push to partition b with partition a's two messages reclaimable: %d, %v; want 2 accepted", n, err)
+	}
+	if qi := h.infoOf("q"); qi.Depth != 2 || qi.Drops != (Drops{}) {
+		t.Fatalf("depth %d drops %+v, want 2 and none (reclaim is not a drop)", qi.Depth, qi.Drops)
+	}
+	// Now nothing is reclaimable: the bound refuses.
+	if _, err := h.pushErr("q", "a", "a2"); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("push past the bound with nothing reclaimable: %v, want ErrQueueFull", err)
 	}
 }
