@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import { createHmac } from 'node:crypto'
 import { Queen, QueenError, FlushError, RequestTimeoutError, ClosedError, Codes, parseRequest } from '../index.js'
 import { startBroker, freePort } from './broker.js'
 
@@ -341,4 +342,24 @@ test('consume with autoAck: request/reply with no ack calls; a failing handler i
   assert.equal(calls, 0, 'no ack call')
   assert.deepEqual(errors.map((err) => err.message), ['boom'])
   assert.equal((await e.depth('rpc-auto', { group: 'workers' })).pending, 0, 'nothing left to redeliver')
+})
+
+// An HS256 JWT of claims signed with secret.
+function hs256 (secret, claims) {
+  const enc = (b) => Buffer.from(b).toString('base64url')
+  const signed = enc(JSON.stringify({ alg: 'HS256', typ: 'JWT' })) + '.' + enc(JSON.stringify(claims))
+  return signed + '.' + createHmac('sha256', secret).update(signed).digest('base64url')
+}
+
+test('the token is sent as a bearer credential: a jwt-mode broker serves its tenant, refuses none', async (t) => {
+  const secret = 'js-token-test-secret'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret })
+  const token = hs256(secret, { tenant: 'acme', role: 'read-write', exp: Math.floor(Date.now() / 1000) + 3600 })
+  const e = client(t, b.url, { token }).ephemeral
+  assert.deepEqual(await e.push('jobs', [1]), { pushed: 1 })
+  const popped = await e.pop('jobs', { autoAck: true })
+  assert.equal(popped.messages.length, 1)
+
+  const anonymous = client(t, b.url).ephemeral
+  await rejectsWith(anonymous.push('jobs', [1]), 401, 'unauthorized', 'push without a token')
 })
