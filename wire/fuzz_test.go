@@ -417,3 +417,34 @@ func FuzzQueueBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnescape: percent-decoding agrees with net/url on every target the
+// parser accepts (no malformed escape), as a path segment and as a query
+// value, never lengthens, and rejects exactly what net/url rejects (T3:
+// queue names in paths and every query value are decoded with it).
+func FuzzUnescape(f *testing.F) {
+	for _, s := range []string{"", "abc", "a+b", "%41%42", "%e2%82%ac", "a%2Fb", "%2B+%20", "%00", "100%25", "%", "%4", "%zz", "a%2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		bad := badEscape([]byte(s)) >= 0
+		_, errPath := url.PathUnescape(s)
+		if bad != (errPath != nil) {
+			t.Fatalf("%q: badEscape says %v, net/url says %v", s, bad, errPath)
+		}
+		path := unescape(new(scratch), []byte(s), false)
+		query := unescape(new(scratch), []byte(s), true)
+		if len(path) > len(s) || len(query) > len(s) {
+			t.Fatalf("%q: decoding lengthened it: %q, %q", s, path, query)
+		}
+		if bad {
+			return // refused by the parser before anything decodes it
+		}
+		if want, _ := url.PathUnescape(s); string(path) != want {
+			t.Fatalf("path %q: %q, net/url %q", s, path, want)
+		}
+		if want, _ := url.QueryUnescape(s); string(query) != want {
+			t.Fatalf("query %q: %q, net/url %q", s, query, want)
+		}
+	})
+}
