@@ -1,0 +1,89 @@
+package server
+
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// P3 at the server's level: a push, a pop with explicit ack and the ack of
+// what it popped, each parsed, routed, served and answered as on a loop,
+// allocate nothing in the steady state, together (the engine's pins cover
+// only what is below the server; this one covers its glue: the pop's sink,
+// the ids it writes, the ack body's decoding and outcomes, the metering).
+func TestPushPopAckAreAllocationFree(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	s := New(Config{Engine: e, Store: openStore(t)})
+	cs := &conn{s: s, ls: new(loopScratch)}
+	cs.sink = popSink{cs: cs, e: e}
+
+	var p wire.Parser
+	var raw, body []byte
+	serve := func(method, target string, b []byte) {
+		raw = append(raw[:0], method...)
+		raw = append(raw, ' ')
+		raw = append(raw, target...)
+		raw = append(raw, " HTTP/1.1\r\nHost: x\r\nContent-Length: "...)
+		raw = strconv.AppendInt(raw, int64(len(b)), 10)
+		raw = append(raw, "\r\n\r\n"...)
+		raw = append(raw, b...)
+		p.Reset()
+		req, _, err := p.Parse(raw)
+		if err != nil || req == nil {
+			t.Fatalf("parse %s %s: %v", method, target, err)
+		}
+		cs.out = cs.out[:0]
+		cs.route(req)
+	}
+	push := []byte(`{"queue":"q","partition":"p","messages":[{"payload":{"n":1}}]}`)
+	idKey := []byte(`"id":"`)
+	cycle := func() {
+		serve("POST", "/api/v1/ephemeral/push", push)
+		if !bytes.HasPrefix(cs.out, []byte("HTTP/1.1 201")) {
+			t.Fatalf("push: %s", cs.out)
+		}
+		serve("GET", "/api/v1/ephemeral/pop?queue=q&group=g", nil)
+		i := bytes.Index(cs.out, idKey)
+		if i < 0 {
+			t.Fatalf("pop: %s", cs.out)
+		}
+		id := cs.out[i+len(idKey):]
+		id = id[:bytes.IndexByte(id, '"')]
+		body = append(body[:0], `{"queue":"q","group":"g","acks":[{"id":"`...)
+		body = append(body, id...)
+		body = append(body, `","status":"completed"}]}`...)
+		serve("POST", "/api/v1/ephemeral/ack", body)
+		if !bytes.Contains(cs.out, []byte(`"outcome":"acked"`)) {
+			t.Fatalf("ack: %s", cs.out)
+		}
+	}
+	for range 1000 { // grow every buffer to its steady size
+		cycle()
+	}
+	// Counted over many cycles rather than with testing.AllocsPerRun, which
+	// divides in integers and so hides an allocation made once every few
+	// calls (a buffer that keeps growing, a map that rehashes).
+	const cycles = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range cycles {
+		cycle()
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > cycles/100 {
+		t.Fatalf("%d cycles of a push, a pop and its ack allocated %d times", cycles, n)
+	} else {
+		t.Logf("%d cycles: %d allocations (background goroutines included)", cycles, n)
+	}
+	var d engine.DepthInfo
+	e.Depth("default", "q", "g", &d)
+	if d.Pending != 0 {
+		t.Fatalf("pending %d after every message was acked", d.Pending)
+	}
+}
