@@ -4,6 +4,7 @@ import http from 'node:http'
 import { createHmac } from 'node:crypto'
 import { Queen, QueenError, FlushError, RequestTimeoutError, ClosedError, Codes, parseRequest } from '../index.js'
 import { startBroker, freePort } from './broker.js'
+import { scripted } from './scripted.js'
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -148,18 +149,26 @@ test('buffered push under backpressure: nothing lost, nothing duplicated', async
       await e.ack('bp', messages, { group: 'g' })
     }
   })()
-  let maxHeld = 0
   for (let i = 0; i < n; i++) {
     await e.push('bp', [i], { buffered: true })
-    maxHeld = Math.max(maxHeld, e.pending)
   }
   await e.flush()
   await consumer
   assert.deepEqual(seen, Array.from({ length: n }, (_, i) => i))
   assert.ok(e.flushRetries > 0, 'a flush met queue_full')
-  assert.ok(maxHeld <= 16, `the buffer held ${maxHeld}`)
   const qs = await e.queues()
   assert.deepEqual(qs.queues[0].drops, { bounds: 0, ttl: 0, retry: 0 })
+})
+
+test('the buffer holds at most maxPending messages: the next push waits for room', async (t) => {
+  // A broker that reads the requests and never answers: nothing leaves the buffer.
+  const srv = await scripted(t, () => new Promise(() => {}))
+  // The call timeout and retryTimeout only let the client close when the test ends.
+  const e = client(t, srv.url, { timeout: 1000, buffer: { messageCount: 4, timeMillis: 1, maxPending: 16, retryTimeout: 1000 } }).ephemeral
+  for (let i = 0; i < 16; i++) assert.deepEqual(await e.push('q', [i], { buffered: true }), { pushed: 1 })
+  const next = e.push('q', ['one too many'], { buffered: true }).then(() => 'pushed', () => 'rejected')
+  const outcome = await Promise.race([next, sleep(200).then(() => 'waiting')])
+  assert.equal(outcome, 'waiting', 'the 17th buffered push did not wait for room')
 })
 
 test('a flush that finally fails is reported, never dropped silently', async (t) => {
