@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,6 +257,27 @@ func TestMessagesAndGauges(t *testing.T) {
 	dead := "http://127.0.0.1:" + fmt.Sprint(deadPort(t))
 	ctl(t, dead, "", "queues").want(t, "no broker", 3, "connection refused")
 	ctl(t, url, "", "--url", dead, "push", "q", "x").want(t, "--url wins over QUEEN_URL", 3, "connection refused")
+
+	// A server that accepts and never answers: --timeout bounds the call.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, unanswered, until the listener closes
+		}
+	}()
+	start = time.Now()
+	ctl(t, "http://"+ln.Addr().String(), "", "--timeout", "300ms", "queues").want(t, "silent server", 3, "timeout")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("--timeout 300ms took %s", d)
+	}
 }
 
 // tableText is a table with its runs of spaces collapsed to one.
@@ -466,6 +488,14 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("resume --json stdout %q", r.stdout)
 	}
 	ctl(t, url, "", "push", "q", "x").ok(t, "push after resume")
+
+	// A waiting pop cut short by Ctrl-C: 130, the shell's convention.
+	pop := startCtl(t, url, "pop", "empty", "--wait", "--timeout", "20s")
+	time.Sleep(300 * time.Millisecond) // parked
+	_ = pop.cmd.Process.Signal(syscall.SIGINT)
+	if code := pop.exit(t, "pop after SIGINT"); code != 130 || !strings.Contains(pop.stderr.String(), "error: interrupted") {
+		t.Fatalf("interrupted pop: exit %d, stderr %q; want 130 and error: interrupted", code, pop.stderr.String())
+	}
 	ctl(t, url, "", "pause", "extra").want(t, "pause with an argument", 2, "accepts 0 arg(s), received 1")
 }
 
