@@ -48,7 +48,7 @@ func cellRefusal(cl *call) *Error {
 	if cl.ans.status != 503 {
 		return nil
 	}
-	if e := apiError(cl.ans, cl.resp, cl.method, apiPrefix+cl.route, false); isCellCode(e.Code) {
+	if e := apiError(cl.ans, cl.resp, cl.method, cl.prefix+cl.route, ""); isCellCode(e.Code) {
 		return e
 	}
 	return nil

@@ -219,8 +219,14 @@ func (c *Client) URL() string { return c.urls[int(c.cur.Load())%len(c.urls)] }
 // timeout; the caller appends the query to cl.target and the body to
 // cl.body.
 func newCall(method, route string, timeout time.Duration) *call {
+	return newCallUnder(apiPrefix, method, route, timeout)
+}
+
+// newCallUnder is newCall for a route under prefix.
+func newCallUnder(prefix, method, route string, timeout time.Duration) *call {
 	cl := getCall(method, route)
-	cl.target = append(cl.target[:0], apiPrefix...)
+	cl.prefix = prefix
+	cl.target = append(cl.target[:0], prefix...)
 	cl.target = append(cl.target, route...)
 	cl.timeout = timeout
 	return cl
@@ -280,7 +286,11 @@ func (c *Client) roundTripCell(ctx context.Context, cl *call) error {
 // answer turns cl's answer into an *Error (non-2xx) or decodes it into out.
 func (c *Client) answer(cl *call, depth bool, out any) error {
 	if cl.ans.status < 200 || cl.ans.status > 299 {
-		return apiError(cl.ans, cl.resp, cl.method, apiPrefix+cl.route, depth)
+		own404 := ""
+		if depth {
+			own404 = CodeQueueNotFound
+		}
+		return apiError(cl.ans, cl.resp, cl.method, cl.prefix+cl.route, own404)
 	}
 	if out != nil {
 		if err := json.Unmarshal(cl.resp, out); err != nil {
@@ -295,7 +305,10 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-func apiError(a answer, data []byte, method, path string, depth bool) *Error {
+// apiError decodes a refusal. own404 is the code a 404 of this route
+// carries when the route itself answered it (the depth read's, a grant
+// read's); "" for the routes that never answer 404.
+func apiError(a answer, data []byte, method, path string, own404 string) *Error {
 	e := &Error{Status: a.status, Method: method, Path: path, Attempts: 1}
 	var body struct {
 		Error string `json:"error"`
@@ -306,9 +319,10 @@ func apiError(a answer, data []byte, method, path string, depth bool) *Error {
 	} else {
 		e.Message = strings.TrimSpace(string(data[:min(len(data), 512)]))
 	}
-	if e.Status == http.StatusNotFound && (!depth || e.Code != CodeQueueNotFound) {
-		// The one 404 of the family is the depth read's; any other means
-		// the broker or a proxy predates the routes.
+	if e.Status == http.StatusNotFound && (own404 == "" || e.Code != own404) {
+		// The one 404 of the family is the depth read's (and a grant
+		// read's on the system routes); any other means the broker or a
+		// proxy predates the routes.
 		e.Code = CodeUnsupported
 	}
 	if ra := a.retryAfter; ra != "" {

@@ -17,7 +17,10 @@
 // are tried in turn when a broker cannot be reached). Its methods mirror the
 // verbs of the wire: [Client.Configure], [Client.Push], [Client.Pop],
 // [Client.Ack], [Client.Reset], [Client.Delete], [Client.Queues] and
-// [Client.Depth]. On top of them it offers:
+// [Client.Depth]. The operator's system routes have theirs too:
+// [Client.KillSwitch] and [Client.SetKillSwitch] (pause and resume the
+// ephemeral surface), [Client.Grant], [Client.SetGrant] and
+// [Client.DeleteGrant] (a tenant's allowance). On top of them it offers:
 //
 //   - buffered pushes ([PushOptions.Buffered]): messages are batched
 //     client-side by count and time, bounded in memory; a producer blocks

@@ -68,8 +68,9 @@ const (
 // or, when the caller gave up (state callAbandoned), recycles it.
 type call struct {
 	method  string
+	prefix  string // apiPrefix, or systemPrefix for the system routes
 	route   string // for messages: "/push"
-	target  []byte // apiPrefix + route + query, escaped
+	target  []byte // prefix + route + query, escaped
 	body    []byte
 	hasBody bool
 	// safe: repeating the call changes nothing (the retry rule).
@@ -194,11 +195,12 @@ func ioFailure(c *call, err error, started bool) *connError {
 // cl.ans and cl.resp hold the answer. The caller releases cl with
 // release(cl, err).
 func (c *Client) roundTrip(ctx context.Context, cl *call) error {
-	return c.failover(ctx, cl.method, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
+	return c.failover(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
 }
 
-// failover runs send against each URL in turn from the one in use.
-func (c *Client) failover(ctx context.Context, method, route string, send func(endpoint) error) error {
+// failover runs send against each URL in turn from the one in use; method,
+// prefix and route name the call in its errors.
+func (c *Client) failover(ctx context.Context, method, prefix, route string, send func(endpoint) error) error {
 	n := int64(len(c.eps))
 	start := c.cur.Load()
 	var lastErr error
@@ -212,7 +214,7 @@ func (c *Client) failover(ctx context.Context, method, route string, send func(e
 				}
 				return nil
 			}
-			lastErr = fmt.Errorf("queen: %s %s: %w", method, c.urls[idx]+apiPrefix+route, err)
+			lastErr = fmt.Errorf("queen: %s %s: %w", method, c.urls[idx]+prefix+route, err)
 			if ctx.Err() != nil {
 				return lastErr
 			}
