@@ -16,8 +16,8 @@ const (
 	codeNotFound        = "ephemeral_queue_not_found"  // 404, the depth read only
 	codeUnavailable     = "ephemeral_unavailable"      // 503
 	codeDisabled        = "ephemeral_disabled"         // 503, the kill switch
-	codeConfigureFailed = "ephemeral_configure_failed" // 503, the store refused a declaration
-	codeDeleteFailed    = "ephemeral_delete_failed"    // 503, the store refused a removal
+	codeConfigureFailed = "ephemeral_configure_failed" // 500, the store refused a declaration
+	codeDeleteFailed    = "ephemeral_delete_failed"    // 500, the store refused a removal
 	codeOwnerMoved      = "owner_moved"                // 503, a cell only: the relay reached a member that no longer owns the queue
 	codeForwardFailed   = "ephemeral_forward_failed"   // 503, a cell only: the owner could not be reached
 
