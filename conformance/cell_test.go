@@ -208,7 +208,7 @@ func TestCellRelayPushPopAck(t *testing.T) {
 	// C (relayed too).
 	q := queueOwnedBy(t, "park", a.id, all...)
 	ch := b.asyncPop(popq{"queue": q, "wait": "true", "timeout": "10000"})
-	time.Sleep(300 * time.Millisecond) // let it park on the owner
+	waitParked(t, a.broker, 1) // parked on the owner
 	cc.push(t, q, "", `"wake"`)
 	r := waitPop(t, ch, 5*time.Second)
 	if got := r.resp.payloads(); len(got) != 1 || got[0] != `"wake"` {
@@ -264,13 +264,27 @@ func TestCellClientClosePopCancelsOnOwner(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
-	cancel() // closes the client's connection to B
+	waitParked(t, a.broker, 1) // parked on the owner
+	cancel()                   // closes the client's connection to B
 	<-done
-	time.Sleep(200 * time.Millisecond) // the close reaches B, B's cancel reaches A
+	waitParked(t, a.broker, 0) // the close reached B, and B's cancel frame A
 	a.push(t, q, "", `"kept"`)
 	if got := b.pop(t, popq{"queue": q}).payloads(); len(got) != 1 || got[0] != `"kept"` {
 		t.Fatalf("after the cancelled relayed pop, popped %v: the message went to a pop nobody waits for", got)
+	}
+}
+
+// waitParked waits (up to 5 s) until m's /metrics shows n parked pops.
+func waitParked(t *testing.T, m *broker, n float64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		got, _ := m.scrape(t)
+		if got["queen_ephemeral_parked_pops"] == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v parked pops, want %v", m.url(""), got["queen_ephemeral_parked_pops"], n)
+		}
 	}
 }
 
