@@ -339,7 +339,9 @@
     const d = q.drops || {};
     return {
       queue: q.queue, tier: q.tier, depth: q.depth, bytes: q.bytes, partitions: q.partitions,
-      groups: q.groups, skipped: state.skipped.has(q.queue) ? state.skipped.get(q.queue) : null,
+      // A queue without groups has skipped nothing; one with groups shows
+      // its depth read's sum once read (null until then).
+      groups: q.groups, skipped: q.groups === 0 ? 0 : state.skipped.has(q.queue) ? state.skipped.get(q.queue) : null,
       dropsBounds: d.bounds, dropsTtl: d.ttl, dropsRetry: d.retry,
     };
   }
