@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
@@ -120,17 +122,9 @@ func TestDashboardInChromium(t *testing.T) {
 	chrome := findChromium(t)
 	artifacts := artifactsDir(t)
 
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "queen")
-	if err := brokertest.Build(root, "./cmd/queen", bin); err != nil {
-		t.Fatal(err)
-	}
 	// Mode none: the browser on loopback is the operator, so every panel
 	// has its source (docs/dashboard.md, access).
-	b := brokertest.Start(t, bin, nil)
+	b := brokertest.Start(t, brokerBinary(t), nil)
 	base := b.URL()
 
 	api := &apiClient{t: t, base: base}
@@ -142,24 +136,7 @@ func TestDashboardInChromium(t *testing.T) {
 	// to show.
 	api.do("GET", "/api/v1/ephemeral/pop?queue=dash-inbox&group=readers&autoAck=true", "", 200)
 
-	cons := &consoleLog{}
-	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-gpu", true),
-	)
-	if os.Geteuid() == 0 {
-		// Chromium refuses to start its sandbox as root (CI runs as root).
-		allocOpts = append(allocOpts, chromedp.NoSandbox)
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), allocOpts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithListener(cons.listen))
-	defer cancel()
-	// The browser lives as long as the context of the first Run, so the
-	// whole test's budget is a watchdog rather than a timeout on it.
-	watchdog := time.AfterFunc(50*time.Second, cancel)
-	defer watchdog.Stop()
+	ctx, cons := newBrowser(t, chrome)
 
 	start := time.Now()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dashboard")); err != nil {
@@ -225,6 +202,7 @@ func TestDashboardInChromium(t *testing.T) {
 	for _, l := range browser {
 		t.Errorf("browser log before the pause: %s", l.line)
 	}
+	seen := len(errs)
 
 	// The kill switch, set through the API, shows as paused.
 	api.do("POST", "/api/v1/system/ephemeral", `{"enabled":false,"retryAfterSeconds":5}`, 200)
@@ -249,7 +227,7 @@ func TestDashboardInChromium(t *testing.T) {
 	// failed (its own log, not the page's console): expected. The page
 	// itself must still write no error.
 	errs, browser = cons.snapshot()
-	for _, e := range errs {
+	for _, e := range errs[seen:] {
 		t.Errorf("console: %s", e)
 	}
 	for _, l := range browser {
@@ -261,6 +239,127 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", artifacts)
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// brokerBinary builds ./cmd/queen once per run (without the race detector,
+// as the conformance harness does).
+func brokerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "queen-browser-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "queen")
+		buildErr = brokertest.Build(root, "./cmd/queen", binPath)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// newBrowser starts a headless Chromium for the test, with a listener on
+// its console from the first page on. It is closed when the test ends.
+func newBrowser(t *testing.T, chrome string) (context.Context, *consoleLog) {
+	t.Helper()
+	cons := &consoleLog{}
+	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-gpu", true),
+	)
+	if os.Geteuid() == 0 {
+		// Chromium refuses to start its sandbox as root (CI runs as root).
+		allocOpts = append(allocOpts, chromedp.NoSandbox)
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), allocOpts...)
+	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithListener(cons.listen))
+	// The browser lives as long as the context of the first Run, so the
+	// test's budget is a watchdog rather than a timeout on that context.
+	watchdog := time.AfterFunc(50*time.Second, cancel)
+	t.Cleanup(func() {
+		watchdog.Stop()
+		cancel()
+		cancelAlloc()
+	})
+	return ctx, cons
+}
+
+// In jwt mode the page loads without a token, says what refused it, and
+// shows the tenant's queues once the token is typed into it.
+func TestDashboardTokenInJWTMode(t *testing.T) {
+	chrome := findChromium(t)
+	secret := "dashboard-test-secret"
+	b := brokertest.Start(t, brokerBinary(t), map[string]string{
+		"QUEEN_AUTH_MODE":       "jwt",
+		"QUEEN_JWT_SECRET":      secret,
+		"QUEEN_OPERATOR_TENANT": "ops",
+	})
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"tenant": "ops", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &apiClient{t: t, base: b.URL(), token: tok}
+	api.push("jwt-orders", 4)
+
+	ctx, cons := newBrowser(t, chrome)
+	if err := chromedp.Do(ctx, chromedp.Navigate(b.URL()+"/dashboard")); err != nil {
+		t.Fatalf("loading /dashboard: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('queues-note').textContent.includes('401')`,
+		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Fatalf("without a token the queue panel does not say 401: %v", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("token"), tok),
+		chromedp.Click(chromedp.CSS(`#auth button[type="submit"]`)),
+	); err != nil {
+		t.Fatalf("typing the token: %v", err)
+	}
+	waitDepth(t, ctx, "jwt-orders", 4, 3*time.Second)
+	// The operator tenant's admin reads /metrics and the kill switch too.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
+		`document.getElementById('killswitch').dataset.state === "enabled" && document.getElementById('parked').dataset.value === "0"`,
+		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Fatalf("with the operator's token, the kill switch and parked pops panels stay empty: %v", err)
+	}
+	if stored := evalString(t, ctx, `sessionStorage.getItem('queen.dashboard.token') === `+strconv.Quote(tok)+` ? "yes" : "no"`); stored != "yes" {
+		t.Fatal("the token is not kept in sessionStorage")
+	}
+	errs, browser := cons.snapshot()
+	for _, e := range errs {
+		t.Errorf("console: %s", e)
+	}
+	// The browser logs each 401 answer before the token as a failed load;
+	// anything else is a fault.
+	for _, l := range browser {
+		if !strings.Contains(l.line, "401") {
+			t.Errorf("browser log: %s", l.line)
+		}
+	}
 }
 
 // waitDepth waits until the row of queue q shows depth d.
@@ -305,8 +404,9 @@ func shot(t *testing.T, ctx context.Context, path string) {
 
 // apiClient speaks to the broker as the test's own client, not the page's.
 type apiClient struct {
-	t    *testing.T
-	base string
+	t     *testing.T
+	base  string
+	token string // sent as a bearer token when set
 }
 
 func (a *apiClient) do(method, path, body string, want int) []byte {
@@ -317,6 +417,9 @@ func (a *apiClient) do(method, path, body string, want int) []byte {
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

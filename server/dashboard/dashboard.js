@@ -90,11 +90,11 @@
   // why explains a refusal in a panel's note.
   function why(r, route) {
     if (r.status === 0) return 'broker unreachable';
-    const code = r.body && r.body.code ? r.body.code : String(r.status);
+    const refused = route + ': ' + r.status + (r.body && r.body.code ? ' ' + r.body.code : '');
     switch (r.status) {
-      case 401: return route + ': ' + code + ' — type a token above';
-      case 403: return route + ': ' + code + ' — this credential may not read it';
-      default: return route + ': ' + r.status + ' ' + code;
+      case 401: return refused + ' — type a token above';
+      case 403: return refused + ' — this credential may not read it';
+      default: return refused;
     }
   }
 
