@@ -326,7 +326,7 @@
     const items = (state.cellMembers || []).map((m) => {
       const li = document.createElement('li');
       const owns = m.declaredQueues + ' declared' + (m.implicitQueues != null ? ', ' + m.implicitQueues + ' implicit' : '');
-      li.textContent = (m.self ? '● ' : '○ ') + m.member + ' · ' + (m.live ? (m.inView ? 'live' : 'live, not in view') : 'down') + ' · owns ' + owns;
+      li.textContent = m.member + (m.self ? ' (this broker)' : '') + ' · ' + (m.live ? (m.inView ? 'live' : 'live, not in view') : 'down') + ' · owns ' + owns;
       if (!m.live) li.className = 'down';
       return li;
     });
