@@ -46,6 +46,8 @@ func (cs *conn) dispatch(req *wire.Request) {
 		cs.cellStatus(req)
 	case bytes.HasPrefix(path, []byte(systemPath)):
 		cs.routeSystem(req, path)
+	case isDashboard(path):
+		cs.serveDashboard(req)
 	case !bytes.HasPrefix(path, []byte(prefix)):
 		cs.refuse(req, errNoRoute)
 	default:

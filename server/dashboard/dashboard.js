@@ -1,0 +1,485 @@
+// The dashboard's script (docs/dashboard.md). It polls the broker's own
+// routes once a second with the credential the user typed and draws what
+// they answer; the page itself holds no data. No framework and no build
+// step: this file is served as it is.
+'use strict';
+
+(() => {
+  const POLL_MS = 1000;
+  // GET /api/v1/system/cell reads the members' rows from PostgreSQL, unlike
+  // the in-memory status reads, so it is asked every fifth poll only.
+  const CELL_EVERY = 5;
+  // A tenant with many queues (100,000 inboxes) makes a listing of
+  // megabytes: past LISTING_BIG queues it is read every LISTING_SLOW polls.
+  const LISTING_BIG = 1000;
+  const LISTING_SLOW = 10;
+  // The table draws this many rows, and the skipped column costs one depth
+  // read per queue, so it is read for the first DEPTH_READS rows that have
+  // groups, in the table's order.
+  const ROWS_MAX = 500;
+  const DEPTH_READS = 32;
+  const HISTORY = 120; // chart points: two minutes
+  // The broker publishes no byte budget today (docs/dashboard.md): the
+  // panel draws the bar once /metrics carries this gauge.
+  const BUDGET_SERIES = 'queen_ephemeral_max_bytes';
+  const TOKEN_KEY = 'queen.dashboard.token';
+
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    tick: 0,
+    queues: [],
+    listingOK: false,
+    skipped: new Map(), // queue -> summed groups[].skipped
+    sortKey: 'queue',
+    sortDir: 1,
+    prev: null, // {t, pushed, delivered}: the last /metrics counters
+    pushed: [],
+    delivered: [],
+    cellMembers: null,
+  };
+
+  // ---- the credential -------------------------------------------------
+
+  // sessionStorage: the token lives as long as the tab, never in a cookie
+  // (so it is never sent by a request this page did not make) and never in
+  // the URL (so it is not logged).
+  function token() {
+    return sessionStorage.getItem(TOKEN_KEY) || '';
+  }
+
+  function setupAuth() {
+    const input = $('token');
+    input.value = token();
+    $('auth').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const v = input.value.trim().replace(/^Bearer\s+/i, '');
+      if (v) sessionStorage.setItem(TOKEN_KEY, v);
+      else sessionStorage.removeItem(TOKEN_KEY);
+      state.prev = null;
+      poll();
+    });
+    $('forget').addEventListener('click', () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      input.value = '';
+      state.prev = null;
+      poll();
+    });
+  }
+
+  // get answers {status, body (parsed JSON or null), text}; status 0 means
+  // the broker could not be reached.
+  async function get(path) {
+    const headers = {};
+    const t = token();
+    if (t) headers.Authorization = 'Bearer ' + t;
+    let r;
+    try {
+      r = await fetch(path, { headers, cache: 'no-store', credentials: 'omit' });
+    } catch (e) {
+      return { status: 0, body: null, text: String(e) };
+    }
+    const text = await r.text();
+    let body = null;
+    if ((r.headers.get('Content-Type') || '').startsWith('application/json')) {
+      try { body = JSON.parse(text); } catch (e) { body = null; }
+    }
+    return { status: r.status, body, text };
+  }
+
+  // why explains a refusal in a panel's note.
+  function why(r, route) {
+    if (r.status === 0) return 'broker unreachable';
+    const refused = route + ': ' + r.status + (r.body && r.body.code ? ' ' + r.body.code : '');
+    switch (r.status) {
+      case 401: return refused + ' — type a token above';
+      case 403: return refused + ' — this credential may not read it';
+      default: return refused;
+    }
+  }
+
+  // ---- formatting -----------------------------------------------------
+
+  const intFmt = new Intl.NumberFormat('en-US');
+  function fmtInt(n) { return n == null ? '–' : intFmt.format(n); }
+  function fmtBytes(n) {
+    if (n == null) return '–';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    let v = n;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i === 0 ? String(v) : v.toFixed(v < 10 ? 2 : 1)) + ' ' + units[i];
+  }
+  function fmtRate(n) {
+    if (n == null) return '–';
+    return n >= 100 ? intFmt.format(Math.round(n)) : n.toFixed(1);
+  }
+  function setText(el, text, value) {
+    el.textContent = text;
+    if (value !== undefined) el.dataset.value = value == null ? '' : String(value);
+  }
+
+  // ---- /metrics -------------------------------------------------------
+
+  // parseMetrics reads the Prometheus text format into name -> [{labels,
+  // value}]; comments and histograms' buckets are kept like any sample.
+  function parseMetrics(text) {
+    const out = new Map();
+    const lineRe = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/;
+    const labelRe = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+    for (const line of text.split('\n')) {
+      if (line === '' || line[0] === '#') continue;
+      const m = lineRe.exec(line);
+      if (!m) continue;
+      const labels = {};
+      if (m[2]) {
+        for (const l of m[2].matchAll(labelRe)) labels[l[1]] = l[2];
+      }
+      if (!out.has(m[1])) out.set(m[1], []);
+      out.get(m[1]).push({ labels, value: Number(m[3]) });
+    }
+    return out;
+  }
+  function sum(metrics, name) {
+    const s = metrics.get(name);
+    return s ? s.reduce((a, x) => a + x.value, 0) : null;
+  }
+  function pick(metrics, name, label, value) {
+    const s = metrics.get(name);
+    if (!s) return null;
+    const x = s.find((e) => label === undefined || e.labels[label] === value);
+    return x ? x.value : null;
+  }
+
+  // ---- charts ---------------------------------------------------------
+
+  function pushPoint(series, v) {
+    series.push(v);
+    if (series.length > HISTORY) series.shift();
+  }
+
+  // drawChart draws series (one point a poll) as a filled line scaled to
+  // its own maximum, at the screen's pixel density.
+  function drawChart(canvas, series) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth || 240;
+    const h = canvas.clientHeight || 60;
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(w * dpr);
+      canvas.height = Math.round(h * dpr);
+    }
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    const style = getComputedStyle(document.documentElement);
+    const accent = style.getPropertyValue('--accent').trim() || '#2563eb';
+    const muted = style.getPropertyValue('--muted').trim() || '#888';
+    const max = Math.max(1, ...series);
+    const step = w / (HISTORY - 1);
+    const x0 = w - (series.length - 1) * step;
+    const y = (v) => h - 2 - (v / max) * (h - 14);
+    ctx.strokeStyle = muted;
+    ctx.globalAlpha = 0.3;
+    ctx.beginPath();
+    ctx.moveTo(0, h - 1.5);
+    ctx.lineTo(w, h - 1.5);
+    ctx.stroke();
+    ctx.globalAlpha = 1;
+    ctx.fillStyle = muted;
+    ctx.font = '10px system-ui, sans-serif';
+    ctx.fillText('max ' + fmtRate(max), 2, 10);
+    if (series.length < 2) return;
+    ctx.beginPath();
+    series.forEach((v, i) => (i === 0 ? ctx.moveTo(x0, y(v)) : ctx.lineTo(x0 + i * step, y(v))));
+    ctx.strokeStyle = accent;
+    ctx.lineWidth = 1.5;
+    ctx.stroke();
+    ctx.lineTo(x0 + (series.length - 1) * step, h);
+    ctx.lineTo(x0, h);
+    ctx.closePath();
+    ctx.globalAlpha = 0.15;
+    ctx.fillStyle = accent;
+    ctx.fill();
+    ctx.globalAlpha = 1;
+  }
+
+  // ---- panels ---------------------------------------------------------
+
+  function renderHealth(r) {
+    const el = $('broker');
+    if (r.status !== 200 || !r.body) {
+      el.textContent = r.status === 0 ? 'broker unreachable' : '/health: ' + r.status;
+      return null;
+    }
+    const h = r.body;
+    el.textContent = 'version ' + h.version + ' · incarnation ' + h.incarnation + ' · store ' + h.store;
+    return h;
+  }
+
+  function renderKillSwitch(ks, listing) {
+    const el = $('killswitch');
+    const note = $('killswitch-note');
+    let stateName = 'unknown';
+    let retry = null;
+    if (ks.status === 200 && ks.body) {
+      stateName = ks.body.enabled ? 'enabled' : 'paused';
+      retry = ks.body.retryAfterSeconds;
+      note.textContent = '';
+    } else if (listing.status === 503 && listing.body && listing.body.code === 'ephemeral_disabled') {
+      // A credential that may not read the switch still sees the pause in
+      // the listing's refusal.
+      stateName = 'paused';
+      note.textContent = 'from the queue listing (' + why(ks, 'kill switch') + ')';
+    } else if (listing.status === 200) {
+      stateName = 'enabled';
+      note.textContent = 'from the queue listing (' + why(ks, 'kill switch') + ')';
+    } else {
+      note.textContent = why(ks, 'kill switch');
+    }
+    el.dataset.state = stateName;
+    el.textContent = stateName === 'paused' ? 'PAUSED' : stateName === 'enabled' ? 'enabled' : '–';
+    if (stateName === 'paused' && retry != null) {
+      note.textContent = 'every family route answers 503 ephemeral_disabled, Retry-After ' + Math.max(1, retry) + ' s';
+    }
+  }
+
+  function renderBytes(metrics, listing) {
+    let bytes = metrics ? pick(metrics, 'queen_ephemeral_bytes', 'scope', 'cell') : null;
+    if (bytes == null && listing.status === 200 && listing.body) bytes = listing.body.cellBytes;
+    const budget = metrics ? pick(metrics, BUDGET_SERIES) : null;
+    setText($('bytes'), fmtBytes(bytes), bytes);
+    const bar = $('bytes-bar');
+    const note = $('bytes-note');
+    if (budget && bytes != null) {
+      const f = bytes / budget;
+      $('budget').textContent = 'of ' + fmtBytes(budget) + ' (' + (100 * f).toFixed(1) + ' %)';
+      bar.firstElementChild.style.width = Math.min(100, 100 * f).toFixed(2) + '%';
+      bar.className = 'bar' + (f >= 0.9 ? ' bad' : f >= 0.75 ? ' warn' : '');
+      bar.hidden = false;
+      note.textContent = '';
+    } else {
+      $('budget').textContent = '';
+      bar.hidden = true;
+      note.textContent = metrics
+        ? 'the broker does not publish its budget (QUEEN_EPHEMERAL_MAX_BYTES) yet'
+        : 'from the listing\'s cellBytes; the budget needs /metrics';
+    }
+  }
+
+  function renderRates(metrics, metricsResp) {
+    const now = performance.now();
+    if (!metrics) {
+      for (const k of ['pushed', 'delivered']) {
+        setText($(k + '-rate'), '–', null);
+        $(k + '-note').textContent = why(metricsResp, '/metrics');
+      }
+      setText($('parked'), '–', null);
+      $('parked-note').textContent = why(metricsResp, '/metrics');
+      state.prev = null;
+      return;
+    }
+    const cur = {
+      t: now,
+      pushed: sum(metrics, 'queen_ephemeral_pushed_messages_total') || 0,
+      delivered: sum(metrics, 'queen_ephemeral_delivered_messages_total') || 0,
+    };
+    const p = state.prev;
+    // A counter that went down is a broker that restarted: start again.
+    if (p && cur.pushed >= p.pushed && cur.delivered >= p.delivered) {
+      const dt = (cur.t - p.t) / 1000;
+      pushPoint(state.pushed, (cur.pushed - p.pushed) / dt);
+      pushPoint(state.delivered, (cur.delivered - p.delivered) / dt);
+    }
+    state.prev = cur;
+    for (const k of ['pushed', 'delivered']) {
+      const s = state[k];
+      const last = s.length ? s[s.length - 1] : null;
+      setText($(k + '-rate'), fmtRate(last), last);
+      $(k + '-note').textContent = 'all tenants, from queen_ephemeral_' + k + '_messages_total';
+      drawChart($(k + '-chart'), s);
+    }
+    const parked = pick(metrics, 'queen_ephemeral_parked_pops');
+    setText($('parked'), fmtInt(parked), parked);
+    $('parked-note').textContent = 'pops waiting for a message, all tenants';
+  }
+
+  function renderCell(health, cellResp) {
+    const el = $('cell');
+    const list = $('cell-members');
+    const note = $('cell-note');
+    if (!health) { el.textContent = '–'; return; }
+    if (!health.cell) {
+      el.textContent = 'single broker';
+      list.replaceChildren();
+      note.textContent = 'no cell (QUEEN_CELL_ADVERTISE is not set)';
+      return;
+    }
+    const c = health.cell;
+    el.textContent = c.members + (c.members === 1 ? ' member' : ' members') + (c.fenced ? ' · FENCED' : '');
+    if (cellResp && cellResp.status === 200 && cellResp.body) {
+      state.cellMembers = cellResp.body.members || [];
+      note.textContent = '';
+    } else if (cellResp) {
+      state.cellMembers = null;
+      note.textContent = 'this broker: ' + c.self + ' · ' + why(cellResp, 'members');
+    }
+    const items = (state.cellMembers || []).map((m) => {
+      const li = document.createElement('li');
+      const owns = m.declaredQueues + ' declared' + (m.implicitQueues != null ? ', ' + m.implicitQueues + ' implicit' : '');
+      li.textContent = m.member + (m.self ? ' (this broker)' : '') + ' · ' + (m.live ? (m.inView ? 'live' : 'live, not in view') : 'down') + ' · owns ' + owns;
+      if (!m.live) li.className = 'down';
+      return li;
+    });
+    list.replaceChildren(...items);
+  }
+
+  // ---- the queue table ------------------------------------------------
+
+  function rowOf(q) {
+    const d = q.drops || {};
+    return {
+      queue: q.queue, tier: q.tier, depth: q.depth, bytes: q.bytes, partitions: q.partitions,
+      // A queue without groups has skipped nothing; one with groups shows
+      // its depth read's sum once read (null until then).
+      groups: q.groups, skipped: q.groups === 0 ? 0 : state.skipped.has(q.queue) ? state.skipped.get(q.queue) : null,
+      dropsBounds: d.bounds, dropsTtl: d.ttl, dropsRetry: d.retry,
+    };
+  }
+
+  function sortedRows() {
+    const k = state.sortKey;
+    const dir = state.sortDir;
+    const rows = state.queues.map(rowOf);
+    rows.sort((a, b) => {
+      const x = a[k];
+      const y = b[k];
+      let c;
+      if (typeof x === 'string' || typeof y === 'string') c = String(x).localeCompare(String(y));
+      else c = (x == null ? -1 : x) - (y == null ? -1 : y);
+      return c !== 0 ? dir * c : a.queue.localeCompare(b.queue);
+    });
+    return rows;
+  }
+
+  const COLS = ['queue', 'tier', 'depth', 'bytes', 'partitions', 'groups', 'skipped', 'dropsBounds', 'dropsTtl', 'dropsRetry'];
+
+  function renderTable() {
+    const rows = sortedRows();
+    const body = document.querySelector('#queues tbody');
+    const out = rows.slice(0, ROWS_MAX).map((r) => {
+      const tr = document.createElement('tr');
+      tr.dataset.queue = r.queue;
+      for (const c of COLS) {
+        const td = document.createElement('td');
+        td.dataset.col = c;
+        const v = r[c];
+        if (c === 'queue' || c === 'tier') {
+          td.textContent = v; // text, never markup: names are the tenant's
+          td.className = c;
+        } else {
+          td.className = 'num' + (c.startsWith('drops') && v > 0 ? ' hot' : '');
+          td.textContent = c === 'bytes' ? fmtBytes(v) : fmtInt(v);
+          td.dataset.value = v == null ? '' : String(v);
+        }
+        tr.appendChild(td);
+      }
+      return tr;
+    });
+    body.replaceChildren(...out);
+    document.querySelectorAll('#queues th').forEach((th) => {
+      if (th.dataset.key === state.sortKey) th.setAttribute('aria-sort', state.sortDir > 0 ? 'ascending' : 'descending');
+      else th.removeAttribute('aria-sort');
+    });
+    const n = state.queues.length;
+    $('queue-count').textContent = n > ROWS_MAX ? '(' + fmtInt(n) + ', the first ' + ROWS_MAX + ' shown)' : '(' + fmtInt(n) + ')';
+    $('queues').classList.toggle('stale', !state.listingOK);
+    return rows;
+  }
+
+  function setupSort() {
+    document.querySelectorAll('#queues th').forEach((th) => {
+      th.addEventListener('click', () => {
+        const k = th.dataset.key;
+        if (state.sortKey === k) state.sortDir = -state.sortDir;
+        else {
+          state.sortKey = k;
+          // Names read best A to Z, gauges largest first.
+          state.sortDir = th.dataset.type === 'text' ? 1 : -1;
+        }
+        renderTable();
+      });
+    });
+  }
+
+  // readSkipped asks the depth read of the first DEPTH_READS shown queues
+  // that have groups and sums their groups' skipped counts.
+  async function readSkipped(rows) {
+    const want = rows.slice(0, ROWS_MAX).filter((r) => r.groups > 0).slice(0, DEPTH_READS);
+    const keep = new Set(want.map((r) => r.queue));
+    for (const k of state.skipped.keys()) if (!keep.has(k)) state.skipped.delete(k);
+    await Promise.all(want.map(async (r) => {
+      const d = await get('/api/v1/ephemeral/queues/' + encodeURIComponent(r.queue) + '/depth');
+      if (d.status === 200 && d.body && Array.isArray(d.body.groups)) {
+        state.skipped.set(r.queue, d.body.groups.reduce((a, g) => a + (g.skipped || 0), 0));
+      } else {
+        state.skipped.delete(r.queue);
+      }
+    }));
+  }
+
+  // ---- the poll -------------------------------------------------------
+
+  let busy = false;
+  let timer = 0;
+
+  async function poll() {
+    if (busy) return;
+    busy = true;
+    clearTimeout(timer);
+    const started = performance.now();
+    const tick = state.tick++;
+    try {
+      const readListing = state.queues.length <= LISTING_BIG || tick % LISTING_SLOW === 0;
+      const readCell = tick % CELL_EVERY === 0;
+      const skip = { status: -1, body: null, text: '' };
+      const [health, listing, ks, metricsResp] = await Promise.all([
+        get('/health'),
+        readListing ? get('/api/v1/ephemeral/queues') : Promise.resolve(skip),
+        get('/api/v1/system/ephemeral'),
+        get('/metrics'),
+      ]);
+      const h = renderHealth(health);
+      let cellResp = null;
+      if (h && h.cell && readCell) cellResp = await get('/api/v1/system/cell');
+
+      const metrics = metricsResp.status === 200 ? parseMetrics(metricsResp.text) : null;
+      renderKillSwitch(ks, listing);
+      renderBytes(metrics, listing);
+      renderRates(metrics, metricsResp);
+      renderCell(h, cellResp);
+
+      if (listing.status === 200 && listing.body) {
+        state.queues = listing.body.queues || [];
+        state.listingOK = true;
+        $('queues-note').textContent = '';
+      } else if (listing.status !== -1) {
+        // Keep the last rows, greyed: a paused broker still holds them.
+        state.listingOK = false;
+        $('queues-note').textContent = why(listing, 'queue listing') + (state.queues.length ? ' · showing the last rows read' : '');
+      }
+      const rows = renderTable();
+      if (state.listingOK) {
+        await readSkipped(rows);
+        renderTable();
+      }
+      $('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · poll took ' + Math.round(performance.now() - started) + ' ms';
+    } finally {
+      busy = false;
+      timer = setTimeout(poll, Math.max(0, POLL_MS - (performance.now() - started)));
+    }
+  }
+
+  setupAuth();
+  setupSort();
+  poll();
+})();
