@@ -132,6 +132,8 @@ func statusLines(status int) string {
 
 func reasonPhrase(status int) string {
 	switch status {
+	case 304:
+		return "Not Modified"
 	case 401:
 		return "Unauthorized"
 	case 403:
