@@ -68,7 +68,7 @@ func (b *AckBody) Decode(body []byte) error {
 }
 
 func (b *AckBody) decode(body []byte) *Error {
-	s := scanner{b: body, what: "ack body", code: CodeBadRequest, s: &b.scratch}
+	s := scanner{b: body, what: "ack body", code: CodeBadRequest, decoded: &b.scratch}
 	var seen uint16
 	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {

@@ -73,7 +73,7 @@ const (
 )
 
 func (b *ConfigureBody) decode(body []byte) *Error {
-	s := scanner{b: body, what: "configure body", code: CodeBadRequest, s: &b.scratch}
+	s := scanner{b: body, what: "configure body", code: CodeBadRequest, decoded: &b.scratch}
 	var seen uint16
 	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {
@@ -109,7 +109,7 @@ func (b *ConfigureBody) decode(body []byte) *Error {
 // it at boot.
 func ParseOptions(raw []byte) (Options, error) {
 	var o Options
-	s := scanner{b: raw, what: "options", code: CodeBadRequest, s: new(scratch)}
+	s := scanner{b: raw, what: "options", code: CodeBadRequest, decoded: new(scratch)}
 	s.ws()
 	if err := options(&s, &o); err != nil {
 		return Options{}, err

@@ -305,7 +305,7 @@ func FuzzJSONValue(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := scanner{b: data, what: "payload", code: CodeBadRequest, s: new(scratch)}
+		s := scanner{b: data, what: "payload", code: CodeBadRequest, decoded: new(scratch)}
 		err := s.skipValue()
 		end, fastOK := skipFast(data, 0)
 		if fastOK != (err == nil) || fastOK && end != s.i {
@@ -347,14 +347,14 @@ func FuzzJSONString(f *testing.F) {
 			t.Fatalf("%q -> %s -> %q", in, out, back)
 		}
 		// Read it back with our own scanner.
-		s := scanner{b: out, what: "string", code: CodeBadRequest, s: new(scratch)}
+		s := scanner{b: out, what: "string", code: CodeBadRequest, decoded: new(scratch)}
 		got, err := s.stringLit()
 		if err != nil || string(got) != back {
 			t.Fatalf("scanner read %s as %q (%v)", out, got, err)
 		}
 		// And read the input as a raw JSON string body, if it is one.
 		quoted := []byte(`"` + in + `"`)
-		s = scanner{b: quoted, what: "string", code: CodeBadRequest, s: new(scratch)}
+		s = scanner{b: quoted, what: "string", code: CodeBadRequest, decoded: new(scratch)}
 		if got, err := s.stringLit(); err == nil && s.i == len(quoted) {
 			var std string
 			if err := json.Unmarshal(quoted, &std); err != nil || std != string(got) {

@@ -28,13 +28,13 @@ func init() {
 }
 
 // scanner walks one JSON text. what names the body in messages ("push
-// body"); code is the error code of its refusals; s holds decoded strings.
+// body"); code is the error code of its refusals.
 type scanner struct {
-	b    []byte
-	i    int
-	what string
-	code string
-	s    *scratch
+	b       []byte
+	i       int
+	what    string
+	code    string
+	decoded *scratch // where unquote writes decoded strings (the body's arena)
 }
 
 // fail is a shape refusal about this body.
@@ -373,7 +373,7 @@ func (s *scanner) rawString() (raw []byte, esc bool, err *Error) {
 // arena. A \u escape of a lone UTF-16 surrogate is refused: it has no UTF-8
 // form, and the strings we decode are names and ids.
 func (s *scanner) unquote(raw []byte) ([]byte, *Error) {
-	dst := s.s.take(len(raw)) // decoding never lengthens
+	dst := s.decoded.take(len(raw)) // decoding never lengthens
 	n := 0
 	for i := 0; i < len(raw); {
 		c := raw[i]
@@ -403,7 +403,7 @@ func (s *scanner) unquote(raw []byte) ([]byte, *Error) {
 					r2 = hex4(raw[i+2:])
 				}
 				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					s.s.trim(dst, 0)
+					s.decoded.trim(dst, 0)
 					return nil, s.fail("a string in the %s holds a lone UTF-16 surrogate escape", s.what)
 				}
 				i += 6
@@ -417,7 +417,7 @@ func (s *scanner) unquote(raw []byte) ([]byte, *Error) {
 		n++
 		i += 2
 	}
-	s.s.trim(dst, n)
+	s.decoded.trim(dst, n)
 	return dst[:n], nil
 }
 

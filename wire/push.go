@@ -44,7 +44,7 @@ func (b *PushBody) Decode(body []byte) error {
 }
 
 func (b *PushBody) decode(body []byte) *Error {
-	s := scanner{b: body, what: "push body", code: CodeBadRequest, s: &b.scratch}
+	s := scanner{b: body, what: "push body", code: CodeBadRequest, decoded: &b.scratch}
 	var seen uint16
 	err := s.body(func(key []byte) (err *Error) {
 		switch string(key) {

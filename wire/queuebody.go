@@ -19,7 +19,7 @@ func (b *QueueBody) Decode(body []byte) error {
 }
 
 func (b *QueueBody) decode(body []byte) *Error {
-	s := scanner{b: body, what: "reset body", code: CodeBadRequest, s: &b.scratch}
+	s := scanner{b: body, what: "reset body", code: CodeBadRequest, decoded: &b.scratch}
 	var seen uint16
 	err := s.body(func(key []byte) (err *Error) {
 		if string(key) != "queue" {

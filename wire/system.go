@@ -13,7 +13,7 @@ type KillSwitchBody struct {
 // Decode parses body; refusals are *Error (400, bad_request).
 func (k *KillSwitchBody) Decode(body []byte) error {
 	*k = KillSwitchBody{}
-	s := scanner{b: body, what: "kill switch body", code: CodeSystemBadRequest, s: new(scratch)}
+	s := scanner{b: body, what: "kill switch body", code: CodeSystemBadRequest, decoded: new(scratch)}
 	if err := k.decode(&s); err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ type GrantBody struct {
 // Decode parses body; refusals are *Error (400, bad_request).
 func (g *GrantBody) Decode(body []byte) error {
 	*g = GrantBody{}
-	s := scanner{b: body, what: "grant body", code: CodeSystemBadRequest, s: new(scratch)}
+	s := scanner{b: body, what: "grant body", code: CodeSystemBadRequest, decoded: new(scratch)}
 	if err := g.decode(&s); err != nil {
 		return err
 	}
