@@ -164,6 +164,7 @@ func (c *cursor) charge() int64 {
 	return c.p.q.e.charge.cursor + int64(cap(c.win.buf))*c.p.q.e.charge.entry
 }
 
+// deliver hands the message at seq to d, with its attempts so far.
 func (c *cursor) deliver(d Consumer, seq uint64, attempts uint32) {
 	s := c.p.slotOf(seq)
 	d.Deliver(Message{Partition: c.p.name, Seq: seq, Attempts: int(attempts), Payload: c.p.payload(s)})
@@ -239,7 +240,7 @@ func (c *cursor) expireDue(now int64) {
 	}
 }
 
-// ackOutcome settles one delivered message of this cursor (D2).
+// ack settles one delivered message of this cursor (D2).
 func (c *cursor) ack(seq uint64, status AckStatus) Outcome {
 	if seq < c.settled || seq >= c.next {
 		return OutcomeUnknown
@@ -262,7 +263,7 @@ func (c *cursor) ack(seq uint64, status AckStatus) Outcome {
 	return out
 }
 
-// pendingFor is the held messages this group has not settled (D5).
+// pendingCount is the held messages this group has not settled (D5).
 func (c *cursor) pendingCount() uint64 {
 	n := c.p.tail - c.settled
 	for i := 0; i < c.win.len(); i++ {
