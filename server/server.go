@@ -161,7 +161,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// The acceptor ends before the loops stop: inside Client.Enroll it
 	// waits for a loop to register its connection.
 	s.accepting.Wait()
-	time.Sleep(50 * time.Millisecond) // let the AsyncWrites of those answers run
+	s.drainLoops(ctx) // the answers of the pops released above are written
 	done := make(chan error, 1)
 	go func() { done <- s.cli.Stop() }()
 	select {
@@ -169,6 +169,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// drainLoops waits until every loop has run the tasks queued before it
+// was called (the AsyncWrites of answers made off the loops; gnet runs
+// them before later tasks), or until ctx ends.
+func (s *Server) drainLoops(ctx context.Context) {
+	var wg sync.WaitGroup
+	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+		wg.Add(1)
+		task := gnet.RunnableFunc(func(context.Context) error { wg.Done(); return nil })
+		if ls.loop.Execute(context.Background(), task) != nil {
+			wg.Done() // the loop is stopping
+		}
+		return true
+	})
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 
