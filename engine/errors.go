@@ -27,7 +27,7 @@ var (
 	ErrQueueFull     = &Error{CodeQueueFull, "the queue is at maxBytes or maxLength and its policy is reject"}
 	ErrTenantBytes   = &Error{CodeQuotaExceeded, "the tenant is at its ephemeral byte allowance"}
 	ErrTenantQueues  = &Error{CodeQuotaExceeded, "the tenant is at its ephemeral queue allowance"}
-	ErrBrokerFull    = &Error{CodeUnavailable, "the broker is at QUEEN_EPHEMERAL_MAX_BYTES"}
+	ErrBrokerFull    = &Error{CodeUnavailable, "the broker is at its memory budget"}
 	ErrQueueNotFound = &Error{CodeQueueNotFound, "no such ephemeral queue"}
 	ErrClosed        = &Error{CodeClosed, "the broker is shutting down"}
 )
