@@ -45,7 +45,7 @@ reliability:
 		$(GO) test -tags reliability -count=1 -timeout 15m -v -run '$(RELIABILITY_RUN)' ./reliability/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./engine ./arena
+	$(GO) test -run '^$$' -bench . -benchmem ./engine ./engine/wheel ./arena ./wire
 
 # Finds the fuzz targets with `go test -list` so that new ones are picked up
 # without editing this file; with none it succeeds doing nothing.
