@@ -568,6 +568,18 @@ func (c *Client) popAnswer(cl *call, queue string) (*PopResult, error) {
 // the move dropped their leases, and the retry learns that rather than an
 // error.
 func (c *Client) Ack(ctx context.Context, queue string, messages []Message, opts AckOptions) (*AckResult, error) {
+	return c.ack(ctx, queue, len(messages), func(i int) string { return messages[i].ID }, opts)
+}
+
+// AckIDs settles messages by id, for ids kept apart from the messages they
+// came with (a log, a queue of work items, another process): the same
+// request and answer as Ack.
+func (c *Client) AckIDs(ctx context.Context, queue string, ids []string, opts AckOptions) (*AckResult, error) {
+	return c.ack(ctx, queue, len(ids), func(i int) string { return ids[i] }, opts)
+}
+
+// ack sends the ack of n messages, the i-th's id given by id(i).
+func (c *Client) ack(ctx context.Context, queue string, n int, id func(int) string, opts AckOptions) (*AckResult, error) {
 	cl := newCall(http.MethodPost, "/ack", c.timeout)
 	cl.hasBody = true
 	b := append(cl.body[:0], `{"queue":`...)
@@ -577,12 +589,12 @@ func (c *Client) Ack(ctx context.Context, queue string, messages []Message, opts
 		b = wire.AppendString(b, opts.Group)
 	}
 	b = append(b, `,"acks":[`...)
-	for i, m := range messages {
+	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = wire.AppendString(b, m.ID)
+		b = wire.AppendString(b, id(i))
 		if opts.Status != "" {
 			b = append(b, `,"status":`...)
 			b = wire.AppendString(b, opts.Status)

@@ -706,3 +706,28 @@ func TestBufferHoldsAtMostMaxPending(t *testing.T) {
 		t.Fatalf("push %d with %d held: %+v %v, want it to wait for room until its context ended", maxPending+1, maxPending, r, err)
 	}
 }
+
+// TestAckIDs: ids kept apart from their messages settle as Ack does.
+func TestAckIDs(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	if _, err := c.Push(ctx, "work", []any{1, 2}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Pop(ctx, "work", PopOptions{Group: "g", Batch: 2})
+	if err != nil || len(res.Messages) != 2 {
+		t.Fatalf("pop: %+v %v", res, err)
+	}
+	ids := []string{res.Messages[0].ID, res.Messages[1].ID, "e:00:Default:9"}
+	out, err := c.AckIDs(ctx, "work", ids, AckOptions{Group: "g"})
+	if err != nil || len(out.Results) != 3 {
+		t.Fatalf("AckIDs: %+v %v", out, err)
+	}
+	for i, want := range []string{OutcomeAcked, OutcomeAcked, OutcomeStale} {
+		if r := out.Results[i]; r.ID != ids[i] || r.Outcome != want {
+			t.Fatalf("result %d: %+v, want %s for %s", i, r, want, ids[i])
+		}
+	}
+}

@@ -260,30 +260,30 @@ func ackCmd(a *app) *cobra.Command {
 			default:
 				return usagef("--status %q: want completed, failed or retry", o.Status)
 			}
-			var msgs []client.Message
+			var ids []string
 			for _, id := range args[1:] {
 				if id != "-" {
-					msgs = append(msgs, client.Message{ID: id})
+					ids = append(ids, id)
 					continue
 				}
 				sc := bufio.NewScanner(a.stdin)
 				for sc.Scan() {
 					if id := strings.TrimSpace(sc.Text()); id != "" {
-						msgs = append(msgs, client.Message{ID: id})
+						ids = append(ids, id)
 					}
 				}
 				if err := sc.Err(); err != nil {
 					return fmt.Errorf("reading stdin: %w", err)
 				}
 			}
-			if len(msgs) == 0 {
+			if len(ids) == 0 {
 				return nil // "-" on an empty stdin: nothing to settle
 			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			res, err := c.Ack(cmd.Context(), args[0], msgs, o)
+			res, err := c.AckIDs(cmd.Context(), args[0], ids, o)
 			if err != nil {
 				return sdk(err)
 			}
