@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -282,6 +283,25 @@ func TestOperatorGuideDocumentsEveryFamily(t *testing.T) {
 	for _, f := range server.Families() {
 		if !strings.Contains(string(guide), "| `"+f.Name+"` | "+f.Type+" |") {
 			t.Errorf("docs/operator.md has no table row for %s (%s)", f.Name, f.Type)
+		}
+	}
+}
+
+// With promtool on PATH (Debian's prometheus package has it), the rules'
+// PromQL is checked and their unit tests (prometheus-alerts_test.yml:
+// alerts that must fire on given series, with their labels and texts, and
+// ones that must not) are run. Without it the test says so and skips.
+func TestAlertRulesWithPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not on PATH: the rules' PromQL is not checked here")
+	}
+	for _, args := range [][]string{
+		{"check", "rules", "prometheus-alerts.yml"},
+		{"test", "rules", "prometheus-alerts_test.yml"},
+	} {
+		if out, err := exec.Command(promtool, args...).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 }
