@@ -32,7 +32,7 @@ BIN ?= bin/queen
 
 help:
 	@echo "build          build the broker into BIN ($(BIN)), stamped with VERSION and COMMIT"
-	@echo "run            start the broker (go run ./cmd/queen)"
+	@echo "run            start the broker (go run ./cmd/queen, stamped as build is)"
 	@echo "test           go test -race on every package"
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
