@@ -18,10 +18,21 @@ RELIABILITY_SCALE ?= 1
 RELIABILITY_OUT ?=
 RELIABILITY_RUN ?= .
 
-.PHONY: help run test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability
+# Versioned builds: `make build` stamps the version (a VERSION file if the
+# tree has one, else git describe) and the commit into the binary; the
+# binary falls back to the Go toolchain's build info when they are not
+# stamped (cmd/queen/version.go). The test of `queen --version` builds
+# with these same variables (cmd/queen/version_test.go).
+VERSION ?= $(shell cat VERSION 2>/dev/null || git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
+LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+BIN ?= bin/queen
+
+.PHONY: help build run test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability
 
 help:
-	@echo "run            start the broker (go run ./cmd/queen)"
+	@echo "build          build the broker into BIN ($(BIN)), stamped with VERSION and COMMIT"
+	@echo "run            start the broker (go run ./cmd/queen, stamped as build is)"
 	@echo "test           go test -race on every package"
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
@@ -33,8 +44,11 @@ help:
 	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
 	@echo "reliability    the memory-bound attacks against the real broker (RELIABILITY.md); RELIABILITY_SCALE=0.2 briefly"
 
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/queen
+
 run:
-	$(GO) run ./cmd/queen
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/queen
 
 test:
 	$(GO) test -race -count=1 ./...

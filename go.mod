@@ -25,6 +25,7 @@ require (
 	golang.org/x/sys v0.45.0
 	golang.org/x/term v0.38.0
 	golang.org/x/time v0.15.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

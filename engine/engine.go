@@ -435,3 +435,8 @@ func spareSegments(maxBytes int64, segmentSize int) int {
 	}
 	return int(min(arena.DefaultMaxFree, max(2, maxBytes/int64(segmentSize)/16)))
 }
+
+// MaxBytes is the broker's total budget in force (QUEEN_EPHEMERAL_MAX_BYTES
+// or its default), the bound CellBytes is held to: exported so a metrics
+// scrape can show how near the broker is to it.
+func (e *Engine) MaxBytes() int64 { return e.cfg.MaxBytes }

@@ -56,3 +56,33 @@ func TestTenantGauges(t *testing.T) {
 		t.Fatalf("tenant b after delete: %+v", g)
 	}
 }
+
+// DeclaredGauges reads each declared queue's depth, bytes and drops by
+// cause, and skips implicit queues however many there are.
+func TestDeclaredGauges(t *testing.T) {
+	h := newHarness(t, payloadOnly)
+	must(t, h.e.Configure("a", "decl", OptionSet{
+		Has:     HasMaxLength | HasPolicy,
+		Options: Options{MaxLength: 2, Policy: PolicyDropOldest},
+	}))
+	if _, err := h.e.Push("a", "decl", "p", payloads("1", "22", "333")); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"inbox1", "inbox2", "inbox3"} {
+		if _, err := h.e.Push("a", q, "p", payloads("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type row struct {
+		tenant, queue string
+		g             QueueGauges
+	}
+	var got []row
+	h.e.DeclaredGauges(func(tenant, queue string, g QueueGauges) {
+		got = append(got, row{tenant, queue, g})
+	})
+	want := row{"a", "decl", QueueGauges{Depth: 2, Bytes: 5, Drops: Drops{Bounds: 1}}}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("DeclaredGauges: %+v, want [%+v]", got, want)
+	}
+}

@@ -12,11 +12,15 @@ import (
 // Config is what a Server needs; zero durations and sizes take defaults.
 type Config struct {
 	// Addr is host:port to listen on (TCP).
-	Addr    string
-	Engine  *engine.Engine
-	Store   store.Store
-	Logger  *slog.Logger
+	Addr   string
+	Engine *engine.Engine
+	Store  store.Store
+	Logger *slog.Logger
+	// Version is what /health's "version" says; Commit is the source
+	// revision, shown beside it in queen_ephemeral_build_info (cmd/queen
+	// fills both: stamped by `make build` or read from the build info).
 	Version string
+	Commit  string
 
 	// MaxBodyBytes is QUEEN_MAX_BODY_BYTES (64 MiB): a larger body is a
 	// 400 and the connection is closed (D7).

@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +15,9 @@ import (
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// GET /metrics: Prometheus text exposition (issue 7, metering and metrics).
+// GET /metrics: Prometheus text exposition (issue 7, metering and metrics;
+// issue 14 added HELP texts, ack outcomes, per declared queue series and
+// the build's identity; every family is listed in metricfamilies.go).
 //
 // Counters that move per request are VictoriaMetrics/metrics counters made
 // once and kept where the request already is: per tenant on tenantState,
@@ -70,7 +74,14 @@ type serverMetrics struct {
 	set      *metrics.Set
 	latency  [numRoutes]*metrics.PrometheusHistogram
 	refusals *xsync.Map[string, *metrics.Counter]
+	// outcomes are the ack outcomes, indexed by engine.Outcome: made at
+	// start so that all four series show, zero included, and so that
+	// counting one is an array index, not a lookup.
+	outcomes [numOutcomes]*metrics.Counter
 }
+
+// numOutcomes is the size of the closed list of ack outcomes (spec, ack).
+const numOutcomes = int(engine.OutcomeUnknown) + 1
 
 func newServerMetrics() *serverMetrics {
 	metrics.ExposeMetadata(true) // # TYPE lines, so histograms read as histograms
@@ -79,7 +90,26 @@ func newServerMetrics() *serverMetrics {
 		m.latency[r] = m.set.NewPrometheusHistogramExt(
 			`queen_ephemeral_request_duration_seconds{route="`+routeNames[r]+`"}`, latencyBuckets)
 	}
+	for o := range numOutcomes {
+		m.outcomes[o] = m.set.NewCounter(`queen_ephemeral_ack_outcomes_total{outcome="` + engine.Outcome(o).String() + `"}`)
+	}
 	return m
+}
+
+// ackOutcomes counts the outcomes of one ack call: tallied on the stack
+// and added once per outcome seen, so an ack of 10,000 ids costs at most
+// four atomic adds and no allocation (P3).
+func (m *serverMetrics) ackOutcomes(out []engine.Outcome) {
+	var n [numOutcomes]int
+	for _, o := range out {
+		// Outcome.String calls anything past the list unknown; so does this.
+		n[min(o, engine.OutcomeUnknown)]++
+	}
+	for o, c := range n {
+		if c > 0 {
+			m.outcomes[o].Add(c)
+		}
+	}
 }
 
 // tenantCounters makes the metering counters of a new tenant, once.
@@ -157,11 +187,20 @@ func (cs *conn) serveMetrics(req *wire.Request) {
 func (s *Server) appendMetrics(b []byte) []byte {
 	var buf bytes.Buffer
 	s.m.set.WritePrometheus(&buf)
-	b = append(b, buf.Bytes()...)
+	b = fillHelp(b, buf.Bytes())
 
 	e := s.e
-	b = family(b, "queen_ephemeral_dropped_total", "counter", "Messages dropped, by cause.")
-	for _, c := range []engine.Cause{engine.CauseBounds, engine.CauseTTL, engine.CauseRetry} {
+	b = family(b, "queen_ephemeral_build_info")
+	b = append(b, `queen_ephemeral_build_info{version="`...)
+	b = append(b, labelValue(s.cfg.Version)...)
+	b = append(b, `",commit="`...)
+	b = append(b, labelValue(s.cfg.Commit)...)
+	b = append(b, `",goversion="`...)
+	b = append(b, labelValue(runtime.Version())...)
+	b = append(b, "\"} 1\n"...)
+
+	b = family(b, "queen_ephemeral_dropped_total")
+	for _, c := range causes {
 		b = sample(b, "queen_ephemeral_dropped_total", "cause", c.String(), e.Drops(c))
 	}
 
@@ -176,29 +215,145 @@ func (s *Server) appendMetrics(b []byte) []byte {
 	})
 	cell = e.CellBytes()
 
-	b = family(b, "queen_ephemeral_parked_pops", "gauge", "Pops parked waiting for messages.")
+	b = family(b, "queen_ephemeral_parked_pops")
 	b = append(b, "queen_ephemeral_parked_pops "...)
 	b = strconv.AppendInt(b, parked, 10)
 	b = append(b, '\n')
-	b = family(b, "queen_ephemeral_bytes", "gauge", "The footprint the broker total counts: payload bytes plus the charges of queues, partitions, groups, parked pops and connections.")
+	b = family(b, "queen_ephemeral_bytes")
 	b = sample(b, "queen_ephemeral_bytes", "scope", "cell", cell)
-	b = family(b, "queen_ephemeral_tenant_bytes", "gauge", "The footprint a tenant allowance counts (payload bytes plus object charges), by tenant.")
+	b = family(b, "queen_ephemeral_max_bytes")
+	b = sample(b, "queen_ephemeral_max_bytes", "scope", "cell", e.MaxBytes())
+	b = family(b, "queen_ephemeral_tenant_bytes")
 	b = append(b, tenants...)
-	b = family(b, "queen_ephemeral_queues", "gauge", "Live queues, by tier.")
+	b = family(b, "queen_ephemeral_queues")
 	b = sample(b, "queen_ephemeral_queues", "tier", "declared", int64(declared))
 	b = sample(b, "queen_ephemeral_queues", "tier", "implicit", int64(implicit))
+	b = s.appendQueueSeries(b)
+	return s.appendCellSeries(b)
+}
+
+var causes = [...]engine.Cause{engine.CauseBounds, engine.CauseTTL, engine.CauseRetry}
+
+// declaredRow is one declared queue's gauges, gathered to be sorted.
+type declaredRow struct {
+	tenant, queue string
+	g             engine.QueueGauges
+}
+
+// appendQueueSeries appends the per-queue families for declared queues
+// only: an implicit queue (an inbox) would be a series per request/reply
+// client, and those stay in the aggregates above. Sorted by tenant and
+// queue so that a page reads (and diffs) the same from scrape to scrape;
+// the scrape runs off the loops, so the sort's cost is nobody's latency.
+func (s *Server) appendQueueSeries(b []byte) []byte {
+	var rows []declaredRow
+	s.e.DeclaredGauges(func(tenant, queue string, g engine.QueueGauges) {
+		rows = append(rows, declaredRow{tenant, queue, g})
+	})
+	slices.SortFunc(rows, func(x, y declaredRow) int {
+		if c := strings.Compare(x.tenant, y.tenant); c != 0 {
+			return c
+		}
+		return strings.Compare(x.queue, y.queue)
+	})
+	b = family(b, "queen_ephemeral_queue_depth")
+	for _, r := range rows {
+		b = queueSample(b, "queen_ephemeral_queue_depth", r, "", r.g.Depth)
+	}
+	b = family(b, "queen_ephemeral_queue_bytes")
+	for _, r := range rows {
+		b = queueSample(b, "queen_ephemeral_queue_bytes", r, "", r.g.Bytes)
+	}
+	b = family(b, "queen_ephemeral_queue_dropped_total")
+	for _, r := range rows {
+		b = queueSample(b, "queen_ephemeral_queue_dropped_total", r, "bounds", r.g.Drops.Bounds)
+		b = queueSample(b, "queen_ephemeral_queue_dropped_total", r, "ttl", r.g.Drops.TTL)
+		b = queueSample(b, "queen_ephemeral_queue_dropped_total", r, "retry", r.g.Drops.Retry)
+	}
 	return b
 }
 
-func family(b []byte, name, typ, help string) []byte {
+// queueSample appends name{tenant,queue[,cause]} v.
+func queueSample(b []byte, name string, r declaredRow, cause string, v int64) []byte {
+	b = append(b, name...)
+	b = append(b, `{tenant="`...)
+	b = append(b, labelValue(r.tenant)...)
+	b = append(b, `",queue="`...)
+	b = append(b, labelValue(r.queue)...)
+	if cause != "" {
+		b = append(b, `",cause="`...)
+		b = append(b, cause...)
+	}
+	b = append(b, `"} `...)
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, '\n')
+}
+
+// appendCellSeries appends the membership gauges of a member of a cell,
+// read from its current view; a broker outside a cell shows none.
+func (s *Server) appendCellSeries(b []byte) []byte {
+	if s.cfg.Cell == nil {
+		return b
+	}
+	v := s.cfg.Cell.View()
+	var members int
+	if v != nil { // no view yet: no members, and fenced
+		members = len(v.Members)
+	}
+	b = family(b, "queen_ephemeral_cell_members")
+	b = append(b, "queen_ephemeral_cell_members "...)
+	b = strconv.AppendInt(b, int64(members), 10)
+	b = append(b, '\n')
+	b = family(b, "queen_ephemeral_cell_fenced")
+	b = append(b, "queen_ephemeral_cell_fenced "...)
+	if v.Fenced() {
+		b = append(b, "1\n"...)
+	} else {
+		b = append(b, "0\n"...)
+	}
+	return b
+}
+
+// fillHelp appends src, VictoriaMetrics/metrics' page, to dst with the text
+// of each "# HELP name" line filled in from families: the library writes
+// the line but has no way to be given its text.
+func fillHelp(dst, src []byte) []byte {
+	for len(src) > 0 {
+		line := src
+		if i := bytes.IndexByte(src, '\n'); i >= 0 {
+			line, src = src[:i], src[i+1:]
+		} else {
+			src = nil
+		}
+		dst = append(dst, line...)
+		if name, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok && bytes.IndexByte(name, ' ') < 0 {
+			if f, ok := familyByName[string(name)]; ok {
+				dst = append(dst, ' ')
+				dst = append(dst, f.Help...)
+			}
+		}
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// family appends the HELP and TYPE lines of the family name, from families.
+// A name not listed there gets an empty HELP and the type untyped, which
+// the tests of every scrape refuse; a broker in production does not stop
+// for it.
+func family(b []byte, name string) []byte {
+	f, ok := familyByName[name]
+	if !ok {
+		f.Type = "untyped"
+	}
 	b = append(b, "# HELP "...)
 	b = append(b, name...)
 	b = append(b, ' ')
-	b = append(b, help...)
+	b = append(b, f.Help...)
 	b = append(b, "\n# TYPE "...)
 	b = append(b, name...)
 	b = append(b, ' ')
-	b = append(b, typ...)
+	b = append(b, f.Type...)
 	return append(b, '\n')
 }
 

@@ -73,3 +73,83 @@ func TestLabelValueEscapes(t *testing.T) {
 		}
 	}
 }
+
+// P3 with the ack outcome counters: an ack served on the loop counts its
+// outcomes without allocating, and counts each one exactly.
+func TestAckOutcomesAreCountedWithoutAllocating(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	st := openStore(t)
+	s := New(Config{Engine: e, Store: st})
+	if _, err := e.Push("default", "q", "p", [][]byte{[]byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	// Three ids: one of another incarnation (stale), one that is not an
+	// id (unknown), one of ours with no lease (unknown).
+	ours := string(e.AppendID(nil, "p", 0))
+	body := `{"queue":"q","acks":[{"id":"e:8000000000ab:p:1"},{"id":"x"},{"id":"` + ours + `"}]}`
+	raw := fmt.Sprintf("POST /api/v1/ephemeral/ack HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	var p wire.Parser
+	req, _, err := p.Parse([]byte(raw))
+	if err != nil || req == nil {
+		t.Fatalf("parse: %v", err)
+	}
+	cs := &conn{s: s, ls: new(loopScratch)}
+	serve := func() {
+		cs.out = cs.out[:0]
+		cs.route(req)
+	}
+	serve()
+	if !strings.Contains(string(cs.out), `"outcome":"stale"`) {
+		t.Fatalf("ack answer: %s", cs.out)
+	}
+	if allocs := testing.AllocsPerRun(100, serve); allocs != 0 {
+		t.Fatalf("an ack with metrics on allocates %.1f times", allocs)
+	}
+	// One call above, and AllocsPerRun's warm-up run and 100 runs.
+	out := string(s.appendMetrics(nil))
+	for _, line := range []string{
+		`queen_ephemeral_ack_outcomes_total{outcome="acked"} 0`,
+		`queen_ephemeral_ack_outcomes_total{outcome="redelivered"} 0`,
+		`queen_ephemeral_ack_outcomes_total{outcome="stale"} 102`,
+		`queen_ephemeral_ack_outcomes_total{outcome="unknown"} 204`,
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("no %s in:\n%s", line, out)
+		}
+	}
+}
+
+// fillHelp gives VictoriaMetrics' empty HELP lines their text and leaves
+// every other line as it was.
+func TestFillHelp(t *testing.T) {
+	in := "# HELP queen_ephemeral_connections\n# TYPE queen_ephemeral_connections gauge\nqueen_ephemeral_connections 3\n# HELP other_family\n# HELP x has text\n"
+	want := "# HELP queen_ephemeral_connections " + familyByName["queen_ephemeral_connections"].Help +
+		"\n# TYPE queen_ephemeral_connections gauge\nqueen_ephemeral_connections 3\n# HELP other_family\n# HELP x has text\n"
+	if got := string(fillHelp(nil, []byte(in))); got != want {
+		t.Fatalf("fillHelp:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Every family the server writes is in families with a one-line HELP text
+// and a known type, and no name is listed twice.
+func TestFamiliesAreDocumented(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range families {
+		if seen[f.Name] {
+			t.Errorf("%s listed twice", f.Name)
+		}
+		seen[f.Name] = true
+		if f.Help == "" || strings.ContainsAny(f.Help, "\n\\") {
+			t.Errorf("%s: HELP %q must be one line of text", f.Name, f.Help)
+		}
+		switch f.Type {
+		case "counter", "gauge", "histogram":
+		default:
+			t.Errorf("%s: type %q", f.Name, f.Type)
+		}
+		if strings.HasSuffix(f.Name, "_total") != (f.Type == "counter") {
+			t.Errorf("%s: a counter's name, and only a counter's, ends in _total (type %s)", f.Name, f.Type)
+		}
+	}
+}

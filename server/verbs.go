@@ -50,6 +50,7 @@ func (cs *conn) ackVerb(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
+	cs.s.m.ackOutcomes(out)
 	body := wire.AppendAckStart(cs.ls.scratch[:0])
 	for i, o := range out {
 		body = wire.AppendAckResult(body, i, b.Acks[i].ID, o.String())

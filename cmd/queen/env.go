@@ -77,7 +77,7 @@ var settings = []setting{
 func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "queen: the broker of the ephemeral storage class, HTTP/1.1 at /api/v1/ephemeral/*")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: queen [--help]   (configured by environment variables)")
+	fmt.Fprintln(w, "Usage: queen [--help | --version]   (configured by environment variables)")
 	fmt.Fprintln(w)
 	for _, s := range settings {
 		def := s.def

@@ -24,14 +24,14 @@ import (
 	"github.com/queenmq/ephemeral/store/storeenv"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	for _, a := range os.Args[1:] {
 		switch a {
 		case "-h", "-help", "--help", "help":
 			printHelp(os.Stdout)
+			return
+		case "-v", "-version", "--version", "version":
+			printVersion(os.Stdout, buildIdentity())
 			return
 		default:
 			fmt.Fprintf(os.Stderr, "queen: unknown argument %q (see --help)\n", a)
@@ -53,6 +53,7 @@ func run(getenv func(string) string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
 
+	bld := buildIdentity()
 	ecfg := engine.Config{
 		MaxBytes: ev.int64("QUEEN_EPHEMERAL_MAX_BYTES"),
 		Defaults: engine.Options{
@@ -78,7 +79,8 @@ func run(getenv func(string) string) error {
 	scfg := server.Config{
 		Addr:             net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
 		Logger:           log,
-		Version:          version,
+		Version:          bld.Version,
+		Commit:           bld.Commit,
 		MaxBodyBytes:     ev.int64("QUEEN_MAX_BODY_BYTES"),
 		PopTimeout:       popTimeout,
 		HeaderTimeout:    time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
@@ -171,7 +173,7 @@ func run(getenv func(string) string) error {
 		return err
 	}
 	cp.serve()
-	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", version)
+	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", bld.Version, "commit", bld.Commit)
 	if auth.Mode() == server.ModeNone && len(scfg.AdminToken) == 0 {
 		log.Info("protected mode: the admin routes and /metrics answer loopback clients only; set QUEEN_ADMIN_TOKEN to administer remotely")
 	}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// version and commit are stamped by `make build` with
+// -ldflags "-X main.version=... -X main.commit=..." (git describe and the
+// revision). A binary built another way (go build, go run, go install)
+// leaves them as they are here, and buildIdentity reads what the Go
+// toolchain recorded instead.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// build is what a binary says about itself: `queen --version`, /health's
+// "version" and queen_ephemeral_build_info.
+type build struct {
+	Version string // the stamped version, else the module's, else dev-<revision>
+	Commit  string // the source revision, "-dirty" when the tree had changes; "" when unknown
+	Go      string // the toolchain that built it
+}
+
+// buildIdentity is this binary's build, stamped or read from the build
+// info the Go toolchain embeds.
+func buildIdentity() build {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	return identify(version, commit, bi)
+}
+
+// identify chooses the build's identity: what -ldflags stamped wins; what
+// it left unset comes from bi (nil when the binary has none). The module
+// version is the Go toolchain's: "v1.2.3" for `go install ...@v1.2.3`,
+// since Go 1.24 a pseudo-version naming the revision (with "+dirty") for
+// a `go build` in a checkout, and "(devel)" when it knows nothing, which
+// is no better than the revision.
+func identify(stampedVersion, stampedCommit string, bi *debug.BuildInfo) build {
+	b := build{Version: stampedVersion, Commit: stampedCommit, Go: runtime.Version()}
+	if bi == nil {
+		if b.Version == "" {
+			b.Version = "dev"
+		}
+		return b
+	}
+	var rev string
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev != "" && modified {
+		rev += "-dirty"
+	}
+	if b.Commit == "" {
+		b.Commit = rev
+	}
+	if b.Version == "" || b.Version == "dev" {
+		switch mv := bi.Main.Version; {
+		case mv != "" && mv != "(devel)":
+			b.Version = mv
+		case rev != "":
+			b.Version = "dev-" + short(rev)
+		default:
+			b.Version = "dev"
+		}
+	}
+	if bi.GoVersion != "" {
+		b.Go = bi.GoVersion
+	}
+	return b
+}
+
+// short is a revision's first 12 hex digits, "-dirty" kept.
+func short(rev string) string {
+	const n = 12
+	if len(rev) <= n {
+		return rev
+	}
+	hex, dirty := rev, ""
+	if len(rev) > 6 && rev[len(rev)-6:] == "-dirty" {
+		hex, dirty = rev[:len(rev)-6], "-dirty"
+	}
+	if len(hex) > n {
+		hex = hex[:n]
+	}
+	return hex + dirty
+}
+
+// printVersion writes what `queen --version` prints: the version, the
+// commit and the toolchain, one to a line.
+func printVersion(w io.Writer, b build) {
+	c := b.Commit
+	if c == "" {
+		c = "unknown"
+	}
+	fmt.Fprintf(w, "queen %s\ncommit %s\ngo %s %s/%s\n", b.Version, c, b.Go, runtime.GOOS, runtime.GOARCH)
+}
