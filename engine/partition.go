@@ -17,8 +17,8 @@ type slot struct {
 // partition is one (queue, partition) ring with its group cursors.
 //
 // Invariants (all under mu): held messages are seqs [head, tail), the slot of
-// seq s is ring[s&(len(ring)-1)]. reclaim only moves forward (D3); seqs in
-// [head, reclaim) are reclaimable, the rest pending. Every cursor has
+// seq s is ring[s&(len(ring)-1)]. reclaim only moves forward (D3), and
+// never lags head; seqs in [head, reclaim) are reclaimable, the rest pending. Every cursor has
 // head <= settled <= next <= tail once normalized, and cursors are
 // normalized whenever head moves.
 type partition struct {
@@ -161,6 +161,10 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 		*s = slot{}
 		p.head++
 	}
+	// The point never lags the head: what is below the head is gone, and a
+	// cursor created at the head must count as holding the point
+	// (cursorFor, settledMoved), or its first settle would not move it.
+	p.reclaim = max(p.reclaim, p.head)
 	p.bytes -= bytes
 	q := p.q
 	q.length.Add(-int64(k))

@@ -349,3 +349,26 @@ func TestRejectingQueueFreesOtherPartitionsReclaimableFirst(t *testing.T) {
 		t.Fatalf("push past the bound with nothing reclaimable: %v, want ErrQueueFull", err)
 	}
 }
+
+// D3: messages dropped before any group exists leave the reclaim point at
+// the head, not below it: the first group starts there, holds the point,
+// and its first ack makes what it settled reclaimable (depth 2 → 1). A
+// point left below the head made the new cursor not count as its holder,
+// so no ack ever moved it.
+func TestDropBeforeAnyGroupThenAckMovesTheReclaimPoint(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 2, Policy: PolicyDropOldest}))
+	h.push("q", "", "m0", "m1", "m2") // m0 dropped for bounds, no group yet
+	ms := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2})
+	if payloadsOf(ms) != "m1,m2" {
+		t.Fatalf("popped %q, want m1,m2", payloadsOf(ms))
+	}
+	h.ack("q", "g", AckCompleted, ms[0])
+	if qi := h.infoOf("q"); qi.Depth != 1 {
+		t.Fatalf("depth %d after acking m1 of m1,m2, want 1", qi.Depth)
+	}
+	h.ack("q", "g", AckCompleted, ms[1])
+	if qi := h.infoOf("q"); qi.Depth != 0 {
+		t.Fatalf("depth %d after acking both, want 0", qi.Depth)
+	}
+}
