@@ -46,6 +46,7 @@ help:
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/queen
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(dir $(BIN))queenctl ./cmd/queenctl
 
 run:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/queen

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/internal/buildinfo"
 	"github.com/queenmq/ephemeral/server"
 	"github.com/queenmq/ephemeral/store/storeenv"
 )
@@ -31,7 +32,7 @@ func main() {
 			printHelp(os.Stdout)
 			return
 		case "-v", "-version", "--version", "version":
-			printVersion(os.Stdout, buildIdentity())
+			buildinfo.Print(os.Stdout, "queen", buildinfo.Read(version, commit))
 			return
 		default:
 			fmt.Fprintf(os.Stderr, "queen: unknown argument %q (see --help)\n", a)
@@ -53,7 +54,7 @@ func run(getenv func(string) string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
 
-	bld := buildIdentity()
+	bld := buildinfo.Read(version, commit)
 	ecfg := engine.Config{
 		MaxBytes: ev.int64("QUEEN_EPHEMERAL_MAX_BYTES"),
 		Defaults: engine.Options{

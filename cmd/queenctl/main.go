@@ -23,6 +23,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/queenmq/ephemeral/client"
+	"github.com/queenmq/ephemeral/internal/buildinfo"
+)
+
+// version and commit are stamped by `make build` (-ldflags -X main.version,
+// -X main.commit), as the broker's are; unstamped, internal/buildinfo reads
+// the toolchain's build information.
+var (
+	version = "dev"
+	commit  = ""
 )
 
 // The exit statuses (docs/cli.md, "Exit status"): a script branches on them
@@ -130,6 +139,7 @@ func envOr(key, def string) string {
 
 // newRoot builds the command tree; tests build their own with other streams.
 func newRoot(a *app) *cobra.Command {
+	bi := buildinfo.Read(version, commit)
 	root := &cobra.Command{
 		Use:   "queenctl",
 		Short: "Operate a Queen ephemeral broker: push, pop, request, tail, gauges, top, kill switch, grants",
@@ -141,7 +151,13 @@ Exit status: 0 success, 1 refused by the broker, 2 usage error,
 See docs/cli.md.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       bi.Version,
 	}
+	// --version prints what `queen --version` prints (internal/buildinfo);
+	// the text holds no template action, so cobra prints it as it is.
+	var vt strings.Builder
+	buildinfo.Print(&vt, "queenctl", bi)
+	root.SetVersionTemplate(vt.String())
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -602,5 +603,16 @@ func emulate(b *syncBuf, term io.ReadWriter) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// --version prints the CLI's build as `queen --version` prints the
+// broker's (internal/buildinfo): name and version, commit, toolchain.
+func TestVersion(t *testing.T) {
+	r := ctl(t, "http://127.0.0.1:1", "", "--version").ok(t, "queenctl --version")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "queenctl ") || !strings.HasPrefix(lines[1], "commit ") ||
+		lines[2] != "go "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH {
+		t.Fatalf("queenctl --version printed %q", r.stdout)
 	}
 }
