@@ -183,7 +183,9 @@ func TestGoBuildVersionFromBuildInfo(t *testing.T) {
 	for _, l := range strings.Split(rest, "\n") {
 		lines = append(lines, strings.TrimPrefix(l, "\t"))
 	}
-	bi, err := debug.ParseBuildInfo(strings.Join(lines, "\n"))
+	// Every line ends in a newline for ParseBuildInfo (runOut trimmed the
+	// last one), or it drops the last setting, vcs.modified.
+	bi, err := debug.ParseBuildInfo(strings.Join(lines, "\n") + "\n")
 	if err != nil {
 		t.Fatalf("parse go version -m: %v\n%s", err, m)
 	}
