@@ -411,6 +411,9 @@ func TestDuplicateAddress(t *testing.T) {
 		}
 		return ""
 	}
+	// b learns of the second process (a new incarnation at the address: a
+	// new generation) at its own pace; from then on nothing may move.
+	waitFor(t, 5*time.Second, "b sees the second process", func() bool { return incOf(b.View()) == a2.opts.Incarnation })
 	gen := b.View().Generation
 	time.Sleep(3 * to) // many heartbeats of both: no flapping
 	if g := b.View().Generation; g != gen {
