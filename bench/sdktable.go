@@ -263,7 +263,7 @@ func printSDKGoals(w io.Writer, rows []*sdkRow) {
 				continue
 			}
 			if !header {
-				fmt.Fprintln(w, "\nGoals (issue 12):")
+				fmt.Fprintln(w, "\nGoals (BENCHMARKS.md, request/reply through the SDKs):")
 				header = true
 			}
 			name := langName[ours.lang] + " " + ours.client

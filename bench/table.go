@@ -250,7 +250,7 @@ func printGoals(w io.Writer, idx map[string][]*Result) {
 		}
 		if !header {
 			fmt.Fprintln(w)
-			fmt.Fprintln(w, "goals (issue 5):")
+			fmt.Fprintln(w, "goals (BENCHMARKS.md, end to end):")
 			header = true
 		}
 		ok, detail, known := g.check(idx)

@@ -15,7 +15,7 @@ import (
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// GET /metrics: Prometheus text exposition (issue 7, metering and metrics;
+// GET /metrics: Prometheus text exposition (docs/server.md, metering and metrics;
 // issue 14 added HELP texts, ack outcomes, per declared queue series and
 // the build's identity; every family is listed in metricfamilies.go).
 //
