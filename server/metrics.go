@@ -15,9 +15,9 @@ import (
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// GET /metrics: Prometheus text exposition (docs/server.md, metering and metrics;
-// issue 14 added HELP texts, ack outcomes, per declared queue series and
-// the build's identity; every family is listed in metricfamilies.go).
+// GET /metrics: Prometheus text exposition (docs/server.md, metering and
+// metrics; docs/operator.md lists every family, and metricfamilies.go holds
+// each one's type, labels and HELP text).
 //
 // Counters that move per request are VictoriaMetrics/metrics counters made
 // once and kept where the request already is: per tenant on tenantState,
