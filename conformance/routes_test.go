@@ -8,7 +8,7 @@ import (
 )
 
 // TestRoutes walks every route of the family once, on each store, and
-// checks every field of every answer (ephemeral-routes.md; D3, D5, D6, D9,
+// checks every field of every answer (docs/routes.md; D3, D5, D6, D9,
 // D10).
 func TestRoutes(t *testing.T) {
 	t.Parallel()

@@ -3,7 +3,7 @@
 // writing by appending into reused buffers, and decoders for the route
 // bodies (push, ack, configure, and the system bodies) and the pop query.
 //
-// The wire knows nothing of queues (DESIGN.md, layout): it refuses bad
+// The wire knows nothing of queues (docs/decisions.md, layout): it refuses bad
 // shapes with precise messages and hands the server plain values, which the
 // server maps onto the engine's types. It never imports the engine.
 //
