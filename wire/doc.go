@@ -15,6 +15,6 @@
 // slice handed out is therefore valid only until the next call on the value
 // that produced it, and only while the caller's buffer is untouched.
 //
-// Refusals are *Error values carrying the status, the spec's error code, a
+// Refusals are *Error values carrying the status, the error code (docs/routes.md), a
 // message for a human, and whether the connection must close.
 package wire
