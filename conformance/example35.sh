@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The specification's example 35 (ephemeral-queues.md, "The whole surface in
-# one program") performed with curl against a running broker, printing what
+# Example 35 ("the whole surface in one program": six verbs and two status
+# reads, docs/routes.md) performed with curl against a running broker, printing what
 # the example's console.log lines print:
 #
 #   pushed 2

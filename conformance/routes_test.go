@@ -9,7 +9,7 @@ import (
 )
 
 // TestRoutes walks every route of the family once, on each store, and
-// checks every field of every answer (ephemeral-routes.md; D3, D5, D6, D9,
+// checks every field of every answer (docs/routes.md; D3, D5, D6, D9,
 // D10).
 func TestRoutes(t *testing.T) {
 	t.Parallel()
@@ -185,7 +185,7 @@ func TestHealth(t *testing.T) {
 }
 
 // TestUnknownRoutes: routes outside the eight are our own choice, since
-// the spec allows a 404 on this family only for the depth read (and says a
+// docs/routes.md allows a 404 on this family only for the depth read (and a
 // 404 means an old broker): an unknown path is 404 "not_found", a known
 // path with another method is 405 "method_not_allowed". Both are the
 // family's refusal shape.
@@ -223,7 +223,7 @@ func TestUnknownRoutes(t *testing.T) {
 }
 
 // TestNotFoundOnlyOnDepth: no route but the depth read answers 404 for a
-// queue that is not there (spec, the note on 404; reset and delete).
+// queue that is not there (docs/routes.md, reset and delete).
 func TestNotFoundOnlyOnDepth(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)

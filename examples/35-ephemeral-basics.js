@@ -1,4 +1,4 @@
-// The specification's "whole surface in one program" (ephemeral-queues.md):
+// "The whole surface in one program" (docs/contract.md, docs/routes.md):
 // six verbs and two status reads, against a broker at QUEEN_URL (default
 // http://localhost:6632) with nothing else set up. Run `npm install` in this
 // directory first (it links ../clients/js as queen-mq), then

@@ -1,4 +1,4 @@
-// The specification's request/reply pair (ephemeral-queues.md), against a
+// The request/reply pair (docs/contract.md, "Tiers"), against a
 // broker at QUEEN_URL (default http://localhost:6632) with nothing else set
 // up. A responder consumes the queue "greeter"; the requester mints an inbox
 // name nobody declared, sends it with the request as {replyTo, payload}, and

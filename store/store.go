@@ -1,5 +1,5 @@
 // Package store defines what the broker keeps durably: queue declarations,
-// tenant grants and a few broker settings (DESIGN.md D9, D14, D15, D16).
+// tenant grants and a few broker settings (D9, D14, D15, D16 in docs/decisions.md).
 //
 // Contents never come here; a declaration is the tenant, the queue name and
 // the options exactly as the client sent them. Two implementations satisfy

@@ -1,6 +1,6 @@
 package wire
 
-// Bodies of the routes' success answers (ephemeral-routes.md), appended
+// Bodies of the routes' success answers (docs/routes.md), appended
 // into the caller's buffer. Payloads and the options a client sent go out
 // verbatim (AppendRaw); names and ids are escaped.
 

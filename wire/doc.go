@@ -3,7 +3,7 @@
 // writing by appending into reused buffers, and decoders for the route
 // bodies (push, ack, configure, and the system bodies) and the pop query.
 //
-// The wire knows nothing of queues (DESIGN.md, layout): it refuses bad
+// The wire knows nothing of queues (docs/decisions.md, layout): it refuses bad
 // shapes with precise messages and hands the server plain values, which the
 // server maps onto the engine's types. It never imports the engine.
 //
@@ -15,6 +15,6 @@
 // slice handed out is therefore valid only until the next call on the value
 // that produced it, and only while the caller's buffer is untouched.
 //
-// Refusals are *Error values carrying the status, the spec's error code, a
+// Refusals are *Error values carrying the status, the error code (docs/routes.md), a
 // message for a human, and whether the connection must close.
 package wire

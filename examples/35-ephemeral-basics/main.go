@@ -1,5 +1,5 @@
-// Command 35-ephemeral-basics is the specification's "whole surface in one
-// program" (ephemeral-queues.md) written with the Go SDK: six verbs and two
+// Command 35-ephemeral-basics is "the whole surface in one program"
+// (docs/contract.md, docs/routes.md) written with the Go SDK: six verbs and two
 // status reads against a broker at QUEEN_URL (default
 // http://localhost:6632) with nothing else set up. It prints:
 //

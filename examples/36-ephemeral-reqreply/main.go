@@ -1,5 +1,5 @@
-// Command 36-ephemeral-reqreply is the specification's request/reply pair
-// (ephemeral-queues.md) written with the Go SDK, against a broker at
+// Command 36-ephemeral-reqreply is the request/reply pair
+// (docs/contract.md, "Tiers") written with the Go SDK, against a broker at
 // QUEEN_URL (default http://localhost:6632) with nothing else set up.
 //
 // A responder consumes the queue "greeter". The requester mints an inbox

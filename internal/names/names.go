@@ -1,5 +1,5 @@
 // Package names holds the one rule for queue, partition and group names
-// (DESIGN.md D10), shared by the wire (which refuses a bad request with a
+// (D10, docs/decisions.md), shared by the wire (which refuses a bad request with a
 // precise message) and the engine (which checks again at its own door).
 package names
 
