@@ -73,7 +73,7 @@ type Membership struct {
 	beats     int
 
 	stats struct {
-		roundTrips, statements, notifications, heartbeatFailures atomic.Int64
+		heartbeats, roundTrips, statements, notifications, heartbeatFailures atomic.Int64
 		listening                                                atomic.Bool
 	}
 
@@ -162,6 +162,7 @@ func (m *Membership) Fenced() bool { return m.view.Load().Fenced() }
 
 // Stats counts the member's traffic with the database since Start.
 type Stats struct {
+	Heartbeats        int64 // heartbeats begun
 	RoundTrips        int64 // network round trips (a heartbeat is one)
 	Statements        int64 // SQL statements sent
 	Notifications     int64 // notifications received from other members
@@ -174,6 +175,7 @@ type Stats struct {
 // Stats reports the member's database traffic so far.
 func (m *Membership) Stats() Stats {
 	return Stats{
+		Heartbeats:        m.stats.heartbeats.Load(),
 		RoundTrips:        m.stats.roundTrips.Load(),
 		Statements:        m.stats.statements.Load(),
 		Notifications:     m.stats.notifications.Load(),
@@ -251,6 +253,7 @@ func (m *Membership) run(ctx context.Context) {
 // and then a removal of long-dead rows, and the select). The statements
 // run in one implicit transaction, so the select sees the renewal.
 func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
+	m.stats.heartbeats.Add(1)
 	sent := m.clock()
 	// A beat may take until the current renewal expires; a member already
 	// fenced (or not yet joined) gives it a whole timeout.
