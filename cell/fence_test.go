@@ -44,8 +44,10 @@ func TestFencingByTheClock(t *testing.T) {
 	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
 
 	var tn, q = "t", "q"
+	failed := m.Stats().HeartbeatFailures
 	fail.Store(1)
-	time.Sleep(50 * time.Millisecond) // several failed beats: nothing changes yet
+	// Several failed beats (counted, not slept for): nothing changes yet.
+	waitFor(t, 5*time.Second, "three failed beats", func() bool { return m.Stats().HeartbeatFailures >= failed+3 })
 	v := m.View()
 	if v.Fenced() || !v.Owns(tn, q) {
 		t.Fatal("fenced before the timeout")
