@@ -70,8 +70,8 @@ func TestEveryMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Queue != "presence" || string(cfg.Options) != `{"maxBytes":1048576,"maxLength":1000,"policy":"dropOldest","ttlSeconds":30,"leaseSeconds":15,"retryLimit":3}` {
-		t.Fatalf("configure answered %s %s", cfg.Queue, cfg.Options)
+	if want := (QueueOptions{MaxLength: 1000, MaxBytes: 1 << 20, Policy: PolicyDropOldest, TTLSeconds: 30, LeaseSeconds: 15, RetryLimit: 3}); cfg.Queue != "presence" || cfg.Options != want {
+		t.Fatalf("configure answered %s %+v", cfg.Queue, cfg.Options)
 	}
 
 	pushed, err := c.Push(ctx, "presence", []any{presence{"alice", true}, json.RawMessage(`{"user":"bob","typing":true}`)}, PushOptions{Partition: "room-7"})

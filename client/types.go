@@ -31,10 +31,11 @@ type WindowBuffer struct {
 	Count int `json:"count"`
 }
 
-// ConfigureResult is the stored declaration, echoed verbatim.
+// ConfigureResult is the stored declaration: the options as the broker
+// echoed them (what was sent), typed as the listing's are.
 type ConfigureResult struct {
-	Queue   string          `json:"queue"`
-	Options json.RawMessage `json:"options"`
+	Queue   string       `json:"queue"`
+	Options QueueOptions `json:"options"`
 }
 
 // PushOptions are the options of [Client.Push].

@@ -91,7 +91,7 @@ export interface BufferOptions {
   timeMillis?: number
   /** Most messages the client buffers; a buffered push waits past it (default 10,000). */
   maxPending?: number
-  /** How long a batch is retried against 429/503/network errors, ms (default 30,000; 0 or less: forever). */
+  /** How long a batch is retried against 429/503/network errors, ms (0 or unset: the default, 30,000; negative or Infinity: until close()), as the Go SDK's RetryTimeout. */
   retryTimeout?: number
   /** Cap of the backoff between retries, ms (default 1,000). */
   maxBackoff?: number

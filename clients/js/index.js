@@ -165,6 +165,15 @@ export function parseRequest (message) {
 
 const DEFAULT_BUFFER = { messageCount: 100, timeMillis: 100, maxPending: 10000, retryTimeout: 30000, maxBackoff: 1000 }
 
+// bufferOptions fills the defaults. retryTimeout means what the Go SDK's
+// RetryTimeout means: 0 (or unset) is the default, 30 s; a negative value
+// (or Infinity) retries until close() gives up.
+function bufferOptions (given = {}) {
+  const b = { ...DEFAULT_BUFFER, ...given }
+  if (!b.retryTimeout) b.retryTimeout = DEFAULT_BUFFER.retryTimeout
+  return b
+}
+
 /**
  * The client. `new Queen(url)` or `new Queen([url1, url2])`: the other URLs are
  * tried in turn when the one in use cannot be reached. The ephemeral verbs are
@@ -185,7 +194,7 @@ export class Queen {
     this.transport = new Transport(this.urls, headerLines(this.headers, this.token))
     this.closed = false
     this.closeController = new AbortController()
-    this.ephemeral = new Ephemeral(this, { ...DEFAULT_BUFFER, ...(options.buffer ?? {}) }, options.onFlushError)
+    this.ephemeral = new Ephemeral(this, bufferOptions(options.buffer), options.onFlushError)
   }
 
   /** The broker URL in use. */
@@ -398,7 +407,7 @@ class PushBuffer {
 
   async send (batch) {
     const cfg = this.eph.buffer
-    const deadline = cfg.retryTimeout > 0 ? Date.now() + cfg.retryTimeout : Infinity
+    const deadline = cfg.retryTimeout > 0 ? Date.now() + cfg.retryTimeout : Infinity // negative: forever
     let backoff = 10
     let size = batch.length
     let rest = batch

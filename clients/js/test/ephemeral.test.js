@@ -372,3 +372,11 @@ test('the token is sent as a bearer credential: a jwt-mode broker serves its ten
   const anonymous = client(t, b.url).ephemeral
   await rejectsWith(anonymous.push('jobs', [1]), 401, 'unauthorized', 'push without a token')
 })
+
+test('buffer.retryTimeout means what the Go SDK\'s RetryTimeout means: 0 is the default, negative is forever', async (t) => {
+  const of = (retryTimeout) => client(t, 'http://127.0.0.1:1', { buffer: { retryTimeout } }).ephemeral.buffer.retryTimeout
+  assert.equal(of(undefined), 30000)
+  assert.equal(of(0), 30000)
+  assert.equal(of(-1), -1)
+  assert.equal(of(250), 250)
+})
