@@ -4,7 +4,7 @@
 // module requires none of those libraries:
 //
 //   - wire_test.go: the measurement behind decoding the route bodies with
-//     wire's own scanner rather than goccy/go-json (docs/decisions.md): the
+//     wire's own scanner rather than goccy/go-json (wire/decisions.md): the
 //     bodies of wire's benchmarks (wire/wiretest) decoded by goccy and by
 //     encoding/json, and a test that both decode what ours does. Ours, on
 //     the same bodies, from the repository's root:
