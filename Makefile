@@ -8,6 +8,11 @@ STATICCHECK_VERSION ?= v0.8.2
 # (gofmt gets the same tree as a directory: ./... -> .).
 LINT_PKGS ?= ./...
 LINT_DIRS = $(patsubst %/...,%,$(LINT_PKGS))
+# bench/ (the load tool, the peers' drivers, the comparisons with peer
+# libraries) is a module of its own, so that the root module requires none
+# of the peers' clients; test and lint cover it too. With LINT_PKGS set to
+# a subtree of the root, lint checks that subtree only.
+BENCH_MOD = bench
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 
@@ -33,7 +38,7 @@ BIN ?= bin/queen
 help:
 	@echo "build          build the broker into BIN ($(BIN)), stamped with VERSION and COMMIT"
 	@echo "run            start the broker (go run ./cmd/queen, stamped as build is)"
-	@echo "test           go test -race on every package"
+	@echo "test           go test -race on every package (the root module and bench/)"
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
 	@echo "bench-sdk      request/reply through the SDKs: queen-mq vs nats.js vs ioredis, Go SDK vs nats.go vs go-redis, one table"
@@ -41,7 +46,7 @@ help:
 	@echo "bench-ab       one scenario end to end, broker A vs broker B alternating (REV_A, ENV_B, ...)"
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
 	@echo "fuzz           every Fuzz* target for FUZZTIME ($(FUZZTIME)) each"
-	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
+	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION) (the root module and bench/)"
 	@echo "reliability    the memory-bound attacks against the real broker (RELIABILITY.md); RELIABILITY_SCALE=0.2 briefly"
 
 build:
@@ -53,6 +58,7 @@ run:
 
 test:
 	$(GO) test -race -count=1 ./...
+	cd $(BENCH_MOD) && $(GO) test -race -count=1 ./...
 
 # make reliability [RELIABILITY_SCALE=0.2] [RELIABILITY_OUT=reliability/results] [RELIABILITY_RUN=regexp]
 reliability:
@@ -79,6 +85,10 @@ lint:
 	@out=$$(gofmt -l $(LINT_DIRS)); if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(LINT_PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(LINT_PKGS)
+ifeq ($(LINT_PKGS),./...)
+	cd $(BENCH_MOD) && $(GO) vet ./...
+	cd $(BENCH_MOD) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+endif
 
 # End-to-end comparison with the peers (bench/README.md). Knobs: D,
 # SCENARIOS, OUT, BROKER_PORT, REDIS_PORT, NATS_PORT, QUEENBENCH_FLAGS.

@@ -49,7 +49,7 @@ build() {
 }
 build a "$REV_A" "$ENV_A"
 build b "$REV_B" "$ENV_B"
-go build -o "$tmp/queenbench" ./bench/cmd/queenbench
+(cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
 mkdir -p "$OUT"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

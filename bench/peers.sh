@@ -54,7 +54,7 @@ start_all() {
 
 echo "== building the broker and queenbench"
 go build -o "$tmp/queen" ./cmd/queen
-go build -o "$tmp/queenbench" ./bench/cmd/queenbench
+(cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
 mkdir -p "$OUT"
 echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== redis $(redis-server --version | awk '{print $3}'), nats-server $("$NATS_SERVER" --version | awk '{print $2}')"

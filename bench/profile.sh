@@ -36,7 +36,7 @@ for p in "$BROKER_PORT" "$PPROF_PORT"; do
 done
 
 go build -o "$tmp/queen" ./cmd/queen
-go build -o "$tmp/queenbench" ./bench/cmd/queenbench
+(cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
 HOST=127.0.0.1 PORT=$BROKER_PORT QUEEN_DATA_DIR="$tmp/data" QUEEN_LOG_LEVEL=warn \
 	QUEEN_EPHEMERAL_IMPLICIT_IDLE_S=5 QUEEN_PPROF_ADDR="127.0.0.1:$PPROF_PORT" "$tmp/queen" &
 pids+=($!)

@@ -88,7 +88,7 @@ fi
 
 echo "== building the broker and queenbench"
 go build -o "$tmp/queen" ./cmd/queen
-go build -o "$tmp/queenbench" ./bench/cmd/queenbench
+(cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
 mkdir -p "$OUT"
 echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== node $(node --version), nats.js $(node -p "require('./bench/sdk/node_modules/nats/package.json').version"), ioredis $(node -p "require('./bench/sdk/node_modules/ioredis/package.json').version"); redis $(redis-server --version | awk '{print $3}'), nats-server $("$NATS_SERVER" --version | awk '{print $2}')"

@@ -84,7 +84,10 @@ func startBroker(t *testing.T) (addr string, pid int) {
 	if err != nil {
 		t.Skip("no go command to build the broker with")
 	}
-	build := exec.Command(goTool, "build", "-o", bin, "../cmd/queen")
+	// The broker is built in the root module (bench is a module of its own),
+	// with the root's requirements, as it ships.
+	build := exec.Command(goTool, "build", "-o", bin, "./cmd/queen")
+	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the broker: %v\n%s", err, out)
 	}

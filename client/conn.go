@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/queenmq/ephemeral/internal/httpline"
+	"github.com/queenmq/ephemeral/wire/httpline"
 )
 
 // wireConn is one HTTP/1.1 keep-alive connection to a broker: the socket,

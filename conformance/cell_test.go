@@ -916,7 +916,8 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 	}
 	c := newTestCell(t)
 	bench := t.TempDir() + "/queenbench"
-	if err := brokertest.Build("..", "./bench/cmd/queenbench", bench); err != nil {
+	// bench/ is a module of its own: queenbench is built there.
+	if err := brokertest.Build("../bench", "./cmd/queenbench", bench); err != nil {
 		t.Fatal(err)
 	}
 	one := startBrokerOn(t, postgresStore, nil)

@@ -3,6 +3,8 @@ package wire
 import (
 	"fmt"
 	"strings"
+
+	"github.com/queenmq/ephemeral/wire/wiretest"
 )
 
 // Typical requests and bodies shared by the allocation pins and the
@@ -10,20 +12,7 @@ import (
 
 // pushBody100x64 is a push of 100 messages whose payloads are 64-byte JSON
 // objects.
-func pushBody100x64() []byte {
-	var b strings.Builder
-	b.WriteString(`{"queue":"inbox-1234","partition":"room-7","messages":[`)
-	for i := 0; i < 100; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		p := fmt.Sprintf(`{"user":"alice","seq":%d,"text":"`, i)
-		p += strings.Repeat("x", 64-len(p)-2) + `"}`
-		b.WriteString(`{"payload":` + p + `}`)
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
+func pushBody100x64() []byte { return wiretest.PushBody100x64() }
 
 func payload64(i int) []byte {
 	p := fmt.Sprintf(`{"user":"alice","seq":%d,"text":"`, i)
@@ -31,18 +20,7 @@ func payload64(i int) []byte {
 }
 
 // ackBody100 settles 100 ids.
-func ackBody100() []byte {
-	var b strings.Builder
-	b.WriteString(`{"queue":"inbox-1234","group":"workers","acks":[`)
-	for i := 0; i < 100; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"id":"e:9f3a1c2b4d5e:room-7:%d","status":"completed"}`, 1000+i)
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
+func ackBody100() []byte { return wiretest.AckBody100() }
 
 func postRequest(path string, body []byte) []byte {
 	return []byte(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: localhost:6632\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body))

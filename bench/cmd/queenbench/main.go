@@ -2,10 +2,11 @@
 // scenarios against the broker, Redis or NATS on loopback, prints a
 // progress line a second and a summary, writes a JSON report with -out, and
 // prints a comparison table when several targets ran (or with -table).
+// From bench/, a module of its own:
 //
-//	go run ./bench/cmd/queenbench -scenario reqreply -d 10s
-//	go run ./bench/cmd/queenbench -scenario all -target broker,redis,nats -out run.json
-//	go run ./bench/cmd/queenbench -table a.json b.json
+//	go run ./cmd/queenbench -scenario reqreply -d 10s
+//	go run ./cmd/queenbench -scenario all -target broker,redis,nats -out run.json
+//	go run ./cmd/queenbench -table a.json b.json
 package main
 
 import (

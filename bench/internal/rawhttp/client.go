@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/queenmq/ephemeral/internal/httpline"
+	"github.com/queenmq/ephemeral/wire/httpline"
 )
 
 // Conn is one HTTP/1.1 connection. It is not safe for concurrent use, but

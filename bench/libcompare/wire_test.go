@@ -1,16 +1,18 @@
-package wire
+package libcompare
 
 import (
 	stdjson "encoding/json"
 	"testing"
 
 	gojson "github.com/goccy/go-json"
+
+	"github.com/queenmq/ephemeral/wire"
+	"github.com/queenmq/ephemeral/wire/wiretest"
 )
 
-// The measurement behind decoding the bodies with our own scanner rather
-// than goccy/go-json (decisions.md): the same bodies decoded by goccy and
-// by encoding/json into the structs a library decoder needs. Payloads as
-// RawMessage, because decoding them into values is what P2 forbids.
+// The structs a library decoder needs for the push and ack bodies.
+// Payloads as RawMessage, because decoding them into values is what P2
+// forbids.
 
 type libPush struct {
 	Queue     string `json:"queue"`
@@ -31,7 +33,7 @@ type libAck struct {
 }
 
 func BenchmarkDecodePush100x64Goccy(b *testing.B) {
-	body := pushBody100x64()
+	body := wiretest.PushBody100x64()
 	var v libPush
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -43,7 +45,7 @@ func BenchmarkDecodePush100x64Goccy(b *testing.B) {
 }
 
 func BenchmarkDecodePush100x64Std(b *testing.B) {
-	body := pushBody100x64()
+	body := wiretest.PushBody100x64()
 	var v libPush
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -55,7 +57,7 @@ func BenchmarkDecodePush100x64Std(b *testing.B) {
 }
 
 func BenchmarkDecodeAck100Goccy(b *testing.B) {
-	body := ackBody100()
+	body := wiretest.AckBody100()
 	var v libAck
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -67,7 +69,7 @@ func BenchmarkDecodeAck100Goccy(b *testing.B) {
 }
 
 func BenchmarkDecodeAck100Std(b *testing.B) {
-	body := ackBody100()
+	body := wiretest.AckBody100()
 	var v libAck
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -81,8 +83,8 @@ func BenchmarkDecodeAck100Std(b *testing.B) {
 // TestLibraryDecodersAgree makes sure the comparison decodes the same
 // thing ours does.
 func TestLibraryDecodersAgree(t *testing.T) {
-	body := pushBody100x64()
-	var ours PushBody
+	body := wiretest.PushBody100x64()
+	var ours wire.PushBody
 	if err := ours.Decode(body); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +98,8 @@ func TestLibraryDecodersAgree(t *testing.T) {
 		}
 	}
 	var a libAck
-	var oursAck AckBody
-	if err := gojson.Unmarshal(ackBody100(), &a); err != nil || oursAck.Decode(ackBody100()) != nil {
+	var oursAck wire.AckBody
+	if err := gojson.Unmarshal(wiretest.AckBody100(), &a); err != nil || oursAck.Decode(wiretest.AckBody100()) != nil {
 		t.Fatal(err)
 	}
 	for i, x := range a.Acks {
