@@ -104,10 +104,6 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 	}()
 }
 
-func (s *Server) errorAnswer(head wire.Head, status int, code, msg string) []byte {
-	return s.appendError(nil, head, &wire.Error{Status: status, Code: code, Msg: msg})
-}
-
 // optionSet maps the wire's options onto the engine's (the same presence
 // bits and policy order; a test pins that).
 func optionSet(o wire.Options) engine.OptionSet {

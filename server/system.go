@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/wire"
@@ -161,14 +160,4 @@ func appendGrant(b []byte, g store.Grant) []byte {
 	b = append(b, `,"messagesPerSecond":`...)
 	b = wire.AppendInt(b, g.MessagesPerSecond)
 	return append(b, '}')
-}
-
-// storeFailure answers a failed store call: no connection in time is 503
-// ephemeral_unavailable (the spec's rule for declaration writes); any other
-// failure is a 500 with the caller's code.
-func (s *Server) storeFailure(head wire.Head, err error, code, msg string) []byte {
-	if errors.Is(err, store.ErrUnavailable) {
-		return s.errorAnswer(head, 503, codeUnavailable, "no database connection was available")
-	}
-	return s.errorAnswer(head, 500, code, msg)
 }
