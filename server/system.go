@@ -1,5 +1,9 @@
 package server
 
+// The system routes (D15), under /api/v1/system/ephemeral: the kill switch
+// (GET, POST) and the grants (GET, PUT, DELETE .../grants/:tenant). Who may
+// use which is the admin scope (adminscope.go).
+
 import (
 	"bytes"
 	"context"
@@ -32,7 +36,7 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 			return
 		}
 		if req.Method == wire.MethodPost {
-			cs.setKillSwitchVerb(req)
+			cs.setKillSwitch(req)
 		} else {
 			cs.answerKillSwitch(req, cs.s.killSwitch())
 		}
@@ -66,10 +70,12 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 		cs.out = cs.s.appendError(cs.out, req.Head(0), &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: err.Msg})
 		return
 	}
-	cs.grantVerb(req, string(name))
+	cs.grant(req, string(name))
 }
 
-func (cs *conn) setKillSwitchVerb(req *wire.Request) {
+// setKillSwitch serves POST /api/v1/system/ephemeral: the body is applied
+// at once (Server.setKillSwitch) and answered as the state in force.
+func (cs *conn) setKillSwitch(req *wire.Request) {
 	var b wire.KillSwitchBody
 	if err := b.Decode(req.Body); err != nil {
 		cs.refuse(req, err)
@@ -93,10 +99,10 @@ func (cs *conn) answerKillSwitch(req *wire.Request, k store.KillSwitch) {
 	cs.answer(req, 200, cs.ls.scratch)
 }
 
-// grantVerb serves GET, PUT and DELETE of /api/v1/system/ephemeral/grants/:tenant:
+// grant serves GET, PUT and DELETE of /api/v1/system/ephemeral/grants/:tenant:
 // the store is called off the loop (P1), and memory follows a successful
 // write.
-func (cs *conn) grantVerb(req *wire.Request, tenant string) {
+func (cs *conn) grant(req *wire.Request, tenant string) {
 	var body wire.GrantBody
 	if req.Method == wire.MethodPut {
 		if err := body.Decode(req.Body); err != nil {
