@@ -133,3 +133,17 @@ func (e *Engine) reclaimIn(scope reclaimScope, q *Queue, t *tenant) {
 		e.reclaimAll()
 	}
 }
+
+// accountBytes moves the payload gauges of a queue, and the footprint of
+// its tenant and the broker.
+func (q *Queue) accountBytes(held, reclaimable int64) {
+	if held != 0 {
+		q.bytes.Add(held)
+		q.t.force(held)
+	}
+	if reclaimable != 0 {
+		q.reclaimBytes.Add(reclaimable)
+		q.t.reclaimable.Add(reclaimable)
+		q.e.reclaimable.Add(reclaimable)
+	}
+}
