@@ -31,9 +31,9 @@ type Engine struct {
 	// footprint is what the broker total counts (cellBytes): payload bytes
 	// held plus the charges of every object, every tenant, and the bytes
 	// taken with Charge (docs/engine.md, "What the budgets count").
-	footprint   atomic.Int64
-	reclaimable atomic.Int64 // payload bytes of reclaimable messages (D3)
-	drops       [numCauses]atomic.Int64
+	footprint        atomic.Int64
+	reclaimableBytes atomic.Int64 // payload bytes of reclaimable messages (D3)
+	drops            [numCauses]atomic.Int64
 
 	// seqFloor is at least every seq a removed partition ever issued, so a
 	// partition created later with the same name starts above them (D6).

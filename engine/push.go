@@ -194,7 +194,7 @@ func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, 
 		q.length.Add(-n)
 		q.bytes.Add(-nb)
 	}
-	if (overN > 0 || overB > 0) && q.reclaimN.Load() > 0 && tried&reclaimQueue == 0 {
+	if (overN > 0 || overB > 0) && q.reclaimableMsgs.Load() > 0 && tried&reclaimQueue == 0 {
 		unreserveQueue()
 		p.mu.Unlock()
 		return reclaimQueue, nil
@@ -322,7 +322,7 @@ func (q *Queue) reclaimAll() {
 
 func (t *tenant) reclaimAll() {
 	t.queues.Range(func(_ string, q *Queue) bool {
-		if q.reclaimN.Load() > 0 {
+		if q.reclaimableMsgs.Load() > 0 {
 			q.reclaimAll()
 		}
 		return true
@@ -335,7 +335,7 @@ func (e *Engine) reclaimAll() {
 	e.reclaimMu.Lock()
 	defer e.reclaimMu.Unlock()
 	e.tenants.Range(func(_ string, t *tenant) bool {
-		if t.reclaimable.Load() > 0 {
+		if t.reclaimableBytes.Load() > 0 {
 			t.reclaimAll()
 		}
 		return true

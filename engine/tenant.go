@@ -9,15 +9,15 @@ import (
 
 // tenant holds one tenant's queues and its allowance.
 type tenant struct {
-	e           *Engine
-	name        string
-	queues      *xsync.Map[string, *Queue]
-	footprint   atomic.Int64 // payload bytes plus charges: what maxBytes bounds
-	reclaimable atomic.Int64 // payload bytes of reclaimable messages
-	nqueues     atomic.Int64 // every queue, declared and implicit
-	ndeclared   atomic.Int64 // the declared ones among them
-	maxBytes    atomic.Int64 // 0 = unlimited
-	maxQueues   atomic.Int64 // 0 = unlimited
+	e                *Engine
+	name             string
+	queues           *xsync.Map[string, *Queue]
+	footprint        atomic.Int64 // payload bytes plus charges: what maxBytes bounds
+	reclaimableBytes atomic.Int64 // payload bytes of reclaimable messages
+	nqueues          atomic.Int64 // every queue, declared and implicit
+	ndeclared        atomic.Int64 // the declared ones among them
+	maxBytes         atomic.Int64 // 0 = unlimited
+	maxQueues        atomic.Int64 // 0 = unlimited
 	// queueShare is the member count the implicit queues' part of maxQueues
 	// is divided by (D17; docs/engine.md, "The queue allowance"); 1 (or
 	// less): undivided, one count for both kinds, as in a cell of one.
