@@ -94,6 +94,7 @@ type Config struct {
 	MetricsPublic bool
 }
 
+// fillDefaults sets every field left zero (or negative) to its default.
 func (c *Config) fillDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -41,8 +41,8 @@ const (
 	defaultCallTimeout  = 6 * time.Minute
 )
 
-func (c *ClientConfig) withDefaults() ClientConfig {
-	d := *c
+// fillDefaults sets every field left zero (or negative) to its default.
+func (d *ClientConfig) fillDefaults() {
 	if d.ConnsPerPeer <= 0 {
 		d.ConnsPerPeer = defaultConnsPerPeer
 	}
@@ -64,7 +64,6 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 	if d.CallTimeout <= 0 {
 		d.CallTimeout = defaultCallTimeout
 	}
-	return d
 }
 
 // Client relays calls to peers, keeping ConnsPerPeer connections to each,
@@ -85,7 +84,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("relay: the cell secret is empty")
 	}
-	return &Client{cfg: cfg.withDefaults(), peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
+	cfg.fillDefaults()
+	return &Client{cfg: cfg, peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
 }
 
 // Dials is the number of connections dialled so far (handshake included).

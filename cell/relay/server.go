@@ -47,8 +47,8 @@ const (
 	defaultHandshakeTime = 5 * time.Second
 )
 
-func (c *ServerConfig) withDefaults() ServerConfig {
-	d := *c
+// fillDefaults sets every field left zero (or negative) to its default.
+func (d *ServerConfig) fillDefaults() {
 	if d.MaxFrameBytes <= 0 {
 		d.MaxFrameBytes = defaultMaxFrame
 	}
@@ -61,7 +61,6 @@ func (c *ServerConfig) withDefaults() ServerConfig {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	return d
 }
 
 // Server accepts member connections and serves relayed requests with the
@@ -91,7 +90,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Handler == nil && cfg.Adopt == nil {
 		return nil, errors.New("relay: no handler")
 	}
-	return &Server{cfg: cfg.withDefaults(), lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
+	cfg.fillDefaults()
+	return &Server{cfg: cfg, lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
 }
 
 // Refused is the number of connections refused at the handshake.
