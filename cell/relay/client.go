@@ -42,27 +42,27 @@ const (
 )
 
 // fillDefaults sets every field left zero (or negative) to its default.
-func (d *ClientConfig) fillDefaults() {
-	if d.ConnsPerPeer <= 0 {
-		d.ConnsPerPeer = defaultConnsPerPeer
+func (c *ClientConfig) fillDefaults() {
+	if c.ConnsPerPeer <= 0 {
+		c.ConnsPerPeer = defaultConnsPerPeer
 	}
-	if d.MaxInFlightPerPeer <= 0 {
-		d.MaxInFlightPerPeer = defaultMaxInFlight
+	if c.MaxInFlightPerPeer <= 0 {
+		c.MaxInFlightPerPeer = defaultMaxInFlight
 	}
-	if d.MaxFrameBytes <= 0 {
-		d.MaxFrameBytes = defaultMaxFrame
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = defaultMaxFrame
 	}
-	if d.DialTimeout <= 0 {
-		d.DialTimeout = defaultDialTimeout
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = defaultDialTimeout
 	}
-	if d.PingInterval <= 0 {
-		d.PingInterval = defaultPingInterval
+	if c.PingInterval <= 0 {
+		c.PingInterval = defaultPingInterval
 	}
-	if d.PingTimeout <= 0 {
-		d.PingTimeout = defaultPingTimeout
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = defaultPingTimeout
 	}
-	if d.CallTimeout <= 0 {
-		d.CallTimeout = defaultCallTimeout
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = defaultCallTimeout
 	}
 }
 

@@ -48,18 +48,18 @@ const (
 )
 
 // fillDefaults sets every field left zero (or negative) to its default.
-func (d *ServerConfig) fillDefaults() {
-	if d.MaxFrameBytes <= 0 {
-		d.MaxFrameBytes = defaultMaxFrame
+func (c *ServerConfig) fillDefaults() {
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = defaultMaxFrame
 	}
-	if d.MaxStreamsPerConn <= 0 {
-		d.MaxStreamsPerConn = defaultMaxStreams
+	if c.MaxStreamsPerConn <= 0 {
+		c.MaxStreamsPerConn = defaultMaxStreams
 	}
-	if d.HandshakeTimeout <= 0 {
-		d.HandshakeTimeout = defaultHandshakeTime
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = defaultHandshakeTime
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 }
 
