@@ -12,9 +12,9 @@ func (e *Engine) Push(tenant, queue, partition string, payloads [][]byte) (int, 
 	return e.PushBy(nil, tenant, queue, partition, payloads)
 }
 
-// PushBy is Push carrying a token that the parked pops it completes receive
-// in Consumer.Complete.
-func (e *Engine) PushBy(by any, tenant, queue, partition string, payloads [][]byte) (int, error) {
+// PushBy is Push made by origin by, which the parked pops it completes
+// receive in Consumer.Complete.
+func (e *Engine) PushBy(by Origin, tenant, queue, partition string, payloads [][]byte) (int, error) {
 	if e.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -166,7 +166,7 @@ func neverFits(queue string, opts *Options, largest int64) error {
 // messages there and call again; tried says which scopes were freed already.
 // A refused push changes nothing: fresh objects of tgt are published only
 // once every bound has admitted the push.
-func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, tried reclaimScope, by any) (reclaimScope, error) {
+func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, tried reclaimScope, by Origin) (reclaimScope, error) {
 	q, t := p.q, p.q.t
 	n := int64(len(payloads))
 	opts := q.options()
