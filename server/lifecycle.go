@@ -155,21 +155,3 @@ func (cs *conn) resetCell(req *wire.Request, queue string) {
 		cs.answerAsync(wire.AppendResponse(nil, head, wire.AppendReset(nil, queue, dropped+res.sum)))
 	}()
 }
-
-// optionSet maps the wire's options onto the engine's (the same presence
-// bits and policy order; a test pins that).
-func optionSet(o wire.Options) engine.OptionSet {
-	return engine.OptionSet{
-		Has: o.Has,
-		Options: engine.Options{
-			MaxBytes:     o.MaxBytes,
-			MaxLength:    o.MaxLength,
-			Policy:       engine.Policy(o.Policy),
-			TTLSeconds:   o.TTLSeconds,
-			LeaseSeconds: o.LeaseSeconds,
-			RetryLimit:   o.RetryLimit,
-			WindowMs:     o.WindowMs,
-			WindowCount:  o.WindowCount,
-		},
-	}
-}

@@ -87,15 +87,7 @@ func (cs *conn) setKillSwitch(req *wire.Request) {
 }
 
 func (cs *conn) answerKillSwitch(req *wire.Request, k store.KillSwitch) {
-	b := append(cs.ls.scratch[:0], `{"enabled":`...)
-	if k.Enabled {
-		b = append(b, "true"...)
-	} else {
-		b = append(b, "false"...)
-	}
-	b = append(b, `,"retryAfterSeconds":`...)
-	b = wire.AppendInt(b, k.RetryAfterSeconds)
-	cs.ls.scratch = append(b, '}')
+	cs.ls.scratch = wire.AppendKillSwitch(cs.ls.scratch[:0], k.Enabled, k.RetryAfterSeconds)
 	cs.answer(req, 200, cs.ls.scratch)
 }
 
@@ -143,27 +135,13 @@ func (cs *conn) grant(req *wire.Request, tenant string) {
 				return
 			}
 			s.setGrantLocked(tenant, nil)
-			b := append([]byte(`{"tenant":`), nil...)
-			b = wire.AppendString(b, tenant)
-			b = append(b, `,"deleted":`...)
-			if existed {
-				b = append(b, "true}"...)
-			} else {
-				b = append(b, "false}"...)
-			}
+			b := wire.AppendGrantDeleted(nil, tenant, existed)
 			cs.answerAsync(wire.AppendResponse(nil, head, b))
 		}
 	}()
 }
 
+// appendGrant appends g's answer body.
 func appendGrant(b []byte, g store.Grant) []byte {
-	b = append(b, `{"tenant":`...)
-	b = wire.AppendString(b, g.Tenant)
-	b = append(b, `,"maxBytes":`...)
-	b = wire.AppendInt(b, g.MaxBytes)
-	b = append(b, `,"maxQueues":`...)
-	b = wire.AppendInt(b, g.MaxQueues)
-	b = append(b, `,"messagesPerSecond":`...)
-	b = wire.AppendInt(b, g.MessagesPerSecond)
-	return append(b, '}')
+	return wire.AppendGrant(b, g.Tenant, g.MaxBytes, g.MaxQueues, g.MessagesPerSecond)
 }
