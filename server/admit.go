@@ -2,7 +2,8 @@ package server
 
 // The gates a request passes before its handler, outermost first (D7):
 // identity, access level, the kill switch, the grant; a push then meets the
-// tenant's rate (ratelimit.go) after its shape is checked.
+// tenant's rate (rateLimited below; the bucket is in ratebucket.go) once
+// its shape is checked.
 
 import "github.com/queenmq/ephemeral/wire"
 
@@ -15,7 +16,7 @@ var (
 	errDisabled     = &wire.Error{Status: 503, Code: codeDisabled, Msg: errDisabledMsg}
 )
 
-// admit runs identity, then the kill switch and the
+// admit runs identity, the access level need, then the kill switch and the
 // grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
 func (cs *conn) admit(req *wire.Request, need Access) bool {
 	s := cs.s
