@@ -13,7 +13,7 @@ import (
 // row, its message rate bucket (D14; take and refund in ratebucket.go) and
 // its metering counters. It is made once per tenant and never removed.
 //
-// Invariant: limited == (rate > 0), both changed under mu; tokens <= rate.
+// Invariant, whenever mu is free: limited == (rate > 0) and tokens <= rate.
 type tenantState struct {
 	granted atomic.Bool
 	limited atomic.Bool // rate > 0: pushes take from the bucket
