@@ -60,9 +60,9 @@ func (e *Engine) Ack(tenant, queue, groupName string, items []AckItem, out []Out
 	return e.AckBy(nil, tenant, queue, groupName, items, out)
 }
 
-// AckBy is Ack carrying a token that the parked pops it completes (a lease
-// released) receive in Consumer.Complete.
-func (e *Engine) AckBy(by any, tenant, queue, groupName string, items []AckItem, out []Outcome) ([]Outcome, error) {
+// AckBy is Ack made by origin by, which the parked pops it completes (a
+// lease released) receive in Consumer.Complete.
+func (e *Engine) AckBy(by Origin, tenant, queue, groupName string, items []AckItem, out []Outcome) ([]Outcome, error) {
 	if e.closed.Load() {
 		return out, ErrClosed
 	}

@@ -16,8 +16,8 @@ type discard struct {
 	last Message
 }
 
-func (d *discard) Deliver(m Message) { d.n++; d.last = m }
-func (d *discard) Complete(int, any) {}
+func (d *discard) Deliver(m Message)    { d.n++; d.last = m }
+func (d *discard) Complete(int, Origin) {}
 
 func benchEngine(b *testing.B) *Engine {
 	b.Helper()
@@ -113,7 +113,7 @@ func (c *idCollector) Deliver(m Message) {
 	c.buf = c.e.AppendID(c.buf, m.Partition, m.Seq)
 	c.items = append(c.items, AckItem{ID: c.buf[start:len(c.buf):len(c.buf)]})
 }
-func (c *idCollector) Complete(int, any) {}
+func (c *idCollector) Complete(int, Origin) {}
 
 func benchPopAck(b *testing.B, batch int) {
 	e := benchEngine(b)

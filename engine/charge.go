@@ -73,7 +73,7 @@ func (t *tenant) tryReserve(n, credit, headroom int64, tried reclaimScope) (recl
 	tb := t.footprint.Add(n)
 	if m := t.maxBytes.Load(); m > 0 && grows && tb+headroom-credit > m {
 		t.footprint.Add(-n)
-		if t.reclaimable.Load() > 0 && tried&reclaimTenant == 0 {
+		if t.reclaimableBytes.Load() > 0 && tried&reclaimTenant == 0 {
 			return reclaimTenant, nil
 		}
 		return reclaimNone, ErrTenantBytes
@@ -81,7 +81,7 @@ func (t *tenant) tryReserve(n, credit, headroom int64, tried reclaimScope) (recl
 	if eb := e.footprint.Add(n); grows && eb+headroom-credit > e.cfg.MaxBytes {
 		e.footprint.Add(-n)
 		t.footprint.Add(-n)
-		if e.reclaimable.Load() > 0 && tried&reclaimBroker == 0 {
+		if e.reclaimableBytes.Load() > 0 && tried&reclaimBroker == 0 {
 			return reclaimBroker, nil
 		}
 		return reclaimNone, ErrBrokerFull
@@ -131,5 +131,19 @@ func (e *Engine) reclaimIn(scope reclaimScope, q *Queue, t *tenant) {
 		t.reclaimAll()
 	case reclaimBroker:
 		e.reclaimAll()
+	}
+}
+
+// accountBytes moves the payload gauges of a queue, and the footprint of
+// its tenant and the broker.
+func (q *Queue) accountBytes(held, reclaimable int64) {
+	if held != 0 {
+		q.bytes.Add(held)
+		q.t.force(held)
+	}
+	if reclaimable != 0 {
+		q.reclaimableBytes.Add(reclaimable)
+		q.t.reclaimableBytes.Add(reclaimable)
+		q.e.reclaimableBytes.Add(reclaimable)
 	}
 }

@@ -163,6 +163,8 @@ const (
 	mib = 1 << 20
 )
 
+// fillDefaults sets every field left zero (or negative) to its default,
+// the tenant defaults and the ceilings included.
 func (c *Config) fillDefaults() {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = 256 * mib

@@ -64,7 +64,7 @@ func (c *collector) Deliver(m Message) {
 	c.mu.Unlock()
 }
 
-func (c *collector) Complete(n int, _ any) {
+func (c *collector) Complete(n int, _ Origin) {
 	c.mu.Lock()
 	c.completed, c.done = n, true
 	c.mu.Unlock()

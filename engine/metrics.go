@@ -48,7 +48,7 @@ func (e *Engine) DeclaredGauges(fn func(tenant, queue string, g QueueGauges)) {
 				return true
 			}
 			fn(name, q.name, QueueGauges{
-				Depth: max(0, q.length.Load()-q.reclaimN.Load()),
+				Depth: max(0, q.length.Load()-q.reclaimableMsgs.Load()),
 				Bytes: q.bytes.Load(),
 				Drops: Drops{
 					Bounds: q.drops[CauseBounds].Load(),

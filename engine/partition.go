@@ -168,7 +168,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	p.bytes -= bytes
 	q := p.q
 	q.length.Add(-int64(k))
-	q.reclaimN.Add(-rcount)
+	q.reclaimableMsgs.Add(-rcount)
 	q.accountBytes(-bytes, -rbytes)
 	if cause != causeNone {
 		q.countDrops(cause, int64(dropped))
@@ -217,7 +217,7 @@ func (p *partition) updateReclaim() {
 			bytes += int64(p.slotOf(s).h.Len)
 		}
 		p.reclaim = m
-		p.q.reclaimN.Add(n)
+		p.q.reclaimableMsgs.Add(n)
 		p.q.accountBytes(0, bytes)
 	}
 	p.holders = 0

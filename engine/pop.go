@@ -17,15 +17,23 @@ type Message struct {
 // (0 on timeout, pause, delete or shutdown). It is never called for a pop
 // answered at once, nor for one that Cancel removed.
 //
-// by is the token the PushBy or AckBy call that completed the pop carried
-// (nil when the timing wheel, a delete or a release completed it): the
-// server passes the connection it is serving, so an answer for a
-// connection of the same event loop can be written without a cross-loop
-// hop.
+// by is the Origin of the PushBy or AckBy call that completed the pop (nil
+// when the timing wheel, a delete or a release completed it).
 type Consumer interface {
 	Deliver(m Message)
-	Complete(n int, by any)
+	Complete(n int, by Origin)
 }
+
+// Origin says who made a push or an ack, for the parked pops it completes:
+// the engine carries it, unread, from PushBy or AckBy to Consumer.Complete.
+// The server passes the connection it is serving, so that an answer for a
+// connection of the same event loop is written without a cross-loop hop.
+//
+// Pass a pointer, or nil: a pointer stored in an interface does not
+// allocate, so the push and ack paths stay free of allocations (the P3
+// pins). nil means no origin: Push and Ack pass it, and so does the engine
+// for the pops it completes itself.
+type Origin interface{}
 
 // PopRequest is one pop (spec: pop query parameters, D11).
 type PopRequest struct {

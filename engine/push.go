@@ -12,9 +12,9 @@ func (e *Engine) Push(tenant, queue, partition string, payloads [][]byte) (int, 
 	return e.PushBy(nil, tenant, queue, partition, payloads)
 }
 
-// PushBy is Push carrying a token that the parked pops it completes receive
-// in Consumer.Complete.
-func (e *Engine) PushBy(by any, tenant, queue, partition string, payloads [][]byte) (int, error) {
+// PushBy is Push made by origin by, which the parked pops it completes
+// receive in Consumer.Complete.
+func (e *Engine) PushBy(by Origin, tenant, queue, partition string, payloads [][]byte) (int, error) {
 	if e.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -166,7 +166,7 @@ func neverFits(queue string, opts *Options, largest int64) error {
 // messages there and call again; tried says which scopes were freed already.
 // A refused push changes nothing: fresh objects of tgt are published only
 // once every bound has admitted the push.
-func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, tried reclaimScope, by any) (reclaimScope, error) {
+func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, tried reclaimScope, by Origin) (reclaimScope, error) {
 	q, t := p.q, p.q.t
 	n := int64(len(payloads))
 	opts := q.options()
@@ -194,7 +194,7 @@ func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, 
 		q.length.Add(-n)
 		q.bytes.Add(-nb)
 	}
-	if (overN > 0 || overB > 0) && q.reclaimN.Load() > 0 && tried&reclaimQueue == 0 {
+	if (overN > 0 || overB > 0) && q.reclaimableMsgs.Load() > 0 && tried&reclaimQueue == 0 {
 		unreserveQueue()
 		p.mu.Unlock()
 		return reclaimQueue, nil
@@ -322,7 +322,7 @@ func (q *Queue) reclaimAll() {
 
 func (t *tenant) reclaimAll() {
 	t.queues.Range(func(_ string, q *Queue) bool {
-		if q.reclaimN.Load() > 0 {
+		if q.reclaimableMsgs.Load() > 0 {
 			q.reclaimAll()
 		}
 		return true
@@ -335,7 +335,7 @@ func (e *Engine) reclaimAll() {
 	e.reclaimMu.Lock()
 	defer e.reclaimMu.Unlock()
 	e.tenants.Range(func(_ string, t *tenant) bool {
-		if t.reclaimable.Load() > 0 {
+		if t.reclaimableBytes.Load() > 0 {
 			t.reclaimAll()
 		}
 		return true

@@ -38,11 +38,11 @@ type Queue struct {
 	waitMu  sync.Mutex // guards waiters: parked pops without a partition
 	waiters waitList
 
-	length       atomic.Int64 // messages held, reclaimable included
-	bytes        atomic.Int64 // payload bytes held, reclaimable included
-	reclaimN     atomic.Int64 // reclaimable messages held (D3)
-	reclaimBytes atomic.Int64
-	drops        [numCauses]atomic.Int64
+	length           atomic.Int64 // messages held, reclaimable included
+	bytes            atomic.Int64 // payload bytes held, reclaimable included
+	reclaimableMsgs  atomic.Int64 // reclaimable messages held (D3)
+	reclaimableBytes atomic.Int64 // payload bytes of the reclaimable messages
+	drops            [numCauses]atomic.Int64
 
 	lastActive atomic.Int64 // last push or pop (D8)
 	parked     atomic.Int32 // parked pops on this queue

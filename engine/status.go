@@ -41,7 +41,7 @@ func (q *Queue) info() QueueInfo {
 	return QueueInfo{
 		Name:       q.name,
 		Declared:   q.declared.Load(),
-		Depth:      max(0, q.length.Load()-q.reclaimN.Load()),
+		Depth:      max(0, q.length.Load()-q.reclaimableMsgs.Load()),
 		Bytes:      q.bytes.Load(),
 		Partitions: len(q.partitions()),
 		Groups:     len(q.groupList()),

@@ -223,8 +223,8 @@ func TestStressConcurrentPushPopAck(t *testing.T) {
 	if work.Depth != 0 || feed.Depth != 0 {
 		t.Fatalf("depth after drain: work %d feed %d", work.Depth, feed.Depth)
 	}
-	if work.Bytes+feed.Bytes != e.reclaimable.Load() {
-		t.Fatalf("bytes: work %d + feed %d vs cell %d, reclaimable %d", work.Bytes, feed.Bytes, e.CellBytes(), e.reclaimable.Load())
+	if work.Bytes+feed.Bytes != e.reclaimableBytes.Load() {
+		t.Fatalf("bytes: work %d + feed %d vs cell %d, reclaimable %d", work.Bytes, feed.Bytes, e.CellBytes(), e.reclaimableBytes.Load())
 	}
 	var d DepthInfo
 	must(t, e.Depth("default", "work", "", &d))
@@ -240,8 +240,8 @@ func TestStressConcurrentPushPopAck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if e.reclaimable.Load() != 0 || e.arena.Held() != 0 {
-		t.Fatalf("after reset: reclaimable %d arena %d", e.reclaimable.Load(), e.arena.Held())
+	if e.reclaimableBytes.Load() != 0 || e.arena.Held() != 0 {
+		t.Fatalf("after reset: reclaimable %d arena %d", e.reclaimableBytes.Load(), e.arena.Held())
 	}
 	for _, q := range []string{"work", "feed"} {
 		if _, err := e.Delete("default", q); err != nil {

@@ -105,7 +105,7 @@ func (e *Engine) Sweep(now int64) {
 		s.due[i] = nil
 		e.visit(q, now)
 	}
-	if e.nearBudget() && e.reclaimable.Load() > 0 {
+	if e.nearBudget() && e.reclaimableBytes.Load() > 0 {
 		e.reclaimAll()
 	}
 	s.returnMemory(now)
@@ -165,7 +165,7 @@ func pressed(footprint, max int64) bool {
 func (q *Queue) idleFor(now, idle int64) bool {
 	return !q.declared.Load() &&
 		q.parked.Load() == 0 &&
-		q.length.Load()-q.reclaimN.Load() == 0 &&
+		q.length.Load()-q.reclaimableMsgs.Load() == 0 &&
 		now-q.lastActive.Load() >= idle
 }
 

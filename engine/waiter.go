@@ -267,7 +267,7 @@ func (w *waiter) claimFromList() bool {
 }
 
 // finish completes a claimed waiter: gauges, timer, then the consumer.
-func (w *waiter) finish(n int, by any) {
+func (w *waiter) finish(n int, by Origin) {
 	w.wh.Stop(&w.timer)
 	w.unpark(w.q.e.nowNanos())
 	w.c.Complete(n, by)
@@ -300,7 +300,7 @@ func (l *waitList) claimAll(done *doneList) {
 
 // doneList collects waiters completed under a lock, to finish after it.
 type doneList struct {
-	by  any // the token of the PushBy or AckBy call, passed to Complete
+	by  Origin // the origin of the PushBy or AckBy call, passed to Complete
 	ws  [8]*waiter
 	ns  [8]int
 	n   int

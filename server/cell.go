@@ -12,6 +12,7 @@ import (
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -406,7 +407,7 @@ func (l *relayLink) answer(id uint64, raw []byte) {
 // whoever completed it (popSink.Complete): on the link's loop the answer
 // joins the link's output, written at the end of that round; from anywhere
 // else it is written by the link's AsyncWrite.
-func (cs *conn) relayParked(by any) {
+func (cs *conn) relayParked(by engine.Origin) {
 	k := &cs.sink
 	l, id := cs.relayLink, cs.relayID
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)

@@ -26,8 +26,13 @@ type Config struct {
 	// 400 and the connection is closed (D7).
 	MaxBodyBytes int64
 	// PopTimeout is a pop's timeout when the request names none
-	// (QUEEN_EPHEMERAL_POP_TIMEOUT_MS, 30 s).
+	// (QUEEN_EPHEMERAL_POP_TIMEOUT_MS). Left zero it is the default, 30 s,
+	// unless PopTimeoutSet says the zero is meant.
 	PopTimeout time.Duration
+	// PopTimeoutSet says PopTimeout is used as given, zero included: a
+	// waiting pop that names no timeout then answers at once. Without it, a
+	// zero (or negative) PopTimeout means the default.
+	PopTimeoutSet bool
 	// HeaderTimeout closes a connection whose request head has been
 	// arriving for this long (10 s).
 	HeaderTimeout time.Duration
@@ -94,6 +99,7 @@ type Config struct {
 	MetricsPublic bool
 }
 
+// fillDefaults sets every field left zero (or negative) to its default.
 func (c *Config) fillDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -104,9 +110,9 @@ func (c *Config) fillDefaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 64 << 20
 	}
-	if c.PopTimeout < 0 {
-		c.PopTimeout = 0
-	} else if c.PopTimeout == 0 {
+	if c.PopTimeoutSet {
+		c.PopTimeout = max(0, c.PopTimeout)
+	} else if c.PopTimeout <= 0 {
 		c.PopTimeout = 30 * time.Second
 	}
 	if c.HeaderTimeout <= 0 {

@@ -625,8 +625,3 @@ func (cs *conn) closed() {
 func (cs *conn) answer(req *wire.Request, status int, body []byte) {
 	cs.out = wire.AppendResponse(cs.out, req.Head(status), body)
 }
-
-// refuse appends an error answer for req.
-func (cs *conn) refuse(req *wire.Request, err error) {
-	cs.out = cs.s.appendError(cs.out, req.Head(0), refusal(err))
-}

@@ -77,13 +77,11 @@ func (st *listStream) run() {
 	s := st.cs.s
 	defer s.listStreams.Add(-1)
 	st.frame = wire.AppendStreamHead(make([]byte, 0, listChunk+8<<10), st.head, st.chunked)
-	st.body = append(make([]byte, 0, listChunk+8<<10), `{"queues":[`...)
+	st.body = wire.AppendQueuesStart(make([]byte, 0, listChunk+8<<10))
 	live := true
 	s.e.EachQueue(st.tenant, func(q engine.QueueInfo) bool {
-		if st.count > 0 {
-			st.body = append(st.body, ',')
-		}
-		st.body = appendQueueInfo(st.body, &q)
+		qs := queueStatus(&q)
+		st.body = wire.AppendQueueStatus(st.body, int(st.count), &qs)
 		st.count++
 		if len(st.body) >= listChunk {
 			live = st.send(false)
@@ -93,11 +91,7 @@ func (st *listStream) run() {
 	if !live {
 		return
 	}
-	st.body = append(st.body, `],"count":`...)
-	st.body = wire.AppendInt(st.body, st.count)
-	st.body = append(st.body, `,"cellBytes":`...)
-	st.body = wire.AppendInt(st.body, s.e.CellBytes())
-	st.body = append(st.body, '}')
+	st.body = wire.AppendQueuesEnd(st.body, st.count, s.e.CellBytes())
 	st.send(true)
 }
 

@@ -144,28 +144,6 @@ func labelValue(v string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
 }
 
-// appendError appends an error answer and counts the refusal by its code.
-// Every error answer of the server goes through here.
-//
-// 503 ephemeral_forward_failed carries Retry-After: 1, as the kill
-// switch's 503 carries its own (docs/cell.md, "SDKs"): the owner is
-// unreachable, and a dead one is replaced within a member timeout
-// (seconds). 503 owner_moved carries none: the views settle within a
-// heartbeat, and the SDKs' backoff (from 10 ms) reaches the new owner
-// sooner than a whole second would. Set here, so that every place that
-// refuses with forward_failed, relay and fan-out alike, answers the same.
-func (s *Server) appendError(dst []byte, head wire.Head, we *wire.Error) []byte {
-	s.m.refused(we.Code)
-	if we.Code == codeForwardFailed && head.RetryAfter <= 0 {
-		head.RetryAfter = cellRetryAfter
-	}
-	return wire.AppendError(dst, head, we)
-}
-
-// cellRetryAfter is the Retry-After, in seconds, of 503
-// ephemeral_forward_failed: the smallest the header can say.
-const cellRetryAfter = 1
-
 // serveMetrics answers GET /metrics off the loop: the engine's gauges walk
 // every tenant's queues, which a loop should not wait for.
 func (cs *conn) serveMetrics(req *wire.Request) {

@@ -51,7 +51,7 @@ func (k *popSink) Deliver(m engine.Message) {
 // Otherwise (another loop, the timing wheel, the kill switch) the completer
 // writes the answer itself when the loop has handed the connection over
 // (writeDirect), else through AsyncWrite.
-func (k *popSink) Complete(_ int, by any) {
+func (k *popSink) Complete(_ int, by engine.Origin) {
 	k.body = wire.AppendPopEnd(k.body)
 	k.ts.delivered.Add(k.n) // metering: a pop meters as deliveries
 	tc := k.cs

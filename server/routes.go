@@ -88,11 +88,11 @@ const (
 // (six string comparisons cost less than hashing the path).
 var fixedRoutes = []ephemeralRoute{
 	{path: "push", id: routePush, method: wire.MethodPost, need: accWrite, cell: servedByOwner,
-		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.pushVerb(req) }},
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.push(req) }},
 	{path: "pop", id: routePop, method: wire.MethodGet, need: accReadWrite, cell: servedByOwner,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.pop(req) }},
 	{path: "ack", id: routeAck, method: wire.MethodPost, need: accReadWrite, cell: servedByOwner,
-		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.ackVerb(req) }},
+		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.ack(req) }},
 	{path: "configure", id: routeConfigure, method: wire.MethodPost, need: accReadWrite, cell: appliedByAll,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.configure(req) }},
 	{path: "reset", id: routeReset, method: wire.MethodPost, need: accReadWrite, cell: appliedByAll,

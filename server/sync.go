@@ -39,7 +39,7 @@ type syncState struct {
 	applied atomic.Int64 // the store revision last applied
 	failing atomic.Bool  // the last reconcile failed: log the next at debug
 
-	// grants is every stored grant as last applied (grantVerb keeps it
+	// grants is every stored grant as last applied (the grant handler keeps it
 	// too). It is written holding both Server.grantMu and grantsMu, and
 	// read holding either.
 	grants map[string]store.Grant

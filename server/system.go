@@ -1,9 +1,12 @@
 package server
 
+// The system routes (D15), under /api/v1/system/ephemeral: the kill switch
+// (GET, POST) and the grants (GET, PUT, DELETE .../grants/:tenant). Who may
+// use which is the admin scope (adminscope.go).
+
 import (
 	"bytes"
 	"context"
-	"errors"
 
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/wire"
@@ -33,7 +36,7 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 			return
 		}
 		if req.Method == wire.MethodPost {
-			cs.setKillSwitchVerb(req)
+			cs.setKillSwitch(req)
 		} else {
 			cs.answerKillSwitch(req, cs.s.killSwitch())
 		}
@@ -67,10 +70,12 @@ func (cs *conn) routeSystem(req *wire.Request, path []byte) {
 		cs.out = cs.s.appendError(cs.out, req.Head(0), &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: err.Msg})
 		return
 	}
-	cs.grantVerb(req, string(name))
+	cs.grant(req, string(name))
 }
 
-func (cs *conn) setKillSwitchVerb(req *wire.Request) {
+// setKillSwitch serves POST /api/v1/system/ephemeral: the body is applied
+// at once (Server.setKillSwitch) and answered as the state in force.
+func (cs *conn) setKillSwitch(req *wire.Request) {
 	var b wire.KillSwitchBody
 	if err := b.Decode(req.Body); err != nil {
 		cs.refuse(req, err)
@@ -82,22 +87,14 @@ func (cs *conn) setKillSwitchVerb(req *wire.Request) {
 }
 
 func (cs *conn) answerKillSwitch(req *wire.Request, k store.KillSwitch) {
-	b := append(cs.ls.scratch[:0], `{"enabled":`...)
-	if k.Enabled {
-		b = append(b, "true"...)
-	} else {
-		b = append(b, "false"...)
-	}
-	b = append(b, `,"retryAfterSeconds":`...)
-	b = wire.AppendInt(b, k.RetryAfterSeconds)
-	cs.ls.scratch = append(b, '}')
+	cs.ls.scratch = wire.AppendKillSwitch(cs.ls.scratch[:0], k.Enabled, k.RetryAfterSeconds)
 	cs.answer(req, 200, cs.ls.scratch)
 }
 
-// grantVerb serves GET, PUT and DELETE of /api/v1/system/ephemeral/grants/:tenant:
+// grant serves GET, PUT and DELETE of /api/v1/system/ephemeral/grants/:tenant:
 // the store is called off the loop (P1), and memory follows a successful
 // write.
-func (cs *conn) grantVerb(req *wire.Request, tenant string) {
+func (cs *conn) grant(req *wire.Request, tenant string) {
 	var body wire.GrantBody
 	if req.Method == wire.MethodPut {
 		if err := body.Decode(req.Body); err != nil {
@@ -138,37 +135,13 @@ func (cs *conn) grantVerb(req *wire.Request, tenant string) {
 				return
 			}
 			s.setGrantLocked(tenant, nil)
-			b := append([]byte(`{"tenant":`), nil...)
-			b = wire.AppendString(b, tenant)
-			b = append(b, `,"deleted":`...)
-			if existed {
-				b = append(b, "true}"...)
-			} else {
-				b = append(b, "false}"...)
-			}
+			b := wire.AppendGrantDeleted(nil, tenant, existed)
 			cs.answerAsync(wire.AppendResponse(nil, head, b))
 		}
 	}()
 }
 
+// appendGrant appends g's answer body.
 func appendGrant(b []byte, g store.Grant) []byte {
-	b = append(b, `{"tenant":`...)
-	b = wire.AppendString(b, g.Tenant)
-	b = append(b, `,"maxBytes":`...)
-	b = wire.AppendInt(b, g.MaxBytes)
-	b = append(b, `,"maxQueues":`...)
-	b = wire.AppendInt(b, g.MaxQueues)
-	b = append(b, `,"messagesPerSecond":`...)
-	b = wire.AppendInt(b, g.MessagesPerSecond)
-	return append(b, '}')
-}
-
-// storeFailure answers a failed store call: no connection in time is 503
-// ephemeral_unavailable (the spec's rule for declaration writes); any other
-// failure is a 500 with the caller's code.
-func (s *Server) storeFailure(head wire.Head, err error, code, msg string) []byte {
-	if errors.Is(err, store.ErrUnavailable) {
-		return s.errorAnswer(head, 503, codeUnavailable, "no database connection was available")
-	}
-	return s.errorAnswer(head, 500, code, msg)
+	return wire.AppendGrant(b, g.Tenant, g.MaxBytes, g.MaxQueues, g.MessagesPerSecond)
 }

@@ -33,7 +33,8 @@ type Limits struct {
 	MaxBody int64
 }
 
-func (l Limits) withDefaults() Limits {
+// fillDefaults sets every limit left zero (or negative) to its default.
+func (l *Limits) fillDefaults() {
 	if l.MaxHeaderBytes <= 0 {
 		l.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -43,5 +44,4 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxBody <= 0 {
 		l.MaxBody = DefaultMaxBody
 	}
-	return l
 }

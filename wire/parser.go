@@ -87,7 +87,9 @@ func (p *Parser) Parse(buf []byte) (*Request, int, error) {
 		p.err = &Error{Status: 500, Code: CodeBadRequest, Msg: "wire: the buffer shrank between Parse calls", Close: true}
 		return nil, 0, p.err
 	}
-	done, err := p.advance(buf, p.Limits.withDefaults())
+	lim := p.Limits
+	lim.fillDefaults()
+	done, err := p.advance(buf, lim)
 	if err != nil {
 		p.err = err
 		p.contDue = false

@@ -163,6 +163,25 @@ func TestAnswerBodies(t *testing.T) {
 	check(AppendConfigured(nil, "q", nil), `{"queue":"q","options":{}}`)
 	check(AppendReset(nil, "q", 412), `{"queue":"q","dropped":412}`)
 	check(AppendDeleted(nil, "q", true, false), `{"queue":"q","deleted":true,"declared":false}`)
+	check(AppendKillSwitch(nil, false, 30), `{"enabled":false,"retryAfterSeconds":30}`)
+	check(AppendGrant(nil, "t", 1, 2, 3), `{"tenant":"t","maxBytes":1,"maxQueues":2,"messagesPerSecond":3}`)
+	check(AppendGrantDeleted(nil, "t", true), `{"tenant":"t","deleted":true}`)
+	qs := QueueStatus{Name: "q", Depth: 1, Bytes: 2, Partitions: 3, Groups: 4, Drops: QueueDrops{5, 6, 7},
+		Options: Options{MaxBytes: 8, MaxLength: 9, Policy: PolicyDropOldest, TTLSeconds: 10, LeaseSeconds: 11, RetryLimit: 12}}
+	list := AppendQueueStatus(AppendQueuesStart(nil), 0, &qs)
+	qs.Name, qs.Declared, qs.Options.WindowMs, qs.Options.WindowCount = "r", true, 13, 14
+	list = AppendQueuesEnd(AppendQueueStatus(list, 1, &qs), 2, 99)
+	check(list, `{"queues":[`+
+		`{"queue":"q","tier":"implicit","depth":1,"bytes":2,"partitions":3,"groups":4,"drops":{"bounds":5,"ttl":6,"retry":7},`+
+		`"options":{"maxBytes":8,"maxLength":9,"policy":"dropOldest","ttlSeconds":10,"leaseSeconds":11,"retryLimit":12,"windowBuffer":null}},`+
+		`{"queue":"r","tier":"declared","depth":1,"bytes":2,"partitions":3,"groups":4,"drops":{"bounds":5,"ttl":6,"retry":7},`+
+		`"options":{"maxBytes":8,"maxLength":9,"policy":"dropOldest","ttlSeconds":10,"leaseSeconds":11,"retryLimit":12,"windowBuffer":{"ms":13,"count":14}}}`+
+		`],"count":2,"cellBytes":99}`)
+	depth := AppendDepthStart(nil, &DepthStatus{Queue: []byte("q"), Pending: 3, PartitionsPending: 1, Bytes: 4})
+	depth = AppendDepthPartition(depth, 0, "p", 3, 4)
+	depth = AppendDepthGroup(AppendDepthGroupsStart(depth), 0, "g", 3, 0)
+	check(AppendDepthEnd(AppendDepthGroup(depth, 1, "h", 0, 2)), `{"queue":"q","group":null,"tier":"implicit","pending":3,"partitionsPending":1,"bytes":4,`+
+		`"partitions":[{"partition":"p","pending":3,"bytes":4}],"groups":[{"group":"g","pending":3,"skipped":0},{"group":"h","pending":0,"skipped":2}]}`)
 	check(AppendErrorBody(nil, "no", "x"), `{"error":"no","code":"x"}`)
 	if n := ErrorBodyLen(`a"b`, "c"); n != len(AppendErrorBody(nil, `a"b`, "c")) {
 		t.Error(n)

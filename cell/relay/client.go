@@ -41,30 +41,29 @@ const (
 	defaultCallTimeout  = 6 * time.Minute
 )
 
-func (c *ClientConfig) withDefaults() ClientConfig {
-	d := *c
-	if d.ConnsPerPeer <= 0 {
-		d.ConnsPerPeer = defaultConnsPerPeer
+// fillDefaults sets every field left zero (or negative) to its default.
+func (c *ClientConfig) fillDefaults() {
+	if c.ConnsPerPeer <= 0 {
+		c.ConnsPerPeer = defaultConnsPerPeer
 	}
-	if d.MaxInFlightPerPeer <= 0 {
-		d.MaxInFlightPerPeer = defaultMaxInFlight
+	if c.MaxInFlightPerPeer <= 0 {
+		c.MaxInFlightPerPeer = defaultMaxInFlight
 	}
-	if d.MaxFrameBytes <= 0 {
-		d.MaxFrameBytes = defaultMaxFrame
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = defaultMaxFrame
 	}
-	if d.DialTimeout <= 0 {
-		d.DialTimeout = defaultDialTimeout
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = defaultDialTimeout
 	}
-	if d.PingInterval <= 0 {
-		d.PingInterval = defaultPingInterval
+	if c.PingInterval <= 0 {
+		c.PingInterval = defaultPingInterval
 	}
-	if d.PingTimeout <= 0 {
-		d.PingTimeout = defaultPingTimeout
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = defaultPingTimeout
 	}
-	if d.CallTimeout <= 0 {
-		d.CallTimeout = defaultCallTimeout
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = defaultCallTimeout
 	}
-	return d
 }
 
 // Client relays calls to peers, keeping ConnsPerPeer connections to each,
@@ -85,7 +84,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("relay: the cell secret is empty")
 	}
-	return &Client{cfg: cfg.withDefaults(), peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
+	cfg.fillDefaults()
+	return &Client{cfg: cfg, peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
 }
 
 // Dials is the number of connections dialled so far (handshake included).

@@ -47,21 +47,20 @@ const (
 	defaultHandshakeTime = 5 * time.Second
 )
 
-func (c *ServerConfig) withDefaults() ServerConfig {
-	d := *c
-	if d.MaxFrameBytes <= 0 {
-		d.MaxFrameBytes = defaultMaxFrame
+// fillDefaults sets every field left zero (or negative) to its default.
+func (c *ServerConfig) fillDefaults() {
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = defaultMaxFrame
 	}
-	if d.MaxStreamsPerConn <= 0 {
-		d.MaxStreamsPerConn = defaultMaxStreams
+	if c.MaxStreamsPerConn <= 0 {
+		c.MaxStreamsPerConn = defaultMaxStreams
 	}
-	if d.HandshakeTimeout <= 0 {
-		d.HandshakeTimeout = defaultHandshakeTime
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = defaultHandshakeTime
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
-	return d
 }
 
 // Server accepts member connections and serves relayed requests with the
@@ -91,7 +90,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Handler == nil && cfg.Adopt == nil {
 		return nil, errors.New("relay: no handler")
 	}
-	return &Server{cfg: cfg.withDefaults(), lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
+	cfg.fillDefaults()
+	return &Server{cfg: cfg, lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
 }
 
 // Refused is the number of connections refused at the handshake.

@@ -76,14 +76,16 @@ func run(getenv func(string) string) error {
 		TenantMaxBytes:  ev.int64("QUEEN_EPHEMERAL_TENANT_MAX_BYTES"),
 		TenantMaxQueues: ev.int64("QUEEN_EPHEMERAL_TENANT_MAX_QUEUES"),
 	}
-	popTimeout := time.Duration(ev.int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond
 	scfg := server.Config{
-		Addr:             net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
-		Logger:           log,
-		Version:          bld.Version,
-		Commit:           bld.Commit,
-		MaxBodyBytes:     ev.int64("QUEEN_MAX_BODY_BYTES"),
-		PopTimeout:       popTimeout,
+		Addr:         net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
+		Logger:       log,
+		Version:      bld.Version,
+		Commit:       bld.Commit,
+		MaxBodyBytes: ev.int64("QUEEN_MAX_BODY_BYTES"),
+		// The variable always has a value (its default is in env.go), so
+		// 0 is meant: waiting pops without a timeout answer at once.
+		PopTimeout:       time.Duration(ev.int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond,
+		PopTimeoutSet:    true,
 		HeaderTimeout:    time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
 		BodyTimeout:      time.Duration(ev.int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
 		OutboundSoft:     int(ev.int64("QUEEN_OUTBOUND_SOFT_BYTES")),
@@ -125,9 +127,6 @@ func run(getenv func(string) string) error {
 	}
 	scfg.Auth = auth
 	scfg.RequireGrant = ev.bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == server.ModeGateway)
-	if popTimeout == 0 {
-		scfg.PopTimeout = -1 // an explicit 0: waiting pops without a timeout answer at once
-	}
 	if err := ev.err(); err != nil {
 		return err
 	}

@@ -75,7 +75,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) setDefaults() error {
+// fillDefaults sets every field left zero to its default and checks the
+// schema name.
+func (c *Config) fillDefaults() error {
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
@@ -143,7 +145,7 @@ var _ store.Store = (*Store)(nil)
 // create the schema. It fails only on a configuration it cannot use; an
 // unreachable database leaves the store down and retrying.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	if err := cfg.setDefaults(); err != nil {
+	if err := cfg.fillDefaults(); err != nil {
 		return nil, err
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)

@@ -1,5 +1,9 @@
 package server
 
+// The routes that change a queue as a whole, applied by every member to
+// its own copy (appliedByAll in routes.go): configure, reset and delete.
+// Configure and delete write the store first, off the loop (D16).
+
 import (
 	"context"
 
@@ -104,24 +108,50 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 	}()
 }
 
-func (s *Server) errorAnswer(head wire.Head, status int, code, msg string) []byte {
-	return s.appendError(nil, head, &wire.Error{Status: status, Code: code, Msg: msg})
+// reset serves POST /api/v1/ephemeral/reset: 200 {"queue","dropped"}, and
+// dropped 0 for a queue that is not there (spec, reset and delete).
+func (cs *conn) reset(req *wire.Request) {
+	var b wire.QueueBody
+	if err := b.Decode(req.Body); err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	if cs.s.cell != nil {
+		cs.resetCell(req, string(b.Queue))
+		return
+	}
+	dropped, err := cs.s.e.Reset(cs.tenant, bytesString(b.Queue))
+	if err != nil {
+		cs.refuse(req, err)
+		return
+	}
+	cs.ls.scratch = wire.AppendReset(cs.ls.scratch[:0], bytesString(b.Queue), dropped)
+	cs.answer(req, 200, cs.ls.scratch)
 }
 
-// optionSet maps the wire's options onto the engine's (the same presence
-// bits and policy order; a test pins that).
-func optionSet(o wire.Options) engine.OptionSet {
-	return engine.OptionSet{
-		Has: o.Has,
-		Options: engine.Options{
-			MaxBytes:     o.MaxBytes,
-			MaxLength:    o.MaxLength,
-			Policy:       engine.Policy(o.Policy),
-			TTLSeconds:   o.TTLSeconds,
-			LeaseSeconds: o.LeaseSeconds,
-			RetryLimit:   o.RetryLimit,
-			WindowMs:     o.WindowMs,
-			WindowCount:  o.WindowCount,
-		},
+// resetCell is reset in a cell (D17): this member's copy and, off the
+// loop, every other live member's (fanout.go); dropped sums what the
+// members that answered dropped. The owner not reached: 503
+// ephemeral_forward_failed.
+func (cs *conn) resetCell(req *wire.Request, queue string) {
+	if err := wire.CheckName("queue", []byte(queue)); err != nil {
+		cs.refuse(req, err)
+		return
 	}
+	tenant, access, head := cs.tenant, cs.access, req.Head(200)
+	cs.goBusy()
+	go func() {
+		s := cs.s
+		dropped, err := s.e.Reset(tenant, queue)
+		if err != nil {
+			cs.answerAsync(s.appendError(nil, head, refusal(err)))
+			return
+		}
+		res := s.fanOut(tenant, access, localReset, queue)
+		if !res.ownerDone {
+			cs.answerAsync(s.appendError(nil, head, errOwnerNotReached))
+			return
+		}
+		cs.answerAsync(wire.AppendResponse(nil, head, wire.AppendReset(nil, queue, dropped+res.sum)))
+	}()
 }
