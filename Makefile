@@ -4,6 +4,8 @@ GO ?= go
 
 # staticcheck 2026.2.2 (module v0.8.2), the first release line built for Go 1.26.
 STATICCHECK_VERSION ?= v0.8.2
+GREMLINS_VERSION ?= v0.6.0
+PKG ?= ./engine
 # What lint checks; `make lint LINT_PKGS=./arena/...` checks one subtree
 # (gofmt gets the same tree as a directory: ./... -> .).
 LINT_PKGS ?= ./...
@@ -33,7 +35,7 @@ COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEA
 LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN ?= bin/queen
 
-.PHONY: help build run test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability
+.PHONY: help build run test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability mutate
 
 help:
 	@echo "build          build the broker into BIN ($(BIN)), stamped with VERSION and COMMIT"
@@ -112,3 +114,8 @@ bench-ab:
 # make profile [SCENARIO=reqreply] [PROFILE_SECONDS=15]: saves under profiles/SCENARIO/.
 profile:
 	bash bench/profile.sh
+
+# Mutation testing (docs/mutation.md): each mutant is the package with one
+# operator changed; a test that fails kills it. Takes minutes, so not in CI.
+mutate:
+	$(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION) unleash --workers 1 $(PKG)

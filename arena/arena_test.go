@@ -2,6 +2,7 @@ package arena
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -404,5 +405,46 @@ func TestTrimIdleReleasesOnlyWhatNoAllocNeeded(t *testing.T) {
 	counts("after an idle interval", 0, 1)
 	if a.Held() != 0 || a.Footprint() != 1024 {
 		t.Fatalf("held %d footprint %d, want 0 and the open segment", a.Held(), a.Footprint())
+	}
+}
+
+// New accepts the largest segment size a handle can address (math.MaxUint32)
+// and 1<<16 shards, and refuses one more of either. Segments are made on
+// demand, so the bounds cost nothing to check.
+func TestNewBounds(t *testing.T) {
+	panics := func(size, shards int) (p bool) {
+		defer func() { p = recover() != nil }()
+		New(size, shards)
+		return false
+	}
+	for _, c := range []struct {
+		size, shards int
+		want         bool
+	}{
+		{math.MaxUint32, 1, false},
+		{math.MaxUint32 + 1, 1, true},
+		{1024, 1 << 16, false},
+		{1024, 1<<16 + 1, true},
+		{-1, 1, true},
+		{1024, -1, true},
+	} {
+		if got := panics(c.size, c.shards); got != c.want {
+			t.Errorf("New(%d, %d) panicked: %v, want %v", c.size, c.shards, got, c.want)
+		}
+	}
+}
+
+// An allocation that fits the open segment's room exactly is made there;
+// the next byte opens another segment.
+func TestAllocExactFitStaysInSegment(t *testing.T) {
+	a := New(64, 1)
+	h1, _ := a.Alloc(0, 40)
+	h2, _ := a.Alloc(0, 24) // exactly the 24 bytes left
+	if h2.Seg != h1.Seg || h2.Off != 40 {
+		t.Fatalf("exact fit: %+v after %+v, want the same segment at offset 40", h2, h1)
+	}
+	h3, _ := a.Alloc(0, 1)
+	if h3.Seg == h1.Seg {
+		t.Fatalf("a byte past the segment went into it: %+v", h3)
 	}
 }
