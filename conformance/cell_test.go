@@ -524,7 +524,7 @@ func runBrokerOnce(t *testing.T, env map[string]string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath)
-	cmd.Env = append(baseEnv(), "HOST=127.0.0.1")
+	cmd.Env = append(brokertest.BaseEnv(), "HOST=127.0.0.1")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -666,10 +666,7 @@ func TestCellPausedOwnerIsFenced(t *testing.T) {
 // stopCont sends SIGSTOP or SIGCONT to the broker.
 func (b *broker) stopCont(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	b.mu.Lock()
-	cmd := b.cmd
-	b.mu.Unlock()
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := b.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -1108,9 +1105,7 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 // far (/proc/<pid>/stat, in clock ticks of 10 ms).
 func processCPU(t *testing.T, b *broker) time.Duration {
 	t.Helper()
-	b.mu.Lock()
-	pid := b.cmd.Process.Pid
-	b.mu.Unlock()
+	pid := b.PID()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
