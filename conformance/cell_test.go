@@ -523,7 +523,7 @@ func runBrokerOnce(t *testing.T, env map[string]string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath)
+	cmd := exec.CommandContext(ctx, brokerBin(t))
 	cmd.Env = append(brokertest.BaseEnv(), "HOST=127.0.0.1")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -36,9 +36,6 @@ var (
 	// true: then the PostgreSQL cases skip, and under CI=true the run
 	// fails before any test, storetest.MainWithPostgres).
 	pg *storetest.Postgres
-
-	// binPath is the broker binary, once needBinary returned.
-	binPath string
 )
 
 // defaultParallel is how many tests run at once unless -test.parallel is
@@ -70,11 +67,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needBinary waits for the broker's build and sets binPath; it fails t
-// when the build failed.
+// brokerBin waits for the broker's build and answers the binary's path; it
+// fails t when the build failed.
+func brokerBin(t testing.TB) string {
+	t.Helper()
+	return brokertest.Binary(t, brokertest.Queen, buildFlags()...)
+}
+
+// needBinary fails t now, before any set-up, when the broker did not build.
 func needBinary(t testing.TB) {
 	t.Helper()
-	binPath = brokertest.Binary(t, brokertest.Queen, buildFlags()...)
+	brokerBin(t)
 }
 
 // ---------------------------------------------------------------------------
@@ -131,12 +134,11 @@ type broker struct {
 // wait for the store to be ok.
 func newBroker(t *testing.T, env map[string]string) *broker {
 	t.Helper()
-	needBinary(t)
 	e := map[string]string{"QUEEN_LOG_LEVEL": "info"}
 	for k, v := range env {
 		e[k] = v
 	}
-	b := &broker{Broker: brokertest.New(t, binPath, e), client: newClient()}
+	b := &broker{Broker: brokertest.New(t, brokerBin(t), e), client: newClient()}
 	b.WaitStoreOK = true
 	b.LogTail = 6 << 10
 	t.Cleanup(func() { b.httpClient().CloseIdleConnections() })
