@@ -64,11 +64,7 @@ func newTestCell(t *testing.T) *testCell {
 // advertise picks a free loopback port for a member's relay.
 func advertise(t *testing.T) string {
 	t.Helper()
-	p, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(p)
+	return "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 }
 
 // start starts a member advertising id, with extra variables.
@@ -500,10 +496,7 @@ func TestCellRelayLinksKeptAndCounted(t *testing.T) {
 func TestCellRelayPortMustDiffer(t *testing.T) {
 	t.Parallel()
 	needBinary(t)
-	port, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := brokertest.Port(t)
 	out, code := runBrokerOnce(t, map[string]string{
 		"PORT":                 strconv.Itoa(port),
 		"QUEEN_DATABASE_URL":   "postgres://127.0.0.1:1/none",
