@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -619,10 +618,7 @@ func TestCloseFlushes(t *testing.T) {
 func TestAcksAfterRestartAreStale(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	port2, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port2 := brokertest.Port(t)
 	c := newClient(t, b.URL(), WithURLs(fmt.Sprintf("http://127.0.0.1:%d", port2)))
 	ctx := testCtx(t)
 	if _, err := c.Configure(ctx, "kept", QueueOptions{MaxLength: 100}); err != nil {
@@ -666,22 +662,9 @@ func TestAcksAfterRestartAreStale(t *testing.T) {
 // nothing.
 func TestBufferHoldsAtMostMaxPending(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // read nothing, answer nothing
-		}
-	}()
+	silent := brokertest.SilentServer(t)
 	const maxPending = 16
-	c, err := New("http://"+ln.Addr().String(), WithTimeout(time.Minute),
+	c, err := New("http://"+silent, WithTimeout(time.Minute),
 		WithBuffer(BufferOptions{MessageCount: 4, Time: time.Millisecond, MaxPending: maxPending}))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,8 +355,7 @@ func TestBrokerRestartedMidRequest(t *testing.T) {
 		}
 	}
 	t.Logf("parked calls failed %v after the kill", time.Since(start))
-	port, _ := strconv.Atoi(b.URL()[strings.LastIndexByte(b.URL(), ':')+1:])
-	b.StartOn(t, port)
+	b.StartOn(t, b.Port())
 	if res, err := c.Push(ctx, "q", []any{2}, PushOptions{}); err != nil || res.Pushed != 1 {
 		t.Fatalf("push after the restart: %+v %v", res, err)
 	}
@@ -419,11 +417,7 @@ func TestPushNotRepeatedAfterLostAnswer(t *testing.T) {
 func TestFailoverBetweenURLs(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	port, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dead := fmt.Sprintf("http://127.0.0.1:%d", brokertest.Port(t))
 	ctx := testCtx(t)
 	for _, first := range []string{"push", "pop", "request"} {
 		c := newClient(t, dead, WithURLs(b.URL()))

@@ -37,9 +37,7 @@ func nonLoopbackIP(t *testing.T) string {
 // value pairs).
 func (b *broker) doAt(t testing.TB, host, method, path string, body string, headers ...string) reply {
 	t.Helper()
-	b.mu.Lock()
-	port := b.port
-	b.mu.Unlock()
+	port := b.Port()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)

@@ -273,9 +273,7 @@ func TestCellChaos(t *testing.T) {
 	c := newTestCell(t)
 	members := []*member{c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)}
 	for _, m := range members {
-		m.mu.Lock()
-		m.keepPort = true
-		m.mu.Unlock()
+		m.KeepPort = true
 	}
 	all := ids(members...)
 	c.waitLive(all...)

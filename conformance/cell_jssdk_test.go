@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/client"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // jsNode answers node's path, or skips t (fails it with
@@ -144,7 +145,7 @@ func TestCellJSSDK(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(os.Environ(), "QUEEN_CELL_JS="+string(cfg))
-	var stderr lockedBuffer
+	var stderr brokertest.LockedBuffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -184,7 +185,7 @@ func TestCellJSSDK(t *testing.T) {
 		}
 	}
 	if err := cmd.Wait(); err != nil || !got || !killed {
-		t.Fatalf("node: %v (result %v, kill asked %v)\n%s", err, got, killed, stderr.tail(4000))
+		t.Fatalf("node: %v (result %v, kill asked %v)\n%s", err, got, killed, stderr.Tail(4000))
 	}
 	t.Logf("node ran %v", time.Since(started).Round(time.Millisecond))
 

@@ -64,11 +64,7 @@ func newTestCell(t *testing.T) *testCell {
 // advertise picks a free loopback port for a member's relay.
 func advertise(t *testing.T) string {
 	t.Helper()
-	p, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(p)
+	return "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 }
 
 // start starts a member advertising id, with extra variables.
@@ -500,10 +496,7 @@ func TestCellRelayLinksKeptAndCounted(t *testing.T) {
 func TestCellRelayPortMustDiffer(t *testing.T) {
 	t.Parallel()
 	needBinary(t)
-	port, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := brokertest.Port(t)
 	out, code := runBrokerOnce(t, map[string]string{
 		"PORT":                 strconv.Itoa(port),
 		"QUEEN_DATABASE_URL":   "postgres://127.0.0.1:1/none",
@@ -523,8 +516,8 @@ func runBrokerOnce(t *testing.T, env map[string]string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath)
-	cmd.Env = append(baseEnv(), "HOST=127.0.0.1")
+	cmd := exec.CommandContext(ctx, brokerBin(t))
+	cmd.Env = append(brokertest.BaseEnv(), "HOST=127.0.0.1")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -666,10 +659,7 @@ func TestCellPausedOwnerIsFenced(t *testing.T) {
 // stopCont sends SIGSTOP or SIGCONT to the broker.
 func (b *broker) stopCont(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	b.mu.Lock()
-	cmd := b.cmd
-	b.mu.Unlock()
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := b.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -1109,9 +1099,7 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 // far (/proc/<pid>/stat, in clock ticks of 10 ms).
 func processCPU(t *testing.T, b *broker) time.Duration {
 	t.Helper()
-	b.mu.Lock()
-	pid := b.cmd.Process.Pid
-	b.mu.Unlock()
+	pid := b.PID()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
 package conformance
 
-// The harness: build the binary once, start brokers on free loopback ports
-// with a fresh data directory or a PostgreSQL schema, stop them with
-// SIGTERM or SIGKILL, restart them on the same data, and speak HTTP to them.
+// The harness: the broker binary built once (internal/brokertest), brokers
+// started on both stores (a fresh data directory or a PostgreSQL schema),
+// stopped with SIGTERM or SIGKILL, restarted on the same data, and spoken
+// to over HTTP.
 
 import (
 	"bufio"
@@ -18,8 +19,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,13 +32,6 @@ import (
 )
 
 var (
-	// binPath is the broker binary TestMain builds (in the background,
-	// while PostgreSQL starts); built is closed when the build ended.
-	binPath  string
-	built    = make(chan struct{})
-	buildErr error
-	buildOut []byte
-
 	// pg is the run's PostgreSQL (nil when there is none and CI is not
 	// true: then the PostgreSQL cases skip, and under CI=true the run
 	// fails before any test, storetest.MainWithPostgres).
@@ -51,6 +43,16 @@ var (
 // collection), so more of them than cores keeps the package fast.
 const defaultParallel = 8
 
+// buildFlags are the broker's go build flags: none, or -race with
+// QUEEN_CONFORMANCE_RACE=1 (with GORACE=halt_on_error=1 in the environment
+// a race kills the broker, failing its test).
+func buildFlags() []string {
+	if os.Getenv("QUEEN_CONFORMANCE_RACE") == "1" {
+		return []string{"-race"}
+	}
+	return nil
+}
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	parallelSet := false
@@ -58,50 +60,24 @@ func TestMain(m *testing.M) {
 	if !parallelSet {
 		_ = flag.Set("test.parallel", strconv.Itoa(defaultParallel))
 	}
-	dir, err := os.MkdirTemp("", "queen-conformance-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "queen")
-	go func() {
-		defer close(built)
-		buildOut, buildErr = buildBroker(binPath)
-	}()
+	// The build runs while PostgreSQL starts.
+	brokertest.Prebuild(brokertest.Queen, buildFlags()...)
 	code := storetest.MainWithPostgres(m, &pg)
-	<-built
-	os.RemoveAll(dir)
+	brokertest.Cleanup()
 	os.Exit(code)
 }
 
-// buildBroker runs `go build -o bin ./cmd/queen` at the module root (the
-// parent of this package's directory), without the race detector.
-func buildBroker(bin string) ([]byte, error) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		return nil, err
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return nil, fmt.Errorf("the go tool is not on PATH: %w", err)
-	}
-	args := []string{"build", "-o", bin}
-	if os.Getenv("QUEEN_CONFORMANCE_RACE") == "1" {
-		// The brokers built with the race detector (with GORACE=halt_on_error=1
-		// in the environment a race kills the broker, failing its test).
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goTool, append(args, "./cmd/queen")...)
-	cmd.Dir = root
-	return cmd.CombinedOutput()
+// brokerBin waits for the broker's build and answers the binary's path; it
+// fails t when the build failed.
+func brokerBin(t testing.TB) string {
+	t.Helper()
+	return brokertest.Binary(t, brokertest.Queen, buildFlags()...)
 }
 
+// needBinary fails t now, before any set-up, when the broker did not build.
 func needBinary(t testing.TB) {
 	t.Helper()
-	<-built
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/queen: %v\n%s", buildErr, buildOut)
-	}
+	brokerBin(t)
 }
 
 // ---------------------------------------------------------------------------
@@ -143,27 +119,30 @@ func forEachStore(t *testing.T, f func(t *testing.T, st storeKind)) {
 // ---------------------------------------------------------------------------
 // Brokers
 
-// broker is one queen process (and its restarts on the same data).
+// broker is one queen process (and its restarts on the same data), with
+// the HTTP client the helpers below speak through (a new one each start).
 type broker struct {
-	t   *testing.T
-	env map[string]string
+	*brokertest.Broker
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when the current process exited
-	state  *os.ProcessState
-	logs   *lockedBuffer
-	port   int
-	base   string // http://127.0.0.1:port
 	client *http.Client
-	// waitStoreOK: Start waits for /health to report store "ok" too.
-	waitStoreOK bool
-	// nofile, when set, is the descriptor limit (soft and hard) the
-	// process starts under.
-	nofile int
-	// keepPort: a restart listens on the port the broker had, so that
-	// clients built with its URL reach it again (the chaos run).
-	keepPort bool
+}
+
+// newBroker is a broker with env, not started yet (so that its options can
+// be set): the conformance defaults are the broker's own log level (info,
+// for the log a failed test prints: its last 6 KiB) and, for a start, a
+// wait for the store to be ok.
+func newBroker(t *testing.T, env map[string]string) *broker {
+	t.Helper()
+	e := map[string]string{"QUEEN_LOG_LEVEL": "info"}
+	for k, v := range env {
+		e[k] = v
+	}
+	b := &broker{Broker: brokertest.New(t, brokerBin(t), e), client: newClient()}
+	b.WaitStoreOK = true
+	b.LogTail = 6 << 10
+	t.Cleanup(func() { b.httpClient().CloseIdleConnections() })
+	return b
 }
 
 // startBroker starts a broker with env over the defaults. Without
@@ -171,7 +150,6 @@ type broker struct {
 // store. It is killed when the test ends.
 func startBroker(t *testing.T, env map[string]string) *broker {
 	t.Helper()
-	needBinary(t)
 	// Connections count against the broker total (docs/server.md,
 	// accepting connections), and how many the test's HTTP client keeps
 	// open is its own business: the footprints these tests compute leave
@@ -180,16 +158,7 @@ func startBroker(t *testing.T, env map[string]string) *broker {
 	for k, v := range env {
 		e[k] = v
 	}
-	if e["QUEEN_DATA_DIR"] == "" && e["QUEEN_DATABASE_URL"] == "" {
-		e["QUEEN_DATA_DIR"] = t.TempDir()
-	}
-	b := &broker{t: t, env: e, logs: &lockedBuffer{}, waitStoreOK: true}
-	t.Cleanup(func() {
-		b.killIfRunning()
-		if t.Failed() {
-			t.Logf("broker log (last 6 KiB):\n%s", b.logs.tail(6<<10))
-		}
-	})
+	b := newBroker(t, e)
 	b.start(t)
 	return b
 }
@@ -204,108 +173,15 @@ func startBrokerOn(t *testing.T, st storeKind, env map[string]string) *broker {
 	return startBroker(t, e)
 }
 
-// baseEnv is the environment every broker starts from: this process's,
-// less every variable that would choose or configure a store or the
-// broker behind our back.
-func baseEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "QUEEN_") || strings.HasPrefix(k, "PG") || k == "PORT" || k == "HOST" {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// start runs the binary on a free port and waits for GET /health = 200
-// (and, for a store that should be up, "store": "ok").
+// start starts the process (again, on the same data) on a free port, or
+// the one it had under KeepPort, with a new HTTP client, and waits for
+// GET /health = 200 (and, for a store that should be up, "store": "ok").
 func (b *broker) start(t *testing.T) {
 	t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		if lastErr = b.tryStart(); lastErr == nil {
-			return
-		}
-		if !strings.Contains(lastErr.Error(), "address already in use") {
-			break
-		}
-	}
-	t.Fatalf("starting the broker: %v\nlog:\n%s", lastErr, b.logs.tail(6<<10))
-}
-
-func (b *broker) tryStart() error {
-	port, err := brokertest.FreePort()
-	if err != nil {
-		return err
-	}
+	b.Start(t)
 	b.mu.Lock()
-	if b.keepPort && b.port != 0 {
-		port = b.port
-	}
-	b.mu.Unlock()
-	cmd := exec.Command(binPath)
-	if b.nofile > 0 {
-		cmd = exec.Command("/bin/sh", "-c", "ulimit -n "+strconv.Itoa(b.nofile)+" && exec \"$0\"", binPath)
-	}
-	cmd.Dir = b.t.TempDir()
-	cmd.Env = append(baseEnv(), "HOST=127.0.0.1", "PORT="+strconv.Itoa(port))
-	for k, v := range b.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdout, cmd.Stderr = b.logs, b.logs
-	brokertest.DieWithParent(cmd)
-	fmt.Fprintf(b.logs, "=== start on port %d\n", port)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	b.mu.Lock()
-	b.cmd, b.done, b.state, b.port = cmd, done, nil, port
-	b.base = "http://127.0.0.1:" + strconv.Itoa(port)
 	b.client = newClient()
 	b.mu.Unlock()
-	go func() {
-		_ = cmd.Wait()
-		b.mu.Lock()
-		b.state = cmd.ProcessState
-		b.mu.Unlock()
-		close(done)
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("the broker exited before serving (%v): %s", b.exitState(), b.logs.tail(2000))
-		default:
-		}
-		resp, err := probe.Get(b.base + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				if !b.waitStoreOK {
-					return nil
-				}
-				var h struct{ Store string }
-				if json.Unmarshal(body, &h) == nil && h.Store == "ok" {
-					return nil
-				}
-			}
-		}
-		time.Sleep(15 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	<-done
-	return errors.New("GET /health did not answer 200 (with store ok) within 20 s")
-}
-
-func (b *broker) exitState() *os.ProcessState {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state
 }
 
 func newClient() *http.Client {
@@ -326,23 +202,9 @@ func newClient() *http.Client {
 // took. It fails t when the process does not exit in time.
 func (b *broker) signal(t *testing.T, sig syscall.Signal, wait time.Duration) (code int, took time.Duration) {
 	t.Helper()
-	b.mu.Lock()
-	cmd, done, client := b.cmd, b.done, b.client
-	b.mu.Unlock()
-	start := time.Now()
-	if err := cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
-	select {
-	case <-done:
-	case <-time.After(wait):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("the broker did not exit within %v of %v", wait, sig)
-	}
-	took = time.Since(start)
-	client.CloseIdleConnections()
-	return b.exitState().ExitCode(), took
+	code, took = b.SignalWait(t, sig, wait)
+	b.httpClient().CloseIdleConnections()
+	return code, took
 }
 
 // stop sends SIGTERM and requires exit code 0 within 2 s.
@@ -368,60 +230,14 @@ func (b *broker) restart(t *testing.T) {
 	b.start(t)
 }
 
-func (b *broker) killIfRunning() {
-	b.mu.Lock()
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-	default:
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	b.client.CloseIdleConnections()
-}
+func (b *broker) addr() string { return b.Addr() }
 
-func (b *broker) addr() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return "127.0.0.1:" + strconv.Itoa(b.port)
-}
-
-func (b *broker) url(path string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.base + path
-}
+func (b *broker) url(path string) string { return b.URL() + path }
 
 func (b *broker) httpClient() *http.Client {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.client
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
-	if len(s) > n {
-		s = "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 // ---------------------------------------------------------------------------

@@ -163,7 +163,7 @@ func TestHealth(t *testing.T) {
 		// binary read from its build info (cmd/queen/version.go): "dev"
 		// only where the toolchain recorded nothing. Whatever it is,
 		// `queen --version` says the same.
-		out, err := exec.Command(binPath, "--version").Output()
+		out, err := exec.Command(brokerBin(t), "--version").Output()
 		if err != nil {
 			t.Fatalf("queen --version: %v", err)
 		}

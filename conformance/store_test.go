@@ -69,7 +69,7 @@ func TestPostgresOutage(t *testing.T) {
 	})
 
 	// A boot with the database down.
-	b.waitStoreOK = false
+	b.WaitStoreOK = false
 	b.restart(t)
 	if h := b.health(t); h.Status != "ok" || h.Store != "down" {
 		t.Fatalf("health at a boot without the database: %+v", h)

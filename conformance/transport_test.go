@@ -13,18 +13,8 @@ import (
 // is nofile.
 func startBrokerNoFile(t *testing.T, nofile int, env map[string]string) *broker {
 	t.Helper()
-	needBinary(t)
-	e := map[string]string{"QUEEN_DATA_DIR": t.TempDir()}
-	for k, v := range env {
-		e[k] = v
-	}
-	b := &broker{t: t, env: e, logs: &lockedBuffer{}, waitStoreOK: true, nofile: nofile}
-	t.Cleanup(func() {
-		b.killIfRunning()
-		if t.Failed() {
-			t.Logf("broker log (last 6 KiB):\n%s", b.logs.tail(6<<10))
-		}
-	})
+	b := newBroker(t, env)
+	b.NoFile = nofile
 	b.start(t)
 	return b
 }

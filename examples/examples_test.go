@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,36 +17,19 @@ import (
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
-var binDir string
+// The example programs, built with the broker before the tests.
+const (
+	basics   = "./examples/35-ephemeral-basics"
+	reqReply = "./examples/36-ephemeral-reqreply"
+)
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "queen-examples-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	for out, pkg := range map[string]string{
-		"queen":                 "./cmd/queen",
-		"35-ephemeral-basics":   "./examples/35-ephemeral-basics",
-		"36-ephemeral-reqreply": "./examples/36-ephemeral-reqreply",
-	} {
-		if err := brokertest.Build("..", pkg, filepath.Join(dir, out)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { brokertest.Main(m, brokertest.Queen, basics, reqReply) }
 
 // startBroker starts a broker with a fresh data directory on a free port
 // and answers its URL; it is killed when the test ends.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	return brokertest.Start(t, filepath.Join(binDir, "queen"), nil).URL()
+	return brokertest.StartQueen(t, nil).URL()
 }
 
 // run runs argv with QUEEN_URL=url and answers its standard output lines.
@@ -133,13 +115,13 @@ func checkReqReply(t *testing.T, lines []string) {
 func TestGoBasics(t *testing.T) {
 	t.Parallel()
 	url := startBroker(t)
-	checkBasics(t, run(t, url, filepath.Join(binDir, "35-ephemeral-basics")), true)
+	checkBasics(t, run(t, url, brokertest.Binary(t, basics)), true)
 }
 
 func TestGoReqReply(t *testing.T) {
 	t.Parallel()
 	url := startBroker(t)
-	checkReqReply(t, run(t, url, filepath.Join(binDir, "36-ephemeral-reqreply")))
+	checkReqReply(t, run(t, url, brokertest.Binary(t, reqReply)))
 }
 
 // findNode answers node's path, or why it cannot run the examples: queen-mq

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -49,20 +48,15 @@ func TestMain(m *testing.M) {
 		runProbeChild(base) // this process is a probe (startProbe)
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "queen-reliability-")
-	if err != nil {
+	var err error
+	if bin, err = brokertest.Wait(brokertest.Queen); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "queen")
-	root, _ := filepath.Abs("..")
-	if err := brokertest.Build(root, "./cmd/queen", bin); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		brokertest.Cleanup()
 		os.Exit(1)
 	}
 	fmt.Printf("reliability: scale %.2f, RSS cap %d MiB, results %q\n", scale, rssCap>>20, outDir)
 	code := storetest.MainWithPostgres(m, &pg)
-	os.RemoveAll(dir)
+	brokertest.Cleanup()
 	os.Exit(code)
 }
 

@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
 )
 
@@ -56,49 +54,25 @@ func versionLines(t *testing.T, bin, flag string) (version, commit, goLine strin
 	return strings.TrimPrefix(lines[0], "queen "), strings.TrimPrefix(lines[1], "commit "), lines[2]
 }
 
-// healthVersion starts bin on a free loopback port with a store in a
-// temporary directory, reads /health's version and the build_info series
-// of /metrics, and stops it.
+// healthVersion starts bin (internal/brokertest: a free loopback port, a
+// store in a temporary directory), reads /health's version and the
+// build_info series of /metrics; the broker is killed when the test ends.
 func healthVersion(t *testing.T, bin string) (version, buildInfo string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", "PORT="+port, "QUEEN_DATA_DIR="+t.TempDir(), "QUEEN_LOG_LEVEL=warn")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	base := "http://127.0.0.1:" + port
+	base := brokertest.Start(t, bin, nil).URL()
 	var h struct {
 		Status, Version string
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&h)
-			resp.Body.Close()
-			if err != nil {
-				t.Fatalf("/health: %v", err)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker never answered /health: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	resp, err := http.Get(base + "/health")
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, err := http.Get(base + "/metrics") // loopback: the operator by default
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("/health: %v", err)
+	}
+	resp, err = http.Get(base + "/metrics") // loopback: the operator by default
 	if err != nil {
 		t.Fatal(err)
 	}

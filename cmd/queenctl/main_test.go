@@ -12,14 +12,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,30 +24,10 @@ import (
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
-var brokerBin, ctlBin string
+// queenctl is the package the tests build and run beside the broker.
+const queenctl = "./cmd/queenctl"
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "queenctl-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	brokerBin, ctlBin = filepath.Join(dir, "queen"), filepath.Join(dir, "queenctl")
-	// The two builds at once: most of a cold run is the linker.
-	errs := make(chan error, 2)
-	go func() { errs <- brokertest.Build("../..", "./cmd/queen", brokerBin) }()
-	go func() { errs <- brokertest.Build("../..", "./cmd/queenctl", ctlBin) }()
-	for range 2 {
-		if err := <-errs; err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { brokertest.Main(m, brokertest.Queen, queenctl) }
 
 // result is one run of queenctl.
 type result struct {
@@ -65,7 +42,7 @@ func ctl(t *testing.T, url, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ctlBin, args...)
+	cmd := exec.CommandContext(ctx, brokertest.Binary(t, queenctl), args...)
 	cmd.Env = ctlEnv(url)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -145,7 +122,7 @@ func aligned(t *testing.T, table string) {
 
 func TestMessagesAndGauges(t *testing.T) {
 	t.Parallel()
-	url := brokertest.Start(t, brokerBin, nil).URL()
+	url := brokertest.StartQueen(t, nil).URL()
 
 	// push: arguments (JSON as it is, anything else as a string), then stdin.
 	r := ctl(t, url, "", "push", "jobs", `{"a":1}`, "hello", "42").ok(t, "push args")
@@ -255,27 +232,14 @@ func TestMessagesAndGauges(t *testing.T) {
 	ctl(t, url, "", "frobnicate").want(t, "unknown command", 2, `error: unknown command "frobnicate"`)
 	ctl(t, url, "", "queues", "--header", "novalue").want(t, "--header without =", 2, `--header "novalue": want name=value`)
 	ctl(t, url, "", "--url", "ftp://x", "queues").want(t, "bad --url", 2, "want http(s)://host[:port]")
-	dead := "http://127.0.0.1:" + fmt.Sprint(deadPort(t))
+	dead := "http://127.0.0.1:" + fmt.Sprint(brokertest.Port(t))
 	ctl(t, dead, "", "queues").want(t, "no broker", 3, "connection refused")
 	ctl(t, url, "", "--url", dead, "push", "q", "x").want(t, "--url wins over QUEEN_URL", 3, "connection refused")
 
 	// A server that accepts and never answers: --timeout bounds the call.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, unanswered, until the listener closes
-		}
-	}()
+	silent := brokertest.SilentServer(t)
 	start = time.Now()
-	ctl(t, "http://"+ln.Addr().String(), "", "--timeout", "300ms", "queues").want(t, "silent server", 3, "timeout")
+	ctl(t, "http://"+silent, "", "--timeout", "300ms", "queues").want(t, "silent server", 3, "timeout")
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("--timeout 300ms took %s", d)
 	}
@@ -290,51 +254,25 @@ func tableText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// deadPort answers a loopback port nothing listens on.
-func deadPort(t *testing.T) int {
-	p, err := brokertest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // started is a queenctl left running: its stdout read line by line.
 type started struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *syncBuf
+	stderr *brokertest.LockedBuffer
 	done   chan struct{}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startCtl starts queenctl with args and leaves it running; it is killed
 // when the test ends.
 func startCtl(t *testing.T, url string, args ...string) *started {
 	t.Helper()
-	cmd := exec.Command(ctlBin, args...)
+	cmd := exec.Command(brokertest.Binary(t, queenctl), args...)
 	cmd.Env = ctlEnv(url)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &started{cmd: cmd, lines: make(chan string, 100), stderr: &syncBuf{}, done: make(chan struct{})}
+	s := &started{cmd: cmd, lines: make(chan string, 100), stderr: &brokertest.LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -382,7 +320,7 @@ func (s *started) exit(t *testing.T, what string) int {
 
 func TestTail(t *testing.T) {
 	t.Parallel()
-	url := brokertest.Start(t, brokerBin, nil).URL()
+	url := brokertest.StartQueen(t, nil).URL()
 	ctl(t, url, "", "push", "feed", `"before"`).ok(t, "push before tail")
 
 	tail := startCtl(t, url, "tail", "feed")
@@ -423,7 +361,7 @@ func TestTail(t *testing.T) {
 
 func TestRequestReply(t *testing.T) {
 	t.Parallel()
-	url := brokertest.Start(t, brokerBin, nil).URL()
+	url := brokertest.StartQueen(t, nil).URL()
 
 	upper := startCtl(t, url, "reply", "--max", "3", "upper", "tr", "a-z", "A-Z")
 	echo := startCtl(t, url, "reply", "echo", "cat")
@@ -477,7 +415,7 @@ func TestRequestReply(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	t.Parallel()
 	// Mode none without an admin token: a loopback client is the operator.
-	url := brokertest.Start(t, brokerBin, nil).URL()
+	url := brokertest.StartQueen(t, nil).URL()
 	r := ctl(t, url, "", "pause", "--retry-after", "2s").ok(t, "pause")
 	if r.stdout != "ephemeral surface paused (clients told to retry after 2 s)\n" {
 		t.Fatalf("pause stdout %q", r.stdout)
@@ -505,7 +443,7 @@ func TestGrantsAndGatewayHeaders(t *testing.T) {
 	// Gateway mode: the tenant comes from the --header flags, a grant is
 	// required, and the system routes need the admin token (--token or
 	// QUEEN_TOKEN).
-	url := brokertest.Start(t, brokerBin, map[string]string{
+	url := brokertest.StartQueen(t, map[string]string{
 		"QUEEN_AUTH_MODE": "gateway", "QUEEN_GATEWAY_SECRET": "gw", "QUEEN_ADMIN_TOKEN": "adm",
 	}).URL()
 	acme := []string{"--header", "X-Queen-Gateway-Secret=gw", "--header", "X-Queen-Tenant=acme", "--header", "X-Queen-Access=read-write"}
@@ -526,7 +464,7 @@ func TestGrantsAndGatewayHeaders(t *testing.T) {
 	ctl(t, url, "", as("push", "q2", "x")...).want(t, "push past maxQueues", 1, "error: 403 ephemeral_quota_exceeded: ")
 
 	// QUEEN_TOKEN works as --token does.
-	cmd := exec.Command(ctlBin, "grant", "get", "acme", "--json")
+	cmd := exec.Command(brokertest.Binary(t, queenctl), "grant", "get", "acme", "--json")
 	cmd.Env = append(ctlEnv(url), "QUEEN_TOKEN=adm")
 	out, err := cmd.Output()
 	if err != nil || string(out) != `{"tenant":"acme","maxBytes":1048576,"maxQueues":1,"messagesPerSecond":0}`+"\n" {
@@ -561,7 +499,7 @@ func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
 
 // readUntil reads r (a terminal's output) into buf until the stripped text
 // matches re, and answers that text.
-func readUntil(t *testing.T, out *syncBuf, re *regexp.Regexp, what string) string {
+func readUntil(t *testing.T, out *brokertest.LockedBuffer, re *regexp.Regexp, what string) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -580,7 +518,7 @@ func readUntil(t *testing.T, out *syncBuf, re *regexp.Regexp, what string) strin
 // background colour and then the cursor position at start, and waits up
 // to 5 s for an answer; a real terminal answers at once, and a CPR with no
 // colour report says "no OSC support", which ends the wait.
-func emulate(b *syncBuf, term io.ReadWriter) {
+func emulate(b *brokertest.LockedBuffer, term io.ReadWriter) {
 	buf := make([]byte, 4096)
 	var tail []byte // the last bytes read, for a query split across reads
 	for {

@@ -101,11 +101,11 @@ func TestRenderTop(t *testing.T) {
 // without a terminal, and top without one is refused.
 func TestTopInTerminal(t *testing.T) {
 	t.Parallel()
-	url := brokertest.Start(t, brokerBin, nil).URL()
+	url := brokertest.StartQueen(t, nil).URL()
 	ctl(t, url, "", "push", "orders", "1", "2", "3").ok(t, "push orders")
 	ctl(t, url, "", "push", "audit", "1").ok(t, "push audit")
 
-	cmd := exec.Command(ctlBin, "top")
+	cmd := exec.Command(brokertest.Binary(t, queenctl), "top")
 	cmd.Env = append(ctlEnv(url), "TERM=xterm-256color")
 	term, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 20, Cols: 100})
 	if err != nil {
@@ -117,7 +117,7 @@ func TestTopInTerminal(t *testing.T) {
 		_ = cmd.Process.Kill()
 		term.Close()
 	})
-	out := &syncBuf{}
+	out := &brokertest.LockedBuffer{}
 	go emulate(out, term)
 
 	screen := readUntil(t, out, regexp.MustCompile(`(?s)QUEUE▲.*audit +implicit +1 .*orders +implicit +3 `), "first frame")

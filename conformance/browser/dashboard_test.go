@@ -124,7 +124,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// Mode none: the browser on loopback is the operator, so every panel
 	// has its source (docs/dashboard.md, access).
-	b := brokertest.Start(t, brokerBinary(t), nil)
+	b := brokertest.StartQueen(t, nil)
 	base := b.URL()
 
 	api := &apiClient{t: t, base: base}
@@ -241,43 +241,9 @@ func TestDashboardInChromium(t *testing.T) {
 	t.Logf("screenshots in %s", artifacts)
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// brokerBinary builds ./cmd/queen once per run (without the race detector,
-// as the conformance harness does).
-func brokerBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "queen-browser-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "queen")
-		buildErr = brokertest.Build(root, "./cmd/queen", binPath)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
+// The broker is built on the first test that finds a Chromium (without
+// the race detector, as the conformance harness does by default).
+func TestMain(m *testing.M) { brokertest.Main(m) }
 
 // newBrowser starts a headless Chromium for the test, with a listener on
 // its console from the first page on. It is closed when the test ends.
@@ -311,7 +277,7 @@ func newBrowser(t *testing.T, chrome string) (context.Context, *consoleLog) {
 func TestDashboardTokenInJWTMode(t *testing.T) {
 	chrome := findChromium(t)
 	secret := "dashboard-test-secret"
-	b := brokertest.Start(t, brokerBinary(t), map[string]string{
+	b := brokertest.StartQueen(t, map[string]string{
 		"QUEEN_AUTH_MODE":       "jwt",
 		"QUEEN_JWT_SECRET":      secret,
 		"QUEEN_OPERATOR_TENANT": "ops",
