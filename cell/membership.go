@@ -74,7 +74,7 @@ type Membership struct {
 
 	stats struct {
 		heartbeats, roundTrips, statements, notifications, heartbeatFailures atomic.Int64
-		listening                                                atomic.Bool
+		listening                                                            atomic.Bool
 	}
 
 	cancel   context.CancelFunc
