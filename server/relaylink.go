@@ -408,19 +408,10 @@ func (ls *loopScratch) forget(addr string) {
 // tendLinks has every loop with dialled links tend them, every ping
 // interval, until the server stops.
 func (s *Server) tendLinks() {
-	t := time.NewTicker(s.cell.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-s.quit:
-			return
+	s.tickLoops(s.cell.PingInterval, func(ls *loopScratch) gnet.RunnableFunc {
+		if ls.nLinks.Load() > 0 {
+			return ls.tendTask
 		}
-		s.onLoops(func(ls *loopScratch) gnet.RunnableFunc {
-			if ls.nLinks.Load() > 0 {
-				return ls.tendTask
-			}
-			return nil
-		})
-	}
+		return nil
+	}, nil)
 }

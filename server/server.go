@@ -273,31 +273,38 @@ func (s *Server) watchThrottled() {
 	if !s.watching.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
-		t := time.NewTicker(throttleCheck)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-			case <-s.quit:
-				return
-			}
-			s.onLoops(func(ls *loopScratch) gnet.RunnableFunc {
-				if ls.nThrottled.Load() > 0 {
-					return ls.check
-				}
-				return nil
-			})
-			if s.nThrottled.Load() == 0 {
-				s.watching.Store(false)
-				// A connection stopped since the load above started no
-				// watcher (this one still ran): take the job back.
-				if s.nThrottled.Load() == 0 || !s.watching.CompareAndSwap(false, true) {
-					return
-				}
-			}
+	go s.tickLoops(throttleCheck, func(ls *loopScratch) gnet.RunnableFunc {
+		if ls.nThrottled.Load() > 0 {
+			return ls.check
 		}
-	}()
+		return nil
+	}, func() bool {
+		if s.nThrottled.Load() != 0 {
+			return false
+		}
+		s.watching.Store(false)
+		// A connection stopped since the load above started no watcher
+		// (this one still ran): take the job back.
+		return s.nThrottled.Load() == 0 || !s.watching.CompareAndSwap(false, true)
+	})
+}
+
+// tickLoops, every interval until the server stops (or until done, when
+// given, says so after a round), has every loop run the task pick gives it.
+func (s *Server) tickLoops(every time.Duration, pick func(*loopScratch) gnet.RunnableFunc, done func() bool) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.quit:
+			return
+		}
+		s.onLoops(pick)
+		if done != nil && done() {
+			return
+		}
+	}
 }
 
 // onLoops has every loop run the task pick gives it, if any, as a task of
