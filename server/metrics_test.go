@@ -47,13 +47,19 @@ func TestPushWithMetricsIsAllocationFree(t *testing.T) {
 	if got := ts.pushed.Get(); got != 2*(2000+201) {
 		t.Fatalf("pushed counter %d, want %d", got, 2*(2000+201))
 	}
-	out := string(s.appendMetrics(nil))
-	for _, line := range []string{
+	wantSamples(t, s,
 		`queen_ephemeral_request_duration_seconds_count{route="push"} 2201`,
 		`queen_ephemeral_pushed_messages_total{tenant="default"} 4402`,
 		`queen_ephemeral_dropped_total{cause="bounds"} 3402`,
 		`queen_ephemeral_queues{tier="declared"} 1`,
-	} {
+	)
+}
+
+// wantSamples fails t for every sample line missing from s's /metrics page.
+func wantSamples(t *testing.T, s *Server, lines ...string) {
+	t.Helper()
+	out := string(s.appendMetrics(nil))
+	for _, line := range lines {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("no %s in:\n%s", line, out)
 		}
@@ -107,17 +113,12 @@ func TestAckOutcomesAreCountedWithoutAllocating(t *testing.T) {
 		t.Fatalf("an ack with metrics on allocates %.1f times", allocs)
 	}
 	// One call above, and AllocsPerRun's warm-up run and 100 runs.
-	out := string(s.appendMetrics(nil))
-	for _, line := range []string{
+	wantSamples(t, s,
 		`queen_ephemeral_ack_outcomes_total{outcome="acked"} 0`,
 		`queen_ephemeral_ack_outcomes_total{outcome="redelivered"} 0`,
 		`queen_ephemeral_ack_outcomes_total{outcome="stale"} 102`,
 		`queen_ephemeral_ack_outcomes_total{outcome="unknown"} 204`,
-	} {
-		if !strings.Contains(out, line+"\n") {
-			t.Errorf("no %s in:\n%s", line, out)
-		}
-	}
+	)
 }
 
 // fillHelp gives VictoriaMetrics' empty HELP lines their text and leaves
