@@ -1,0 +1,437 @@
+package gateway
+
+import (
+	"bytes"
+	"net"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/queenmq/ephemeral/gateway/catalog"
+	"github.com/queenmq/ephemeral/gateway/routes"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// A client connection (docs/gateway.md, "A request's way through").
+//
+// Requests are read in order and each is answered in order. A request is
+// refused by the gateway itself (identity, route, plan, allowance, rate,
+// slots), served by it (health, metrics, the admin routes), or forwarded.
+// Every request in flight of one client is on one upstream connection
+// (up), whose answers come back in order; a request that would go
+// elsewhere, or that the gateway would answer itself, waits unread (held)
+// until the answers before it have come back.
+
+// Paths the gateway serves itself.
+const (
+	healthPath  = "/health"
+	metricsPath = "/metrics"
+	adminPrefix = "/api/v1/gateway/"
+	ackPath     = "/api/v1/ephemeral/ack"
+)
+
+// maxInFlight bounds a client's requests in flight; past it its next
+// request waits unread.
+const maxInFlight = 1024
+
+type clientConn struct {
+	g  *Gateway
+	ls *loopState
+	c  gnet.Conn
+	p  *wire.Parser // lent by the loop while part of a request is buffered
+
+	out        []byte // answers to write at the end of this round
+	listed     bool   // in the loop's list of clients to write
+	closeAfter bool   // close once the answers so far have left
+	isClosed   bool
+	busy       bool // an admin route is being answered off the loop
+	held       bool // the next request waits for the answers in flight
+	upIdx      int  // the broker this client's requests go to first
+	up         *upConn
+	inFlight   int
+	lastActive int64
+}
+
+func newClientConn(g *Gateway, c gnet.Conn) *clientConn {
+	ls := g.loopOf(c.EventLoop())
+	cc := &clientConn{g: g, ls: ls, c: c, lastActive: g.now.Load(), upIdx: -1}
+	ls.clients[cc] = struct{}{}
+	return cc
+}
+
+// exchangeKind is what an exchange meters when answered.
+type exchangeKind uint8
+
+const (
+	exOther exchangeKind = iota
+	exPush               // meters its items as messages on a 201
+	exPop                // meters its deliveries on a 200
+)
+
+// exchange is one forwarded request waiting for its answer.
+type exchange struct {
+	cc    *clientConn // nil once the client is gone: the answer is read and dropped
+	ts    *tenantState
+	plan  *catalog.Plan // the plan it was admitted under
+	kind  exchangeKind
+	items int  // a push's items, held against the allowance
+	slot  bool // a waiting pop holding a parked-consumer slot
+	close bool // the client asked to close after this answer
+}
+
+// onTraffic serves what the client sent.
+func (cc *clientConn) onTraffic() gnet.Action {
+	cc.lastActive = cc.g.now.Load()
+	if !cc.busy && !cc.held {
+		cc.serve()
+	}
+	return cc.write()
+}
+
+// serve reads and handles buffered requests until none is whole, one must
+// wait, or the connection is to close.
+func (cc *clientConn) serve() {
+	for !cc.busy && !cc.held && !cc.closeAfter && !cc.isClosed {
+		buf, _ := cc.c.Peek(-1)
+		if len(buf) == 0 {
+			return
+		}
+		if cc.p == nil {
+			cc.p = cc.ls.parser(cc.g.cfg.MaxBodyBytes)
+		}
+		req, n, err := cc.p.Parse(buf)
+		if err != nil {
+			if cc.inFlight > 0 {
+				cc.hold()
+				return
+			}
+			e, _ := err.(*wire.Error)
+			cc.out = wire.AppendError(cc.out, wire.Head{Status: e.Status, Close: true}, e)
+			cc.closeAfter = true
+			return
+		}
+		if req == nil {
+			if cc.p.TakeContinue() {
+				cc.out = wire.AppendContinue(cc.out)
+			}
+			return
+		}
+		if !cc.handle(req) {
+			cc.hold()
+			return
+		}
+		_, _ = cc.c.Discard(n)
+		if cc.p.Idle() {
+			cc.ls.giveBack(cc.p)
+			cc.p = nil
+		}
+	}
+}
+
+// hold leaves the parsed request unread: it is parsed again once the
+// answers in flight have come back (answeredAll).
+func (cc *clientConn) hold() {
+	cc.held = true
+	cc.p.Reset()
+}
+
+// handle serves one request; false when it must wait for the answers in
+// flight (nothing was done for it).
+func (cc *clientConn) handle(req *wire.Request) bool {
+	path := req.Path
+	switch {
+	case bytes.Equal(path, []byte(healthPath)):
+		return cc.local(req, func() { cc.out = appendHealth(cc.out, req, cc.g) })
+	case bytes.Equal(path, []byte(metricsPath)):
+		return cc.local(req, func() { cc.out = cc.g.appendMetrics(cc.out, req) })
+	case bytes.HasPrefix(path, []byte(adminPrefix)):
+		if cc.inFlight > 0 {
+			return false
+		}
+		cc.admin(req)
+		return true
+	}
+	return cc.forward(req)
+}
+
+// local answers req on the loop, once nothing is in flight.
+func (cc *clientConn) local(req *wire.Request, answer func()) bool {
+	if cc.inFlight > 0 {
+		return false
+	}
+	answer()
+	if !req.KeepAlive {
+		cc.closeAfter = true
+	}
+	return true
+}
+
+// refuse answers req with e, once nothing is in flight.
+func (cc *clientConn) refuse(req *wire.Request, e *wire.Error, retryAfter int) bool {
+	if cc.inFlight > 0 {
+		return false
+	}
+	cc.g.m.refused(e.Code)
+	cc.out = appendRefusal(cc.out, req, e, retryAfter)
+	if !req.KeepAlive || e.Close {
+		cc.closeAfter = true
+	}
+	return true
+}
+
+// forward applies the gates to a request of the family and forwards it.
+func (cc *clientConn) forward(req *wire.Request) bool {
+	g := cc.g
+	tenant, level, ierr := g.cfg.Auth.Identify(req)
+	if ierr != nil {
+		return cc.refuse(req, ierr, 0)
+	}
+	r, ok := g.cfg.Routes.Match(req.Method.String(), req.Path)
+	if !ok {
+		return cc.refuse(req, errRouteBlocked, 0)
+	}
+	if !level.Allows(accessOf(r)) {
+		return cc.refuse(req, errLevel, 0)
+	}
+	ts := g.tenant(tenant)
+	plan := ts.plan.Load()
+	if plan == nil || !plan.Features.Ephemeral {
+		return cc.refuse(req, errFeatureGated, 0)
+	}
+	kind, wait := exOther, false
+	switch r.Meter {
+	case routes.MeterMessages:
+		kind = exPush
+	case routes.MeterDeliveries:
+		kind = exPop
+		if q, err := wire.ParseQuery(req.RawQuery); err == nil {
+			if pp, err := wire.ParsePop(q, 0); err == nil {
+				wait = pp.Wait
+			}
+		}
+	}
+	dedicated := wait || (kind == exOther && r.Path != ackPath)
+
+	// The broker this request goes to, and whether order lets it go now.
+	now := g.now.Load()
+	up := cc.upIdx
+	if up < 0 || cc.ls.downUntil[up] > now {
+		if up = cc.ls.pick(now); up < 0 {
+			return cc.refuse(req, errForwardFailed, 1)
+		}
+		cc.upIdx = up
+	}
+	if cc.inFlight > 0 && (dedicated || cc.up.dedicated || cc.up.up != up || cc.inFlight >= maxInFlight) {
+		return false
+	}
+
+	// Admission: the allowance, the rate, a slot.
+	ex := &exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive}
+	unixNow := now / int64(time.Second)
+	switch kind {
+	case exPush:
+		ex.items = cc.ls.countItems(req.Body)
+		if e, after := admitPush(ts, plan, ex.items, unixNow); e != nil {
+			return cc.refuse(req, e, after)
+		}
+	case exPop:
+		if e, after := admitPop(ts, plan, unixNow); e != nil {
+			return cc.refuse(req, e, after)
+		}
+		if wait {
+			if !takeSlot(ts, plan) {
+				return cc.refuse(req, errSlots, 0)
+			}
+			ex.slot = true
+		}
+	}
+
+	var u *upConn
+	switch {
+	case cc.inFlight > 0:
+		u = cc.up
+	case dedicated:
+		u = cc.ls.dedicatedConn(up)
+	default:
+		u = cc.ls.sharedConn(up)
+	}
+	u.out = appendForward(u.out, req, g.upstreams[up].host, tenant, level, g.cfg.Secret)
+	u.send(ex)
+	cc.up = u
+	cc.inFlight++
+	g.m.forwarded.Inc()
+	return true
+}
+
+// accessOf is the level a route of the table needs.
+func accessOf(r routes.Route) identity.Level {
+	l, _ := identity.ParseLevel([]byte(r.Access))
+	return l
+}
+
+// give appends answer bytes for the client, written at the end of the
+// round (write).
+func (cc *clientConn) give(b []byte) {
+	if cc.isClosed {
+		return
+	}
+	cc.out = append(cc.out, b...)
+	cc.markWrite()
+}
+
+// markWrite lists the client for the loop's next writeListed.
+func (cc *clientConn) markWrite() {
+	if !cc.listed {
+		cc.listed = true
+		cc.ls.toWrite = append(cc.ls.toWrite, cc)
+	}
+}
+
+// answered settles an exchange whose answer has been handed to the client:
+// the meters, the slot, the client's count in flight. It returns the
+// client when nothing of it is in flight any more (answeredAll is due).
+func (ex *exchange) answered(status, delivered int) *clientConn {
+	switch ex.kind {
+	case exPush:
+		pushAnswered(ex.ts, ex.plan, ex.items, status)
+	case exPop:
+		if status == 200 {
+			popAnswered(ex.ts, ex.plan, delivered)
+		}
+	}
+	return ex.settle()
+}
+
+// fail answers an exchange's client with e (the broker's connection
+// failed), giving back what its admission held.
+func (ex *exchange) fail(e *wire.Error) *clientConn {
+	if ex.kind == exPush {
+		pushAnswered(ex.ts, ex.plan, ex.items, 0)
+	}
+	if cc := ex.cc; cc != nil {
+		cc.g.m.refused(e.Code)
+		retry := 0
+		if e == errForwardFailed || e == errAnswerBroken {
+			retry = 1
+		}
+		cc.give(wire.AppendError(nil, wire.Head{Status: e.Status, Close: ex.close, RetryAfter: retry}, e))
+	}
+	return ex.settle()
+}
+
+// settle releases the slot and counts the exchange out of its client.
+func (ex *exchange) settle() *clientConn {
+	if ex.slot {
+		ex.slot = false
+		ex.ts.parked.Add(-1)
+	}
+	cc := ex.cc
+	if cc == nil {
+		return nil
+	}
+	ex.cc = nil
+	if ex.close {
+		cc.closeAfter = true
+	}
+	cc.inFlight--
+	if cc.inFlight > 0 {
+		return nil
+	}
+	cc.up = nil
+	return cc
+}
+
+// answeredAll runs when the last answer in flight has been given: a held
+// request is read again.
+func (cc *clientConn) answeredAll() {
+	if cc.isClosed || !cc.held {
+		return
+	}
+	cc.held = false
+	cc.serve()
+	cc.markWrite()
+}
+
+// write sends the round's answers, and closes when asked to once nothing
+// is in flight.
+func (cc *clientConn) write() gnet.Action {
+	if len(cc.out) > 0 && !cc.isClosed {
+		_, err := cc.c.Write(cc.out)
+		if cap(cc.out) > 1<<20 {
+			cc.out = nil
+		} else {
+			cc.out = cc.out[:0]
+		}
+		if err != nil {
+			return gnet.Close
+		}
+	}
+	if cc.closeAfter && cc.inFlight == 0 && !cc.busy {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// writeListed writes the answers given to the loop's clients this round.
+func (ls *loopState) writeListed() {
+	for i, cc := range ls.toWrite {
+		ls.toWrite[i] = nil
+		cc.listed = false
+		if cc.write() == gnet.Close && !cc.isClosed {
+			_ = cc.c.Close()
+		}
+	}
+	ls.toWrite = ls.toWrite[:0]
+}
+
+// closed runs in OnClose: the client's answers in flight are dropped when
+// they come, and a waiting pop's broker connection is closed, which the
+// broker takes as the pop's end (its messages stay unleased).
+func (cc *clientConn) closed() {
+	cc.isClosed = true
+	delete(cc.ls.clients, cc)
+	if cc.p != nil {
+		cc.p.Reset()
+		cc.ls.giveBack(cc.p)
+		cc.p = nil
+	}
+	u := cc.up
+	if u == nil {
+		return
+	}
+	for _, ex := range u.queue {
+		if ex != nil && ex.cc == cc {
+			ex.cc = nil
+			if ex.slot {
+				ex.slot = false
+				ex.ts.parked.Add(-1)
+			}
+		}
+	}
+	if u.dedicated {
+		if u.c != nil {
+			_ = u.c.Close()
+		} else {
+			u.dead = true // opened closes it
+			u.ls.forget(u)
+		}
+	}
+}
+
+// closeIdle closes the loop's clients with nothing in flight that have
+// been quiet for the idle timeout.
+func (ls *loopState) closeIdle(now int64) {
+	limit := int64(ls.g.cfg.IdleTimeout)
+	for cc := range ls.clients {
+		if cc.inFlight == 0 && !cc.busy && now-cc.lastActive > limit {
+			_ = cc.c.Close()
+		}
+	}
+}
+
+// isLoopback reports whether the client connects from this host.
+func (cc *clientConn) isLoopback() bool {
+	a, ok := cc.c.RemoteAddr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}

@@ -1,0 +1,25 @@
+// Package gateway is the multi-tenant gateway: a reverse proxy that stands
+// in front of a broker or a cell for cloud tenants (docs/gateway.md).
+//
+// For every request it authenticates the end client (package identity, the
+// broker's own code), classifies the route (package gateway/routes: a route
+// it does not know is 404 route_blocked), opens the plan's gate (the
+// ephemeral feature, off unless the plan sets it: 403 feature_gated),
+// applies the plan's message allowance, rate and parked-consumer slots,
+// and forwards the request to a broker with the tenancy headers the broker
+// trusts in gateway mode (X-Queen-Tenant, X-Queen-Access,
+// X-Queen-Gateway-Secret). The broker's answer comes back byte for byte;
+// the gateway reads only its frame, its status and, for a pop, the count of
+// messages it delivered, which it meters.
+//
+// It runs on gnet event loops like the broker: client connections and the
+// connections to the brokers are served by the same loops, and a waiting
+// pop costs a connection to a broker, never a goroutine.
+//
+// Files: gateway.go (the Gateway, its loops and gnet's events), client.go
+// (a client connection: parsing, the gates, ordering), upstream.go (the
+// connections to the brokers), forward.go (the request as forwarded),
+// response.go (framing the brokers' answers), tenants.go (plans and
+// tenants in memory), meter.go (allowance, rate, slots and usage),
+// admin.go (the admin routes), refusals.go (the gateway's own answers).
+package gateway

@@ -1,0 +1,343 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/queenmq/ephemeral/gateway/catalog"
+	"github.com/queenmq/ephemeral/gateway/routes"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// Config is what a Gateway needs; zero durations take defaults.
+type Config struct {
+	// Addr is host:port to listen on (PORT, default 6630, and HOST).
+	Addr string
+	// Upstreams are the brokers' base URLs (QUEEN_GATEWAY_UPSTREAMS), any
+	// of which may answer: brokers of one cell, or one broker.
+	Upstreams []string
+	// Secret is sent to the brokers as X-Queen-Gateway-Secret
+	// (QUEEN_GATEWAY_SECRET); they run with QUEEN_AUTH_MODE=gateway.
+	Secret string
+	// Auth identifies the end clients: JWT (the broker's QUEEN_JWT_*
+	// variables), or mode none (every client tenant default with the admin
+	// role, the admin routes on loopback only).
+	Auth *identity.Auth
+	// Catalog holds plans, tenants and usage.
+	Catalog catalog.Store
+	// Routes is the route classification; nil is routes.Default().
+	Routes *routes.Table
+	// Loops is the number of event loops (GOMAXPROCS).
+	Loops int
+	// PollInterval is how often the catalog's revision is read (1 s).
+	PollInterval time.Duration
+	// FlushInterval is how often usage is written (5 s).
+	FlushInterval time.Duration
+	// DialTimeout bounds a connection to a broker (2 s).
+	DialTimeout time.Duration
+	// IdleTimeout closes a client connection with nothing in flight for
+	// this long (120 s).
+	IdleTimeout time.Duration
+	// MaxBodyBytes bounds a request body (64 MiB, the broker's).
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+func (c *Config) fillDefaults() {
+	if c.Routes == nil {
+		c.Routes = routes.Default()
+	}
+	if c.Loops <= 0 {
+		c.Loops = runtime.GOMAXPROCS(0)
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 5 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 64 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Gateway is the proxy. Start serves; Shutdown stops.
+type Gateway struct {
+	gnet.BuiltinEventEngine
+	cfg       Config
+	upstreams []upstreamAddr
+
+	view     atomic.Pointer[catalogView]
+	revision atomic.Int64
+	tenants  *tenantsMap
+
+	loops *xsync.Map[gnet.EventLoop, *loopState]
+	cli   *gnet.Client
+	ln    net.Listener
+
+	clients  atomic.Int64 // client connections open
+	flushes  atomic.Int64 // usage writes that succeeded
+	now      atomic.Int64 // unix nanos, set every tick
+	m        gatewayMetrics
+	quit     chan struct{}
+	stopping atomic.Bool
+	booted   chan struct{}
+	bg       sync.WaitGroup // the catalog watcher and the usage writer
+	accept   sync.WaitGroup
+}
+
+// New checks cfg and makes a Gateway; Start serves it.
+func New(cfg Config) (*Gateway, error) {
+	cfg.fillDefaults()
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("QUEEN_GATEWAY_UPSTREAMS: no broker URL")
+	}
+	if cfg.Secret == "" {
+		return nil, errors.New("QUEEN_GATEWAY_SECRET is required: the brokers trust the tenancy headers only with it")
+	}
+	if cfg.Catalog == nil {
+		return nil, errors.New("gateway: no catalog")
+	}
+	g := &Gateway{
+		cfg:     cfg,
+		tenants: xsync.NewMap[string, *tenantState](),
+		loops:   xsync.NewMap[gnet.EventLoop, *loopState](),
+		quit:    make(chan struct{}),
+		booted:  make(chan struct{}),
+	}
+	for _, u := range cfg.Upstreams {
+		a, err := parseUpstream(u)
+		if err != nil {
+			return nil, fmt.Errorf("QUEEN_GATEWAY_UPSTREAMS: %w", err)
+		}
+		g.upstreams = append(g.upstreams, a)
+	}
+	g.initMetrics()
+	return g, nil
+}
+
+// Start loads the catalog and the period's usage, then listens. A catalog
+// that cannot be read at start is an error: serving without plans would
+// refuse every tenant.
+func (g *Gateway) Start(ctx context.Context) error {
+	if err := g.reload(ctx); err != nil {
+		return fmt.Errorf("loading plans and tenants: %w", err)
+	}
+	if err := g.loadUsage(ctx); err != nil {
+		return fmt.Errorf("loading usage: %w", err)
+	}
+	g.now.Store(time.Now().UnixNano())
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", g.cfg.Addr, err)
+	}
+	cli, err := gnet.NewClient(g,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(g.cfg.Loops),
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogLevel(logging.ErrorLevel),
+	)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("start the event loops: %w", err)
+	}
+	g.cli, g.ln = cli, ln
+	<-g.booted
+	g.bg.Add(2)
+	go g.watchCatalog()
+	go g.flushEvery()
+	g.accept.Add(1)
+	go g.acceptLoop()
+	return nil
+}
+
+// Addr is the address the gateway listens on.
+func (g *Gateway) Addr() net.Addr { return g.ln.Addr() }
+
+// acceptLoop hands every accepted connection to the loops until the
+// listener closes; an accept error pauses it briefly (the broker's rule,
+// docs/server.md, accepting connections).
+func (g *Gateway) acceptLoop() {
+	defer g.accept.Done()
+	var delay time.Duration
+	for {
+		c, err := g.ln.Accept()
+		if err == nil {
+			if _, err = g.cli.Enroll(c); err == nil {
+				delay = 0
+				continue
+			}
+		}
+		if g.stopping.Load() || errors.Is(err, net.ErrClosed) {
+			return
+		}
+		delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+		select {
+		case <-time.After(delay):
+		case <-g.quit:
+			return
+		}
+	}
+}
+
+// Shutdown stops accepting, writes the last usage and stops the loops.
+// Requests in flight are cut: their clients see the connection close.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	if g.stopping.Swap(true) {
+		return nil
+	}
+	close(g.quit)
+	if g.ln == nil {
+		return nil
+	}
+	g.ln.Close()
+	g.accept.Wait()
+	done := make(chan error, 1)
+	go func() {
+		g.bg.Wait() // the last usage written
+		done <- g.cli.Stop()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loopState is what one event loop keeps: its connections to the brokers
+// and the work it does once per poll. Touched only on its loop.
+type loopState struct {
+	g    *Gateway
+	loop gnet.EventLoop
+	// shared are the pipelined connections per upstream (index as in
+	// Gateway.upstreams); idle the spare dedicated ones.
+	shared [][]*upConn
+	idle   [][]*upConn
+	// downUntil: after a failed dial, an upstream is skipped until then
+	// (unix nanos).
+	downUntil []int64
+	next      int // round robin over the upstreams for new clients
+
+	dirty        []*upConn // connections with requests to write this round
+	flushPending bool
+	flushTask    gnet.RunnableFunc
+
+	clients map[*clientConn]struct{} // open client connections (closeIdle)
+	toWrite []*clientConn            // clients given answers this round
+	parsers []*wire.Parser           // idle parsers lent to clients
+	push    wire.PushBody            // counts a push's items (countItems)
+}
+
+// maxIdleParsers bounds the parsers a loop keeps for lending.
+const maxIdleParsers = 256
+
+// parser lends an idle parser.
+func (ls *loopState) parser(maxBody int64) *wire.Parser {
+	if n := len(ls.parsers); n > 0 {
+		p := ls.parsers[n-1]
+		ls.parsers[n-1] = nil
+		ls.parsers = ls.parsers[:n-1]
+		return p
+	}
+	return wire.NewParser(wire.Limits{MaxBody: maxBody})
+}
+
+// giveBack takes back an idle parser.
+func (ls *loopState) giveBack(p *wire.Parser) {
+	if len(ls.parsers) < maxIdleParsers {
+		ls.parsers = append(ls.parsers, p)
+	}
+}
+
+func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
+	ls, _ := g.loops.LoadOrCompute(loop, func() (*loopState, bool) {
+		n := len(g.upstreams)
+		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), clients: map[*clientConn]struct{}{}}
+		ls.flushTask = ls.flush
+		return ls, false
+	})
+	return ls
+}
+
+// OnBoot reports the loops up.
+func (g *Gateway) OnBoot(gnet.Engine) gnet.Action {
+	close(g.booted)
+	return gnet.None
+}
+
+// OnOpen gives a client connection its state; an upstream connection was
+// made with its own (upstream.go).
+func (g *Gateway) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if u, ok := c.Context().(*upConn); ok {
+		u.opened(c)
+		return nil, gnet.None
+	}
+	cc := newClientConn(g, c)
+	c.SetContext(cc)
+	g.clients.Add(1)
+	return nil, gnet.None
+}
+
+// OnClose ends a client connection's exchanges, or fails an upstream
+// connection's.
+func (g *Gateway) OnClose(c gnet.Conn, err error) gnet.Action {
+	switch x := c.Context().(type) {
+	case *clientConn:
+		x.closed()
+		g.clients.Add(-1)
+	case *upConn:
+		x.failed(err)
+	}
+	return gnet.None
+}
+
+// OnTraffic reads what arrived on either kind of connection.
+func (g *Gateway) OnTraffic(c gnet.Conn) gnet.Action {
+	switch x := c.Context().(type) {
+	case *clientConn:
+		return x.onTraffic()
+	case *upConn:
+		return x.onTraffic()
+	}
+	return gnet.Close
+}
+
+// OnTick keeps the clock and closes idle client connections.
+func (g *Gateway) OnTick() (time.Duration, gnet.Action) {
+	now := time.Now().UnixNano()
+	g.now.Store(now)
+	g.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
+		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ls.closeIdle(now)
+			return nil
+		}))
+		return true
+	})
+	return time.Second, gnet.None
+}

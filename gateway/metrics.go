@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"bytes"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// gatewayMetrics are the gateway's series on GET /metrics
+// (docs/gateway.md, "Metrics"), all named queen_gateway_*.
+type gatewayMetrics struct {
+	set       *metrics.Set
+	forwarded *metrics.Counter
+	dials     *metrics.Counter
+	refusals  *xsync.Map[string, *metrics.Counter]
+}
+
+func (g *Gateway) initMetrics() {
+	m := &g.m
+	m.set = metrics.NewSet()
+	m.refusals = xsync.NewMap[string, *metrics.Counter]()
+	m.forwarded = m.set.NewCounter("queen_gateway_forwarded_total")
+	m.dials = m.set.NewCounter("queen_gateway_upstream_dials_total")
+	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
+	m.set.NewGauge("queen_gateway_usage_writes", func() float64 { return float64(g.flushes.Load()) })
+	m.set.NewGauge("queen_gateway_parked", func() float64 {
+		var n int64
+		g.tenants.Range(func(_ string, ts *tenantState) bool {
+			n += ts.parked.Load()
+			return true
+		})
+		return float64(n)
+	})
+}
+
+// refused counts a refusal the gateway answered, by its code.
+func (m *gatewayMetrics) refused(code string) {
+	c, _ := m.refusals.LoadOrCompute(code, func() (*metrics.Counter, bool) {
+		return m.set.GetOrCreateCounter(`queen_gateway_refusals_total{code="` + code + `"}`), false
+	})
+	c.Inc()
+}
+
+// appendMetrics answers GET /metrics.
+func (g *Gateway) appendMetrics(dst []byte, req *wire.Request) []byte {
+	var buf bytes.Buffer
+	g.m.set.WritePrometheus(&buf)
+	h := req.Head(200)
+	h.ContentType = "text/plain; version=0.0.4"
+	return wire.AppendResponse(dst, h, buf.Bytes())
+}
+
+// appendHealth answers GET /health: 200 while the gateway serves.
+func appendHealth(dst []byte, req *wire.Request, g *Gateway) []byte {
+	body := `{"status":"ok"}`
+	if g.stopping.Load() {
+		h := req.Head(503)
+		return wire.AppendResponse(dst, h, []byte(`{"status":"stopping"}`))
+	}
+	return wire.AppendResponse(dst, req.Head(200), []byte(body))
+}

@@ -1,0 +1,348 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// The connections to the brokers (docs/gateway.md, "Connections to the
+// brokers").
+//
+// Each loop keeps, per broker, shared connections that carry pushes, acks
+// and pops that do not wait, pipelined: the requests of every client of the
+// loop are written once per poll (one write for all of them) and their
+// answers come back in order, so the broker reads and writes once for many
+// requests. A request that may take long (a waiting pop, a declaration
+// written to the store, a status read that a cell fans out) gets a
+// dedicated connection of its own instead, so that it never holds up
+// another client's answers; dedicated connections are kept for reuse once
+// answered. All of it runs on the loop: no goroutine per request and none
+// per parked pop; a dial alone runs off the loop.
+//
+// A client's requests in flight are all on one connection (clientConn.up),
+// so its answers come back in its order without being buffered.
+
+// maxPipeline bounds the requests in flight on one shared connection; past
+// it the loop opens another.
+const maxPipeline = 1024
+
+// maxIdleDedicated bounds the spare dedicated connections a loop keeps per
+// broker.
+const maxIdleDedicated = 64
+
+// downFor: after a failed dial, a broker is passed over by new requests of
+// the loop for this long, so that a dead broker costs a dial per downFor
+// and not one per request.
+const downFor = 100 * time.Millisecond
+
+// upstreamAddr is one broker: where to dial and what to say in Host.
+type upstreamAddr struct {
+	dial string // host:port
+	host string // the Host header
+}
+
+// parseUpstream reads a broker base URL: http://host:port (a path is not
+// allowed: the gateway forwards the client's path as it came).
+func parseUpstream(s string) (upstreamAddr, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return upstreamAddr{}, err
+	}
+	if u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return upstreamAddr{}, fmt.Errorf("%q: want http://host:port", s)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "80")
+	}
+	return upstreamAddr{dial: host, host: u.Host}, nil
+}
+
+// upConn is one connection to a broker. Touched only on its loop.
+type upConn struct {
+	ls        *loopState
+	up        int  // index in Gateway.upstreams
+	dedicated bool // carries one request at a time (see above)
+	c         gnet.Conn
+	out       []byte // requests of this round, written by flush
+	listed    bool   // in ls.dirty
+	dead      bool
+	queue     []*exchange // awaiting their answers, in order
+	sent      int         // queue[:sent] have been handed to the socket
+	rr        respReader
+	body      []byte // a pop answer's body, kept only to count its messages when the broker did not
+}
+
+// sharedConn returns a shared connection to upstream up with room in its
+// pipeline, opening one when there is none.
+func (ls *loopState) sharedConn(up int) *upConn {
+	for _, u := range ls.shared[up] {
+		if len(u.queue) < maxPipeline {
+			return u
+		}
+	}
+	u := ls.open(up, false)
+	ls.shared[up] = append(ls.shared[up], u)
+	return u
+}
+
+// dedicatedConn returns an idle dedicated connection to upstream up, or a
+// new one.
+func (ls *loopState) dedicatedConn(up int) *upConn {
+	if n := len(ls.idle[up]); n > 0 {
+		u := ls.idle[up][n-1]
+		ls.idle[up][n-1] = nil
+		ls.idle[up] = ls.idle[up][:n-1]
+		return u
+	}
+	return ls.open(up, true)
+}
+
+// open starts dialling a new connection; requests given to it meanwhile
+// wait in its output.
+func (ls *loopState) open(up int, dedicated bool) *upConn {
+	u := &upConn{ls: ls, up: up, dedicated: dedicated}
+	ls.g.m.dials.Inc()
+	go u.dial(ls.g.upstreams[up].dial, ls.g.cfg.DialTimeout)
+	return u
+}
+
+// pick is the upstream a client starts with, round robin over those not
+// known down; -1 when every one is.
+func (ls *loopState) pick(now int64) int {
+	n := len(ls.downUntil)
+	for i := 0; i < n; i++ {
+		up := (ls.next + i) % n
+		if ls.downUntil[up] <= now {
+			ls.next = (up + 1) % n
+			return up
+		}
+	}
+	return -1
+}
+
+// dial connects off the loop, then enrolls the connection on the loop
+// (OnOpen: opened) or fails it there.
+func (u *upConn) dial(addr string, timeout time.Duration) {
+	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err == nil {
+		var ch <-chan gnet.RegisteredResult
+		ch, err = u.ls.loop.Enroll(gnet.NewContext(context.Background(), u), nc)
+		if err == nil {
+			if r := <-ch; r.Err == nil {
+				return // opened has run on the loop
+			} else {
+				err = r.Err
+			}
+		} else {
+			nc.Close()
+		}
+	}
+	_ = u.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		u.ls.downUntil[u.up] = time.Now().Add(downFor).UnixNano()
+		u.failed(err)
+		return nil
+	}))
+}
+
+// opened runs on the loop when the connection is there: what was given to
+// it while it was dialled leaves now.
+func (u *upConn) opened(c gnet.Conn) {
+	u.c = c
+	if u.dead {
+		_ = c.Close()
+		return
+	}
+	if len(u.out) > 0 {
+		u.markDirty()
+	}
+}
+
+// send appends a request for ex (already in out) and queues ex for its
+// answer.
+func (u *upConn) send(ex *exchange) {
+	u.queue = append(u.queue, ex)
+	u.markDirty()
+}
+
+// markDirty lists the connection to be written once the loop has served
+// every connection that was ready in this poll: the first listed schedules
+// the loop's flush as a task, which gnet runs after the poll's events. So
+// the requests a loop forwards to one broker in one poll leave in one
+// write (the cell relay's rule, docs/cell-relay.md).
+func (u *upConn) markDirty() {
+	if u.listed {
+		return
+	}
+	u.listed = true
+	ls := u.ls
+	if !ls.flushPending {
+		ls.flushPending = true
+		_ = ls.loop.Execute(context.Background(), ls.flushTask)
+	}
+	ls.dirty = append(ls.dirty, u)
+}
+
+// flush writes every listed connection's output: one write each.
+func (ls *loopState) flush(context.Context) error {
+	ls.flushPending = false
+	for i, u := range ls.dirty {
+		ls.dirty[i] = nil
+		u.listed = false
+		if u.c == nil || u.dead || len(u.out) == 0 {
+			continue // one being dialled keeps its output until opened
+		}
+		_, err := u.c.Write(u.out)
+		u.sent = len(u.queue)
+		if cap(u.out) > 1<<20 {
+			u.out = nil
+		} else {
+			u.out = u.out[:0]
+		}
+		if err != nil {
+			_ = u.c.Close() // OnClose: failed
+		}
+	}
+	ls.dirty = ls.dirty[:0]
+	return nil
+}
+
+// onTraffic reads the broker's answers and hands each to its client.
+func (u *upConn) onTraffic() gnet.Action {
+	buf, _ := u.c.Peek(-1)
+	off := 0
+	var resume []*clientConn
+	closeAfter := false
+	for off < len(buf) && !closeAfter {
+		if len(u.queue) == 0 || u.sent == 0 {
+			// An answer nobody asked for: the stream cannot be trusted.
+			u.c.Discard(off)
+			return gnet.Close
+		}
+		ex := u.queue[0]
+		n, done, err := u.rr.feed(buf[off:])
+		if err != nil {
+			u.c.Discard(off)
+			return gnet.Close
+		}
+		if ex.cc != nil && n > 0 {
+			ex.cc.give(buf[off : off+n])
+		}
+		if ex.kind == exPop && u.rr.delivered < 0 && u.rr.status == 200 {
+			u.body = append(u.body, buf[off+u.rr.bodyFrom:off+n]...)
+		}
+		off += n
+		if !done {
+			break
+		}
+		closeAfter = u.rr.close
+		delivered := u.rr.delivered
+		if ex.kind == exPop && delivered < 0 && u.rr.status == 200 {
+			delivered = max(0, countMessages(u.body))
+		}
+		u.body = u.body[:0]
+		u.queue[0] = nil
+		u.queue = u.queue[1:]
+		u.sent--
+		if cc := ex.answered(u.rr.status, delivered); cc != nil {
+			resume = append(resume, cc)
+		}
+	}
+	u.c.Discard(off)
+	if len(u.queue) == 0 {
+		u.queue = u.queue[:0:0] // let the old array go
+	}
+	for _, cc := range resume {
+		cc.answeredAll()
+	}
+	ls := u.ls
+	ls.writeListed()
+	if closeAfter {
+		return gnet.Close
+	}
+	if u.dedicated && len(u.queue) == 0 {
+		u.release()
+	}
+	return gnet.None
+}
+
+// release puts an answered dedicated connection back for reuse.
+func (u *upConn) release() {
+	ls := u.ls
+	if u.dead || len(ls.idle[u.up]) >= maxIdleDedicated {
+		_ = u.c.Close()
+		return
+	}
+	ls.idle[u.up] = append(ls.idle[u.up], u)
+}
+
+// failed ends the connection (a failed dial, or gnet's OnClose): it is
+// forgotten by the loop; requests it had sent are answered 503 (the broker
+// may or may not have served them), and those it had not sent move to
+// another broker, or are answered 503 when none is up.
+func (u *upConn) failed(error) {
+	if u.dead {
+		return
+	}
+	u.dead = true
+	ls := u.ls
+	ls.forget(u)
+	queue, sent, out := u.queue, u.sent, u.out
+	u.queue, u.out, u.sent = nil, nil, 0
+	var resume []*clientConn
+	for i, ex := range queue {
+		if i < sent {
+			if cc := ex.fail(errAnswerBroken); cc != nil {
+				resume = append(resume, cc)
+			}
+		}
+	}
+	if unsent := queue[min(sent, len(queue)):]; len(unsent) > 0 {
+		now := time.Now().UnixNano()
+		if up := ls.pick(now); up >= 0 {
+			var to *upConn
+			if u.dedicated {
+				to = ls.dedicatedConn(up)
+			} else {
+				to = ls.sharedConn(up)
+			}
+			to.out = append(to.out, out...)
+			for _, ex := range unsent {
+				if ex.cc != nil && ex.cc.up == u {
+					ex.cc.up = to
+				}
+				to.send(ex)
+			}
+		} else {
+			for _, ex := range unsent {
+				if cc := ex.fail(errForwardFailed); cc != nil {
+					resume = append(resume, cc)
+				}
+			}
+		}
+	}
+	for _, cc := range resume {
+		cc.answeredAll()
+	}
+	ls.writeListed()
+}
+
+// forget takes u out of the loop's lists.
+func (ls *loopState) forget(u *upConn) {
+	remove := func(list []*upConn) []*upConn {
+		for i, x := range list {
+			if x == u {
+				return append(list[:i], list[i+1:]...)
+			}
+		}
+		return list
+	}
+	ls.shared[u.up] = remove(ls.shared[u.up])
+	ls.idle[u.up] = remove(ls.idle[u.up])
+}
