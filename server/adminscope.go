@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -49,7 +50,7 @@ func (cs *conn) adminAccess(req *wire.Request, need adminNeed, grantTenant []byt
 			return true
 		}
 	}
-	if s.auth.Mode() == ModeNone {
+	if s.auth.Mode() == identity.ModeNone {
 		switch {
 		case len(s.cfg.AdminToken) > 0:
 			cs.out = s.appendError(cs.out, req.Head(0), errAdminToken)
@@ -60,13 +61,13 @@ func (cs *conn) adminAccess(req *wire.Request, need adminNeed, grantTenant []byt
 		}
 		return true
 	}
-	tenant, level, werr := s.auth.identify(req)
+	tenant, level, werr := s.auth.Identify(req)
 	if werr != nil {
 		cs.out = s.appendError(cs.out, req.Head(0), werr)
 		return false
 	}
-	if level != accAdmin {
-		cs.out = s.appendError(cs.out, req.Head(0), errLevel)
+	if level != identity.Admin {
+		cs.out = s.appendError(cs.out, req.Head(0), identity.ErrLevel)
 		return false
 	}
 	if s.cfg.OperatorTenant != "" && tenant == s.cfg.OperatorTenant {

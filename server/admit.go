@@ -5,7 +5,10 @@ package server
 // tenant's rate (rateLimited below; the bucket is in ratebucket.go) once
 // its shape is checked.
 
-import "github.com/queenmq/ephemeral/wire"
+import (
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
 
 var errDisabledMsg = "an operator paused the ephemeral surface"
 
@@ -18,15 +21,15 @@ var (
 
 // admit runs identity, the access level need, then the kill switch and the
 // grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
-func (cs *conn) admit(req *wire.Request, need Access) bool {
+func (cs *conn) admit(req *wire.Request, need identity.Level) bool {
 	s := cs.s
-	tenant, level, werr := s.auth.identify(req)
+	tenant, level, werr := s.auth.Identify(req)
 	if werr != nil {
 		cs.out = s.appendError(cs.out, req.Head(0), werr)
 		return false
 	}
-	if level&need != need {
-		cs.out = s.appendError(cs.out, req.Head(0), errLevel)
+	if !level.Allows(need) {
+		cs.out = s.appendError(cs.out, req.Head(0), identity.ErrLevel)
 		return false
 	}
 	cs.tenant, cs.access = tenant, level

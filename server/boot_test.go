@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/store/embedded"
@@ -27,6 +29,17 @@ func startWithStore(t *testing.T, st store.Store) *testServer {
 func startWith(t *testing.T, ecfg engine.Config, st store.Store, loops int) *testServer {
 	t.Helper()
 	return serve(t, engine.New(ecfg), st, Config{Loops: loops})
+}
+
+// hs256 signs claims with secret, for a server in jwt mode (its own tests
+// of identity are package identity's).
+func hs256(tb testing.TB, secret []byte, claims jwt.MapClaims) string {
+	tb.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
 }
 
 // serve starts a server over e and st with cfg (Addr, Engine and Store are

@@ -13,6 +13,7 @@ import (
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -353,11 +354,11 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
 	switch {
 	case r == nil:
 		cs.refuse(req, errNoRoute)
-	case Access(rq.Access)&r.need != r.need:
-		cs.refuse(req, errLevel)
+	case !identity.Level(rq.Access).Allows(r.need):
+		cs.refuse(req, identity.ErrLevel)
 	default:
 		cs.reqRoute = r.id
-		cs.tenant, cs.access = string(rq.Tenant), Access(rq.Access)
+		cs.tenant, cs.access = string(rq.Tenant), identity.Level(rq.Access)
 		cs.ts = s.tenantState(cs.tenant)
 		r.serve(cs, req, nil)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/identity"
 )
 
 // movingView is a membership whose view the test moves by hand, calling
@@ -50,7 +51,7 @@ func TestLeftoversOfALostQueueDoNotComeBack(t *testing.T) {
 
 	mv.move(ts.s, both) // the peer owns q now: this member drops it
 	// A push checked under the old view acts only now.
-	if _, err := ts.e.Push(defaultTenant, q, "", [][]byte{[]byte(`"late"`)}); err != nil {
+	if _, err := ts.e.Push(identity.DefaultTenant, q, "", [][]byte{[]byte(`"late"`)}); err != nil {
 		t.Fatal(err)
 	}
 	mv.move(ts.s, cell.StaticView(3, self, []cell.Member{{ID: self}}, false)) // q comes back
@@ -75,7 +76,7 @@ func TestRejoinEmptiesBeforeServing(t *testing.T) {
 	fenced := cell.StaticView(2, self, nil, true)
 	mv.move(ts.s, fenced)
 	// Checked before the fence, acting after its drop.
-	if _, err := ts.e.Push(defaultTenant, "q", "", [][]byte{[]byte(`"before the fence"`)}); err != nil {
+	if _, err := ts.e.Push(identity.DefaultTenant, "q", "", [][]byte{[]byte(`"before the fence"`)}); err != nil {
 		t.Fatal(err)
 	}
 	rejoined := cell.StaticView(3, self, []cell.Member{{ID: self}}, false)

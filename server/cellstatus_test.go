@@ -16,6 +16,7 @@ import (
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/store/postgres"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
@@ -85,19 +86,19 @@ func TestCellRouteListsMembers(t *testing.T) {
 	wantDeclared := map[string]int{}
 	for i := range 60 {
 		q := fmt.Sprint("d", i)
-		if err := e.Configure(defaultTenant, q, engine.OptionSet{}); err != nil {
+		if err := e.Configure(identity.DefaultTenant, q, engine.OptionSet{}); err != nil {
 			t.Fatal(err)
 		}
-		m, _ := v.Owner(defaultTenant, q)
+		m, _ := v.Owner(identity.DefaultTenant, q)
 		wantDeclared[m.ID]++
 	}
 	wantImplicit := 0
 	for i := range 40 {
 		q := fmt.Sprint("i", i)
-		if _, err := e.Push(defaultTenant, q, "", [][]byte{[]byte("1")}); err != nil {
+		if _, err := e.Push(identity.DefaultTenant, q, "", [][]byte{[]byte("1")}); err != nil {
 			t.Fatal(err)
 		}
-		if v.Owns(defaultTenant, q) {
+		if v.Owns(identity.DefaultTenant, q) {
 			wantImplicit++
 		}
 	}
@@ -228,7 +229,7 @@ func TestCellStatusWithRealMembership(t *testing.T) {
 // tenant's admin may not (member addresses are broker-wide).
 func TestCellRouteTenantAdminForbidden(t *testing.T) {
 	secret := []byte("jwt-secret")
-	auth, err := NewAuth(AuthConfig{Mode: ModeJWT, JWTSecret: secret})
+	auth, err := identity.New(identity.Config{Mode: identity.ModeJWT, JWTSecret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

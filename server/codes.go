@@ -21,9 +21,10 @@ const (
 	codeOwnerMoved      = "owner_moved"                // 503, a cell only: the relay reached a member that no longer owns the queue
 	codeForwardFailed   = "ephemeral_forward_failed"   // 503, a cell only: the owner could not be reached
 
-	// Identity and the admin scope.
-	codeUnauthorized = "unauthorized" // 401
-	codeForbidden    = "forbidden"    // 403
+	// Identity and the admin scope. Defined in wire because package
+	// identity answers them too (its refusals, identity.ErrLevel).
+	codeUnauthorized = wire.CodeUnauthorized // 401 "unauthorized"
+	codeForbidden    = wire.CodeForbidden    // 403 "forbidden"
 
 	// The system routes (D15).
 	codeSystemBadRequest = wire.CodeSystemBadRequest // 400 "bad_request"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -78,7 +79,7 @@ type Config struct {
 	Loops int
 
 	// Auth identifies requests (D14); nil is mode none.
-	Auth *Auth
+	Auth *identity.Auth
 	// RequireGrant refuses a tenant without a grant row with 403
 	// feature_gated (QUEEN_EPHEMERAL_REQUIRE_GRANT).
 	RequireGrant bool

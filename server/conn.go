@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -44,7 +45,7 @@ type conn struct {
 
 	// The identity of the request being served (set by admit).
 	tenant string
-	access Access
+	access identity.Level
 	ts     *tenantState
 
 	// The cell (cell.go, relaylink.go). On the landing member, relayLink
@@ -272,7 +273,7 @@ func (cs *conn) earlyIdentity(buf []byte) *wire.Error {
 		!bytes.HasPrefix(head.Path, []byte("/api/v1/")) {
 		return nil
 	}
-	_, _, werr := cs.s.auth.identify(head)
+	_, _, werr := cs.s.auth.Identify(head)
 	return werr
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 )
 
 // The dashboard's route (docs/dashboard.md): the embedded page and assets
@@ -160,7 +161,7 @@ func TestDashboardHeadAndNotModified(t *testing.T) {
 // without a token) and while the broker is paused (it has to show that).
 func TestDashboardNeedsNoIdentity(t *testing.T) {
 	secret := []byte("jwt-secret")
-	auth, err := NewAuth(AuthConfig{Mode: ModeJWT, JWTSecret: secret})
+	auth, err := identity.New(identity.Config{Mode: identity.ModeJWT, JWTSecret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

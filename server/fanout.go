@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -55,7 +56,7 @@ type fanOutResult struct {
 // view and waits (at most fanOutDeadline) for their answers. It runs off
 // the event loop. In a cell of one (s.cell nil) it asks nobody and the
 // owner is this member.
-func (s *Server) fanOut(tenant string, access Access, op, queue string) fanOutResult {
+func (s *Server) fanOut(tenant string, access identity.Level, op, queue string) fanOutResult {
 	c := s.cell
 	if c == nil {
 		return fanOutResult{ownerDone: true}
@@ -119,7 +120,7 @@ func (s *Server) serveLocal(rq *relay.Request, reply func(relay.Response)) bool 
 	if op != localReset && op != localDelete {
 		return false
 	}
-	if Access(rq.Access)&accReadWrite != accReadWrite {
+	if !identity.Level(rq.Access).Allows(identity.ReadWrite) {
 		reply(relay.Response{Raw: []byte("!access level below read-write")})
 		return true
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 )
 
 // A member-local reset or delete (another member's fan-out) applies to
@@ -20,7 +21,7 @@ func TestServeLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The answer may come from another goroutine (a delete's).
-	call := func(target string, access Access, queue string) (string, bool) {
+	call := func(target string, access identity.Level, queue string) (string, bool) {
 		got := make(chan string, 1)
 		ok := s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(access), Method: []byte("POST"), Target: []byte(target), Body: []byte(queue)},
 			func(r relay.Response) { got <- string(r.Raw) })
@@ -35,25 +36,25 @@ func TestServeLocal(t *testing.T) {
 			return "", true
 		}
 	}
-	if _, ok := call("/api/v1/ephemeral/push", accReadWrite, "q"); ok {
+	if _, ok := call("/api/v1/ephemeral/push", identity.ReadWrite, "q"); ok {
 		t.Fatal("a public route was taken for a member-local request")
 	}
-	if got, _ := call(localReset, accRead, "q"); got[0] != '!' {
+	if got, _ := call(localReset, identity.Read, "q"); got[0] != '!' {
 		t.Fatalf("reset at read level: %q, want a refusal", got)
 	}
-	if got, _ := call(localReset, accReadWrite, "q"); got != "2" {
+	if got, _ := call(localReset, identity.ReadWrite, "q"); got != "2" {
 		t.Fatalf("reset: %q, want 2", got)
 	}
-	if got, _ := call(localReset, accReadWrite, ""); got[0] != '!' {
+	if got, _ := call(localReset, identity.ReadWrite, ""); got[0] != '!' {
 		t.Fatalf("reset of an empty name: %q, want a refusal", got)
 	}
 	if _, err := e.Push("t", "q", "", [][]byte{[]byte("3")}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := call(localDelete, accReadWrite, "q"); got != "1" {
+	if got, _ := call(localDelete, identity.ReadWrite, "q"); got != "1" {
 		t.Fatalf("delete: %q, want 1", got)
 	}
-	if got, _ := call(localDelete, accReadWrite, "q"); got != "0" {
+	if got, _ := call(localDelete, identity.ReadWrite, "q"); got != "0" {
 		t.Fatalf("delete again: %q, want 0", got)
 	}
 	for raw, want := range map[string]int64{"0": 0, "412": 412} {
@@ -83,7 +84,7 @@ func TestServeLocalDeleteDoesNotBlockTheRelay(t *testing.T) {
 	got := make(chan string, 1)
 	returned := make(chan struct{})
 	go func() {
-		s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(accReadWrite), Method: []byte("POST"), Target: []byte(localDelete), Body: []byte("q")},
+		s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(identity.ReadWrite), Method: []byte("POST"), Target: []byte(localDelete), Body: []byte("q")},
 			func(r relay.Response) { got <- string(r.Raw) })
 		close(returned)
 	}()

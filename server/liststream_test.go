@@ -18,6 +18,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 )
 
 // startListServer starts a server whose engine holds n queues of tenant
@@ -27,7 +28,7 @@ func startListServer(t *testing.T, n int) *testServer {
 	t.Helper()
 	e := engine.New(engine.Config{})
 	for i := range n {
-		if err := e.Configure(defaultTenant, fmt.Sprintf("q%06d", i), engine.OptionSet{}); err != nil {
+		if err := e.Configure(identity.DefaultTenant, fmt.Sprintf("q%06d", i), engine.OptionSet{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 )
 
 // The relay on the event loops (relaylink.go), against a stand-in owner: a
@@ -112,7 +113,7 @@ func queueOf(t *testing.T, v *cell.View, owner string) string {
 	t.Helper()
 	for i := 0; i < 1000; i++ {
 		q := fmt.Sprintf("q%d", i)
-		if m, ok := v.Owner(defaultTenant, q); ok && m.ID == owner {
+		if m, ok := v.Owner(identity.DefaultTenant, q); ok && m.ID == owner {
 			return q
 		}
 	}
@@ -179,7 +180,7 @@ func TestRelayCarriesTheRequestAndReturnsTheAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(rq.Method) != "POST" || string(rq.Target) != "/api/v1/ephemeral/push" ||
-		string(rq.Body) != `{"queue":"`+q+`","messages":[{"payload":1}]}` || string(rq.Tenant) != defaultTenant {
+		string(rq.Body) != `{"queue":"`+q+`","messages":[{"payload":1}]}` || string(rq.Tenant) != identity.DefaultTenant {
 		t.Fatalf("relayed %q %q %q tenant %q", rq.Method, rq.Target, rq.Body, rq.Tenant)
 	}
 	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -63,7 +64,7 @@ type ephemeralRoute struct {
 	path   string // under prefix; for a :queue route, the part before the segment
 	id     routeID
 	method wire.Method
-	need   Access
+	need   identity.Level
 	cell   cellRole
 	serve  func(cs *conn, req *wire.Request, seg []byte)
 }
@@ -87,26 +88,26 @@ const (
 // fixedRoutes are the routes whose path is fixed, looked up by a scan
 // (six string comparisons cost less than hashing the path).
 var fixedRoutes = []ephemeralRoute{
-	{path: "push", id: routePush, method: wire.MethodPost, need: accWrite, cell: servedByOwner,
+	{path: "push", id: routePush, method: wire.MethodPost, need: identity.Write, cell: servedByOwner,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.push(req) }},
-	{path: "pop", id: routePop, method: wire.MethodGet, need: accReadWrite, cell: servedByOwner,
+	{path: "pop", id: routePop, method: wire.MethodGet, need: identity.ReadWrite, cell: servedByOwner,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.pop(req) }},
-	{path: "ack", id: routeAck, method: wire.MethodPost, need: accReadWrite, cell: servedByOwner,
+	{path: "ack", id: routeAck, method: wire.MethodPost, need: identity.ReadWrite, cell: servedByOwner,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.ack(req) }},
-	{path: "configure", id: routeConfigure, method: wire.MethodPost, need: accReadWrite, cell: appliedByAll,
+	{path: "configure", id: routeConfigure, method: wire.MethodPost, need: identity.ReadWrite, cell: appliedByAll,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.configure(req) }},
-	{path: "reset", id: routeReset, method: wire.MethodPost, need: accReadWrite, cell: appliedByAll,
+	{path: "reset", id: routeReset, method: wire.MethodPost, need: identity.ReadWrite, cell: appliedByAll,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.reset(req) }},
-	{path: "queues", id: routeQueues, method: wire.MethodGet, need: accRead, cell: servedHere,
+	{path: "queues", id: routeQueues, method: wire.MethodGet, need: identity.Read, cell: servedHere,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.listQueues(req) }},
 }
 
 // The routes with a :queue segment: DELETE queue/:queue and GET
 // queues/:queue/depth.
 var (
-	deleteRoute = ephemeralRoute{path: "queue/", id: routeDeleteQueue, method: wire.MethodDelete, need: accReadWrite, cell: appliedByAll,
+	deleteRoute = ephemeralRoute{path: "queue/", id: routeDeleteQueue, method: wire.MethodDelete, need: identity.ReadWrite, cell: appliedByAll,
 		serve: func(cs *conn, req *wire.Request, seg []byte) { cs.deleteQueue(req, req.PathUnescape(seg)) }}
-	depthRoute = ephemeralRoute{path: "queues/", id: routeDepth, method: wire.MethodGet, need: accRead, cell: servedHere,
+	depthRoute = ephemeralRoute{path: "queues/", id: routeDepth, method: wire.MethodGet, need: identity.Read, cell: servedHere,
 		serve: func(cs *conn, req *wire.Request, seg []byte) { cs.depthRead(req, req.PathUnescape(seg)) }}
 )
 

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -13,18 +14,18 @@ import (
 func TestRouteTable(t *testing.T) {
 	type want struct {
 		method wire.Method
-		need   Access
+		need   identity.Level
 		cell   cellRole
 	}
 	wants := map[string]want{
-		"push":      {wire.MethodPost, accWrite, servedByOwner},
-		"pop":       {wire.MethodGet, accReadWrite, servedByOwner},
-		"ack":       {wire.MethodPost, accReadWrite, servedByOwner},
-		"configure": {wire.MethodPost, accReadWrite, appliedByAll},
-		"reset":     {wire.MethodPost, accReadWrite, appliedByAll},
-		"queues":    {wire.MethodGet, accRead, servedHere},
-		"queue/":    {wire.MethodDelete, accReadWrite, appliedByAll},
-		"queues/":   {wire.MethodGet, accRead, servedHere},
+		"push":      {wire.MethodPost, identity.Write, servedByOwner},
+		"pop":       {wire.MethodGet, identity.ReadWrite, servedByOwner},
+		"ack":       {wire.MethodPost, identity.ReadWrite, servedByOwner},
+		"configure": {wire.MethodPost, identity.ReadWrite, appliedByAll},
+		"reset":     {wire.MethodPost, identity.ReadWrite, appliedByAll},
+		"queues":    {wire.MethodGet, identity.Read, servedHere},
+		"queue/":    {wire.MethodDelete, identity.ReadWrite, appliedByAll},
+		"queues/":   {wire.MethodGet, identity.Read, servedHere},
 	}
 	all := append(append([]ephemeralRoute(nil), fixedRoutes...), deleteRoute, depthRoute)
 	if len(all) != len(wants) {

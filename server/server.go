@@ -13,6 +13,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -32,7 +33,7 @@ type Server struct {
 	booted    chan struct{}
 	accepting sync.WaitGroup // the acceptLoop goroutine
 	loaded    atomic.Bool    // declarations loaded from the store
-	auth      *Auth
+	auth      *identity.Auth
 	m         *serverMetrics
 
 	tenants *xsync.Map[string, *tenantState]

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 )
 
 // startConfigured starts a server with cfg (Addr, Engine and Store are
@@ -137,7 +138,7 @@ func TestBodyTimeoutClosesATricklingBody(t *testing.T) {
 // In jwt mode a large body without a valid credential is refused on its
 // head (401) before it is read, with Expect: 100-continue too (no 100).
 func TestIdentityCheckedBeforeALargeBody(t *testing.T) {
-	auth, err := NewAuth(AuthConfig{Mode: ModeJWT, JWTSecret: []byte("s3cret")})
+	auth, err := identity.New(identity.Config{Mode: identity.ModeJWT, JWTSecret: []byte("s3cret")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,13 +5,21 @@ import (
 	"strconv"
 )
 
-// Error codes used by this package. The code is the contract clients branch
-// on (spec, status codes); the message is prose for a log.
+// Error codes used by this package, and the two of identity, which both the
+// broker (server) and package identity answer: their one definition lives
+// here, beside Error, where every package that refuses can reach it. The
+// code is the contract clients branch on (spec, status codes); the message
+// is prose for a log.
 const (
 	// CodeBadRequest is the ephemeral family's shape refusal (400).
 	CodeBadRequest = "ephemeral_bad_request"
 	// CodeSystemBadRequest is the system routes' shape refusal (400, D15).
 	CodeSystemBadRequest = "bad_request"
+	// CodeUnauthorized is a missing or invalid credential (401, D14).
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden is a credential whose level or scope does not allow
+	// the route (403, D14).
+	CodeForbidden = "forbidden"
 )
 
 // Error is a refusal: the server answers Status with the body

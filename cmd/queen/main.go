@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
 	"github.com/queenmq/ephemeral/server"
 	"github.com/queenmq/ephemeral/store/storeenv"
@@ -100,7 +101,7 @@ func run(getenv func(string) string) error {
 	if scfg.MaxInflightBytes == 0 {
 		scfg.MaxInflightBytes = inflightDefault(ecfg.MaxBytes)
 	}
-	acfg := server.AuthConfig{
+	acfg := identity.Config{
 		Mode:          strings.TrimSpace(ev.str("QUEEN_AUTH_MODE")),
 		JWTSecret:     []byte(ev.str("QUEEN_JWT_SECRET")),
 		Issuer:        ev.str("QUEEN_JWT_ISSUER"),
@@ -121,12 +122,12 @@ func run(getenv func(string) string) error {
 		}
 		acfg.JWTPublicKey = pem
 	}
-	auth, err := server.NewAuth(acfg)
+	auth, err := identity.New(acfg)
 	if err != nil {
 		return err
 	}
 	scfg.Auth = auth
-	scfg.RequireGrant = ev.bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == server.ModeGateway)
+	scfg.RequireGrant = ev.bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == identity.ModeGateway)
 	if err := ev.err(); err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func run(getenv func(string) string) error {
 	}
 	cp.serve()
 	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", bld.Version, "commit", bld.Commit)
-	if auth.Mode() == server.ModeNone && len(scfg.AdminToken) == 0 {
+	if auth.Mode() == identity.ModeNone && len(scfg.AdminToken) == 0 {
 		log.Info("protected mode: the admin routes and /metrics answer loopback clients only; set QUEEN_ADMIN_TOKEN to administer remotely")
 	}
 

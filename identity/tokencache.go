@@ -1,4 +1,4 @@
-package server
+package identity
 
 import (
 	"time"
@@ -22,7 +22,7 @@ type tokenCache struct {
 
 type tokenEntry struct {
 	tenant string
-	level  Access
+	level  Level
 	until  int64 // unix nanos: min(exp, verified + tokenCacheTTL)
 }
 
@@ -55,7 +55,7 @@ func (c *tokenCache) get(token string) (tokenEntry, bool) {
 
 // put keeps a token that verified (token must be the caller's own string,
 // not a view of a buffer); exp is its exp claim, zero when it has none.
-func (c *tokenCache) put(token string, tenant string, level Access, exp time.Time) {
+func (c *tokenCache) put(token string, tenant string, level Level, exp time.Time) {
 	if c == nil {
 		return
 	}

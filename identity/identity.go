@@ -1,4 +1,4 @@
-package server
+package identity
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
@@ -18,60 +19,16 @@ import (
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// Access is a credential's level as bits (D14): levels nest, so a route's
-// need is met when every bit of it is held.
-type Access uint8
-
-const (
-	accRead  Access = 1 << iota // the two status reads
-	accWrite                    // push
-	accAdminBit
-
-	accReadOnly  = accRead
-	accWriteOnly = accWrite
-	accReadWrite = accRead | accWrite // pop, ack, configure, reset, delete
-	accAdmin     = accRead | accWrite | accAdminBit
-)
-
-// parseAccess maps a role name to its level; ok is false for an unknown one.
-func parseAccess(b []byte) (Access, bool) {
-	switch string(b) {
-	case "read-only":
-		return accReadOnly, true
-	case "write-only":
-		return accWriteOnly, true
-	case "read-write":
-		return accReadWrite, true
-	case "admin":
-		return accAdmin, true
-	}
-	return 0, false
-}
-
-// rank orders the levels for a roles array, whose highest wins (D14).
-func rank(a Access) int {
-	switch a {
-	case accAdmin:
-		return 4
-	case accReadWrite:
-		return 3
-	case accWriteOnly:
-		return 2
-	case accReadOnly:
-		return 1
-	}
-	return 0
-}
-
-// Identity modes (QUEEN_AUTH_MODE).
+// The modes (QUEEN_AUTH_MODE).
 const (
 	ModeNone    = "none"
 	ModeJWT     = "jwt"
 	ModeGateway = "gateway"
 )
 
-// AuthConfig is the identity configuration (D14).
-type AuthConfig struct {
+// Config is the identity configuration (D14); cmd/queen fills it from the
+// QUEEN_AUTH_MODE, QUEEN_JWT_* and QUEEN_GATEWAY_SECRET variables.
+type Config struct {
 	Mode string // none (default), jwt or gateway
 	// JWT: an HS256 secret and/or a PEM public key (RSA for RS256,
 	// Ed25519 for EdDSA). At least one is required in jwt mode.
@@ -95,7 +52,9 @@ type AuthConfig struct {
 	GatewaySecret string
 }
 
-// Auth identifies requests. The zero value (and nil) is mode none.
+// Auth identifies requests. The zero value (and nil) is mode none. One Auth
+// serves every event loop at once: its fields are set by New and only read
+// after, and the token cache is a concurrent map.
 type Auth struct {
 	mode        string
 	parser      *jwt.Parser
@@ -108,8 +67,11 @@ type Auth struct {
 	tokens      *tokenCache // jwt: identities of tokens that verified
 }
 
-// NewAuth checks cfg and builds the identifier.
-func NewAuth(cfg AuthConfig) (*Auth, error) {
+// New checks cfg and builds the identifier. A mode that lacks what it needs
+// is an error, so a broker refuses to start rather than run with an
+// identity it was not asked for. In jwt mode with a JWKSURL it starts the
+// set's background refresh, which lives as long as the process.
+func New(cfg Config) (*Auth, error) {
 	a := &Auth{mode: cfg.Mode}
 	switch cfg.Mode {
 	case "", ModeNone:
@@ -174,31 +136,44 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 
 // Mode is the identity mode.
 func (a *Auth) Mode() string {
-	if a == nil {
+	if a == nil || a.mode == "" {
 		return ModeNone
 	}
 	return a.mode
 }
 
-const defaultTenant = "default"
+// DefaultTenant is the tenant of mode none, and of a JWT without the tenant
+// claim.
+const DefaultTenant = "default"
 
-// Refusals of identity, allocated once.
+// ErrLevel is the refusal of a credential whose level does not allow the
+// route (403 forbidden). Identify never returns it: the need is the
+// caller's (the route's), so the caller checks Level.Allows and answers it.
+var ErrLevel = &wire.Error{Status: 403, Code: wire.CodeForbidden, Msg: "the credential's access level does not allow this route"}
+
+// Refusals of identity, allocated once so a refusal costs no allocation.
+// 401 is a missing or invalid credential, 403 a valid one without a known
+// level (D14).
 var (
-	errNoCredential = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "no credential"}
-	errBadToken     = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the token is not valid"}
-	errNoExp        = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the token has no exp claim; exp is required (QUEEN_JWT_ALLOW_NO_EXP=true accepts tokens without one)"}
-	errBadGateway   = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the gateway secret is missing or wrong"}
-	errNoTenant     = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "no tenant in the request's identity"}
-	errBadTenant    = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the tenant is not a valid name"}
-	errNoRole       = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential carries no known access level"}
-	errLevel        = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
+	errNoCredential = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "no credential"}
+	errBadToken     = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "the token is not valid"}
+	errNoExp        = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "the token has no exp claim; exp is required (QUEEN_JWT_ALLOW_NO_EXP=true accepts tokens without one)"}
+	errBadGateway   = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "the gateway secret is missing or wrong"}
+	errNoTenant     = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "no tenant in the request's identity"}
+	errBadTenant    = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "the tenant is not a valid name"}
+	errNoRole       = &wire.Error{Status: 403, Code: wire.CodeForbidden, Msg: "the credential carries no known access level"}
 )
 
-// identify returns the request's tenant and access level (D14). Mode none
-// allocates nothing.
-func (a *Auth) identify(req *wire.Request) (string, Access, *wire.Error) {
-	if a == nil || a.mode == ModeNone {
-		return defaultTenant, accAdmin, nil
+// Identify returns the request's tenant and access level (D14), or the
+// refusal (401 or 403) to answer. Mode none (and a nil *Auth) is tenant
+// DefaultTenant with Admin and allocates nothing; so does a JWT already
+// verified (the token cache); gateway mode allocates the tenant's string.
+// The tenant is a valid name (D10) in every mode. req is only read; its
+// bytes are not kept. err is a *wire.Error, ready to answer; compare it with
+// nil before storing it in an error.
+func (a *Auth) Identify(req *wire.Request) (tenant string, level Level, err *wire.Error) {
+	if a == nil || a.mode == ModeNone || a.mode == "" { // "": the zero Auth
+		return DefaultTenant, Admin, nil
 	}
 	if a.mode == ModeGateway {
 		return a.gateway(req)
@@ -206,7 +181,7 @@ func (a *Auth) identify(req *wire.Request) (string, Access, *wire.Error) {
 	return a.jwt(req)
 }
 
-func (a *Auth) gateway(req *wire.Request) (string, Access, *wire.Error) {
+func (a *Auth) gateway(req *wire.Request) (string, Level, *wire.Error) {
 	sec, _ := req.Header("X-Queen-Gateway-Secret")
 	if subtle.ConstantTimeCompare(sec, a.gwSecret) != 1 {
 		return "", 0, errBadGateway // the tenancy headers are ignored
@@ -219,14 +194,14 @@ func (a *Auth) gateway(req *wire.Request) (string, Access, *wire.Error) {
 		return "", 0, errBadTenant
 	}
 	acc, _ := req.Header("X-Queen-Access")
-	level, ok := parseAccess(acc)
+	level, ok := ParseLevel(acc)
 	if !ok {
 		return "", 0, errNoRole
 	}
 	return string(ten), level, nil
 }
 
-func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
+func (a *Auth) jwt(req *wire.Request) (string, Level, *wire.Error) {
 	h, _ := req.Header("Authorization")
 	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
 		h = bytes.TrimLeft(h[7:], " ")
@@ -248,7 +223,7 @@ func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
 	} else if !a.allowNoExp {
 		return "", 0, errNoExp // never cached: the next request is refused again
 	}
-	tenant := defaultTenant
+	tenant := DefaultTenant
 	if v, ok := claims[a.tenantClaim]; ok {
 		s, isStr := v.(string)
 		if !isStr || wire.CheckName("tenant", []byte(s)) != nil {
@@ -256,14 +231,14 @@ func (a *Auth) jwt(req *wire.Request) (string, Access, *wire.Error) {
 		}
 		tenant = s
 	}
-	level := Access(0)
+	level := Level(0)
 	if v, ok := claims["role"].(string); ok {
-		level, _ = parseAccess([]byte(v))
+		level, _ = ParseLevel([]byte(v))
 	}
 	if arr, ok := claims["roles"].([]any); ok {
 		for _, r := range arr {
 			if s, ok := r.(string); ok {
-				if l, ok := parseAccess([]byte(s)); ok && rank(l) > rank(level) {
+				if l, ok := ParseLevel([]byte(s)); ok && rank(l) > rank(level) {
 					level = l
 				}
 			}
@@ -314,4 +289,13 @@ func newJWKS(url string, refresh time.Duration) (keyfunc.Keyfunc, error) {
 			}
 		},
 	})
+}
+
+// bytesString views b as a string for a lookup that does not keep it (the
+// token cache's get), so a cached token costs no copy.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
