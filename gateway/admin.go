@@ -35,19 +35,27 @@ type adminRequest struct {
 	head   wire.Head
 }
 
-// admin checks the credential, then answers the admin route off the loop.
-func (cc *clientConn) admin(req *wire.Request) {
+// adminRefusal is why req may not use the admin routes (and /metrics),
+// nil when it may.
+func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
 	g := cc.g
 	_, level, ierr := g.cfg.Auth.Identify(req)
 	switch {
 	case ierr != nil:
-		cc.refuse(req, ierr, 0)
-		return
+		return ierr
 	case g.cfg.Auth.Mode() == identity.ModeNone && !cc.isLoopback():
-		cc.refuse(req, errAdminLoopback, 0)
-		return
+		return errAdminLoopback
 	case level != identity.Admin:
-		cc.refuse(req, errAdminOnly, 0)
+		return errAdminOnly
+	}
+	return nil
+}
+
+// admin checks the credential, then answers the admin route off the loop.
+func (cc *clientConn) admin(req *wire.Request) {
+	g := cc.g
+	if e := cc.adminRefusal(req); e != nil {
+		cc.refuse(req, e, 0)
 		return
 	}
 	a := adminRequest{

@@ -144,6 +144,9 @@ func (cc *clientConn) handle(req *wire.Request) bool {
 	case bytes.Equal(path, []byte(healthPath)):
 		return cc.local(req, func() { cc.out = appendHealth(cc.out, req, cc.g) })
 	case bytes.Equal(path, []byte(metricsPath)):
+		if e := cc.adminRefusal(req); e != nil {
+			return cc.refuse(req, e, 0)
+		}
 		return cc.local(req, func() { cc.out = cc.g.appendMetrics(cc.out, req) })
 	case bytes.HasPrefix(path, []byte(adminPrefix)):
 		if cc.inFlight > 0 {
@@ -205,10 +208,8 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 		kind = exPush
 	case routes.MeterDeliveries:
 		kind = exPop
-		if q, err := wire.ParseQuery(req.RawQuery); err == nil {
-			if pp, err := wire.ParsePop(q, 0); err == nil {
-				wait = pp.Wait
-			}
+		if pp, err := wire.ParsePop(req.Query(), 0); err == nil {
+			wait = pp.Wait
 		}
 	}
 	dedicated := wait || (kind == exOther && r.Path != ackPath)
@@ -227,24 +228,12 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	}
 
 	// Admission: the allowance, the rate, a slot.
-	ex := &exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive}
+	ex := cc.ls.newExchange()
+	*ex = exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive}
 	unixNow := now / int64(time.Second)
-	switch kind {
-	case exPush:
-		ex.items = cc.ls.countItems(req.Body)
-		if e, after := admitPush(ts, plan, ex.items, unixNow); e != nil {
-			return cc.refuse(req, e, after)
-		}
-	case exPop:
-		if e, after := admitPop(ts, plan, unixNow); e != nil {
-			return cc.refuse(req, e, after)
-		}
-		if wait {
-			if !takeSlot(ts, plan) {
-				return cc.refuse(req, errSlots, 0)
-			}
-			ex.slot = true
-		}
+	if e, after := cc.admit(ex, req, wait, unixNow); e != nil {
+		cc.ls.recycle(ex)
+		return cc.refuse(req, e, after)
 	}
 
 	var u *upConn
@@ -264,10 +253,60 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	return true
 }
 
-// accessOf is the level a route of the table needs.
+// admit applies the plan's allowance, rate and slots to a request about
+// to be forwarded; the refusal's int is its Retry-After.
+func (cc *clientConn) admit(ex *exchange, req *wire.Request, wait bool, now int64) (*wire.Error, int) {
+	switch ex.kind {
+	case exPush:
+		ex.items = cc.ls.countItems(req.Body)
+		return admitPush(ex.ts, ex.plan, ex.items, now)
+	case exPop:
+		if e, after := admitPop(ex.ts, ex.plan, now); e != nil {
+			return e, after
+		}
+		if wait {
+			if !takeSlot(ex.ts, ex.plan) {
+				return errSlots, 0
+			}
+			ex.slot = true
+		}
+	}
+	return nil, 0
+}
+
+// newExchange takes an exchange from the loop's spares.
+func (ls *loopState) newExchange() *exchange {
+	if n := len(ls.spareEx); n > 0 {
+		ex := ls.spareEx[n-1]
+		ls.spareEx = ls.spareEx[:n-1]
+		return ex
+	}
+	return new(exchange)
+}
+
+// recycle keeps a settled exchange for the next request.
+func (ls *loopState) recycle(ex *exchange) {
+	if len(ls.spareEx) < maxSpareExchanges {
+		*ex = exchange{}
+		ls.spareEx = append(ls.spareEx, ex)
+	}
+}
+
+// maxSpareExchanges bounds the spare exchanges a loop keeps.
+const maxSpareExchanges = 4096
+
+// accessOf is the level a route of the table needs (routes.Parse admits
+// only these names).
 func accessOf(r routes.Route) identity.Level {
-	l, _ := identity.ParseLevel([]byte(r.Access))
-	return l
+	switch r.Access {
+	case "read-only":
+		return identity.ReadOnly
+	case "write-only":
+		return identity.WriteOnly
+	case "read-write":
+		return identity.ReadWrite
+	}
+	return identity.Admin
 }
 
 // give appends answer bytes for the client, written at the end of the

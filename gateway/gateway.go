@@ -252,6 +252,7 @@ type loopState struct {
 	toWrite []*clientConn            // clients given answers this round
 	parsers []*wire.Parser           // idle parsers lent to clients
 	push    wire.PushBody            // counts a push's items (countItems)
+	spareEx []*exchange              // settled exchanges for reuse
 }
 
 // maxIdleParsers bounds the parsers a loop keeps for lending.

@@ -253,6 +253,7 @@ func (u *upConn) onTraffic() gnet.Action {
 		if cc := ex.answered(u.rr.status, delivered); cc != nil {
 			resume = append(resume, cc)
 		}
+		u.ls.recycle(ex)
 	}
 	u.c.Discard(off)
 	if len(u.queue) == 0 {
@@ -301,6 +302,7 @@ func (u *upConn) failed(error) {
 			if cc := ex.fail(errAnswerBroken); cc != nil {
 				resume = append(resume, cc)
 			}
+			ls.recycle(ex)
 		}
 	}
 	if unsent := queue[min(sent, len(queue)):]; len(unsent) > 0 {
@@ -324,6 +326,7 @@ func (u *upConn) failed(error) {
 				if cc := ex.fail(errForwardFailed); cc != nil {
 					resume = append(resume, cc)
 				}
+				ls.recycle(ex)
 			}
 		}
 	}
