@@ -100,27 +100,38 @@ func eachField(prefix string, data []byte, fn func(field string, v json.RawMessa
 	} else if tok != json.Delim('{') {
 		return notObject
 	}
+	// Past the opening brace, running out of input is ending early.
+	inside := func(err error) error {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return syntaxError(what, err, notObject)
+	}
 	seen := make(map[string]bool)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return syntaxError(what, err, notObject)
+			return inside(err)
 		}
-		field := prefix + tok.(string) // inside an object, More means a key
+		key, ok := tok.(string) // the decoder refuses a key that is not a string
+		if !ok {
+			return notObject
+		}
+		field := prefix + key
 		if seen[field] {
 			return invalid("duplicate field %q", field)
 		}
 		seen[field] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return syntaxError(what, err, notObject)
+			return inside(err)
 		}
 		if err := fn(field, v); err != nil {
 			return err
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return syntaxError(what, err, notObject)
+		return inside(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return invalid("%s must hold one JSON object and nothing after it", what)
