@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+
+	"github.com/queenmq/ephemeral/store/storeenv"
 )
 
 // Plan is what a tenant may do. Zero means unlimited for the numbers.
@@ -138,4 +140,15 @@ func Open(ctx context.Context, databaseURL, dataDir string) (Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// OpenEnv opens the catalog the environment names, as the broker chooses
+// its store: QUEEN_DATABASE_URL when set, else QUEEN_DATA_DIR (default
+// ./queen-data, the broker's). getenv is os.Getenv outside tests.
+func OpenEnv(ctx context.Context, getenv func(string) string) (Store, error) {
+	dir := getenv("QUEEN_DATA_DIR")
+	if dir == "" {
+		dir = storeenv.DefaultDataDir
+	}
+	return Open(ctx, getenv("QUEEN_DATABASE_URL"), dir)
 }

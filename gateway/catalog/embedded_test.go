@@ -69,3 +69,19 @@ func TestOpenRefuses(t *testing.T) {
 		t.Fatalf("Open with a file as the directory = %v, %v", s, err)
 	}
 }
+
+func TestOpenEnv(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "queen-data")
+	env := map[string]string{"QUEEN_DATA_DIR": dir}
+	s, err := OpenEnv(ctxT(t), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok := s.(*embedded); !ok {
+		t.Fatalf("OpenEnv without QUEEN_DATABASE_URL = %T", s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -169,22 +169,28 @@ func lockKey() int64 {
 }
 
 // withConn runs fn on a pooled connection within pgCallTimeout. No
-// connection in time is ErrUnavailable.
+// connection in time is ErrUnavailable, unless the caller gave up first.
 func (s *pgStore) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	ctx, cancel := context.WithTimeout(ctx, pgCallTimeout)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, pgCallTimeout)
 	defer cancel()
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		if s.closed.Load() {
-			return ErrClosed
-		}
+	c, err := s.pool.Acquire(callCtx)
+	switch {
+	case err == nil:
+	case s.closed.Load():
+		return ErrClosed
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return err
+	default:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer c.Release()
-	return fn(ctx, c)
+	return fn(callCtx, c)
 }
 
 // write runs fn in a transaction that first raises the revision.

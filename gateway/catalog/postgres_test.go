@@ -123,3 +123,15 @@ func TestPostgresUnreachable(t *testing.T) {
 		t.Fatalf("Open on a bad URL = %v, %v", s, err)
 	}
 }
+
+func TestPostgresOpenEnv(t *testing.T) {
+	env := map[string]string{"QUEEN_DATABASE_URL": schemaURL(t), "QUEEN_DATA_DIR": t.TempDir()}
+	s, err := OpenEnv(ctxT(t), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok := s.(*pgStore); !ok {
+		t.Fatalf("OpenEnv with QUEEN_DATABASE_URL = %T", s)
+	}
+}
