@@ -70,7 +70,9 @@ type Usage struct {
 // Errors: errors.Is(err, ErrInvalid) means the arguments can never be
 // stored (the message says why, fit for a 400 answer); errors.Is(err,
 // ErrUnavailable) means no working storage in time, or the store is
-// closed; anything else is a failed operation.
+// closed, and that nothing was written, so a write can be retried (a usage
+// batch kept for the next flush) without counting twice; anything else is
+// a failed operation that may or may not have been applied.
 type Store interface {
 	PutPlan(ctx context.Context, p Plan) error
 	GetPlan(ctx context.Context, name string) (p Plan, found bool, err error)
