@@ -71,14 +71,15 @@ var pgDDL = []string{
 	`CREATE TABLE IF NOT EXISTS queen_gateway_revision (
 		one boolean PRIMARY KEY DEFAULT true CHECK (one),
 		n   bigint NOT NULL)`,
-	`INSERT INTO queen_gateway_revision (one, n) VALUES (true, 1) ON CONFLICT (one) DO NOTHING`,
+	pgRevisionRow,
 }
 
 const (
 	pgTablesExist = `SELECT to_regclass('queen_gateway_plans') IS NOT NULL AND to_regclass('queen_gateway_tenants') IS NOT NULL
 		AND to_regclass('queen_gateway_usage') IS NOT NULL AND to_regclass('queen_gateway_revision') IS NOT NULL`
-	pgBump     = `UPDATE queen_gateway_revision SET n = n + 1`
-	pgRevision = `SELECT n FROM queen_gateway_revision`
+	pgRevisionRow = `INSERT INTO queen_gateway_revision (one, n) VALUES (true, 1) ON CONFLICT (one) DO NOTHING`
+	pgBump        = `UPDATE queen_gateway_revision SET n = n + 1`
+	pgRevision    = `SELECT n FROM queen_gateway_revision`
 
 	pgPlanColumns = `name, ephemeral, messages_per_period, period_seconds, messages_per_second, parked_slots`
 	pgPutPlan     = `INSERT INTO queen_gateway_plans (` + pgPlanColumns + `) VALUES ($1, $2, $3, $4, $5, $6)
@@ -149,7 +150,18 @@ func (s *pgStore) ensureTables(ctx context.Context) error {
 				return err
 			}
 			var exist bool
-			if err := tx.QueryRow(ctx, pgTablesExist).Scan(&exist); err != nil || exist {
+			if err := tx.QueryRow(ctx, pgTablesExist).Scan(&exist); err != nil {
+				return err
+			}
+			if exist {
+				// The row may be gone (a TRUNCATE by hand); without it no
+				// write would move the revision. Checked first, so that a
+				// role without INSERT on it opens when it is there.
+				var row bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen_gateway_revision)`).Scan(&row); err != nil || row {
+					return err
+				}
+				_, err := tx.Exec(ctx, pgRevisionRow)
 				return err
 			}
 			for _, ddl := range pgDDL {

@@ -92,6 +92,21 @@ func TestPostgresTables(t *testing.T) {
 	if now := revision(t, stores[1]); now == before {
 		t.Fatal("a raise of the revision row by hand was not seen")
 	}
+	// A revision row lost by hand is put back by the next Open, and
+	// writes move it again.
+	if _, err := conn.Exec(c, "TRUNCATE queen_gateway_revision"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(c, dbURL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before = revision(t, s)
+	must(t, s.PutTenant(c, Tenant{"acme", "free"}))
+	if now := revision(t, stores[0]); now == before {
+		t.Fatal("after the revision row was truncated and reopened, a write left it alone")
+	}
 	// The stored plan is readable as columns.
 	must(t, stores[0].PutPlan(c, free))
 	var n int64
