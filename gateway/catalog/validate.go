@@ -56,6 +56,10 @@ func (p Plan) Validate() error {
 	return nil
 }
 
+// ValidatePlan is p.Validate, for callers that hold a Plan from elsewhere
+// than DecodePlan.
+func ValidatePlan(p Plan) error { return p.Validate() }
+
 // Validate checks the tenant's name and its plan's.
 func (t Tenant) Validate() error {
 	if err := checkName("tenant name", t.Name); err != nil {
