@@ -1,0 +1,17 @@
+package catalog
+
+import (
+	"os"
+	"testing"
+
+	"github.com/queenmq/ephemeral/store/storetest"
+)
+
+// pg is the run's PostgreSQL, started once for the package (the broker's
+// store tests' own throwaway server; see storetest.StartPostgres). Without
+// one the PostgreSQL tests skip, except under CI=true, where they fail.
+var pg *storetest.Postgres
+
+func TestMain(m *testing.M) {
+	os.Exit(storetest.MainWithPostgres(m, &pg))
+}

@@ -1,0 +1,378 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The PostgreSQL catalog, shared by every gateway given the same database.
+//
+// Its tables are named queen_gateway_* and live in the connection's
+// current schema (the first of search_path: public unless the URL or the
+// role says otherwise, e.g. ?search_path=gateway), beside the broker's own
+// schema if the database is shared. They are created on Open when missing,
+// under an advisory lock so that gateways booting together do not race; a
+// role without CREATE rights works against tables an operator made.
+//
+// The revision is the one row of queen_gateway_revision, raised by each
+// catalog write in its own transaction, first: it is transactional (a
+// reader that sees n sees every write up to n; a sequence would not be),
+// and since every writer locks that row before anything else, catalog
+// writes are serialised and cannot deadlock. An operator who edits plans
+// or tenants by hand raises it in the same transaction:
+//
+//	UPDATE queen_gateway_revision SET n = n + 1;
+
+const (
+	// pgConnectTimeout bounds dialing when the URL sets no connect_timeout.
+	pgConnectTimeout = 2 * time.Second
+	// pgStatementTimeout is the server's statement_timeout unless the URL
+	// sets one; pgCallTimeout bounds a whole call (acquire, statements,
+	// commit) on the client, so a dead database answers instead of hanging.
+	pgStatementTimeout = 5 * time.Second
+	pgCallTimeout      = 10 * time.Second
+	// pgMaxConns: the catalog is off the hot path (the proxy reads its
+	// snapshot from memory and flushes usage in batches).
+	pgMaxConns = 4
+)
+
+var pgDDL = []string{
+	// Names are COLLATE "C" so that ORDER BY is byte order, the embedded
+	// store's and the contract's.
+	`CREATE TABLE IF NOT EXISTS queen_gateway_plans (
+		name                text COLLATE "C" PRIMARY KEY,
+		ephemeral           boolean NOT NULL DEFAULT false,
+		messages_per_period bigint NOT NULL DEFAULT 0 CHECK (messages_per_period >= 0),
+		period_seconds      bigint NOT NULL DEFAULT 0 CHECK (period_seconds >= 0),
+		messages_per_second bigint NOT NULL DEFAULT 0 CHECK (messages_per_second >= 0),
+		parked_slots        bigint NOT NULL DEFAULT 0 CHECK (parked_slots >= 0),
+		updated_at          timestamptz NOT NULL DEFAULT now())`,
+	`CREATE TABLE IF NOT EXISTS queen_gateway_tenants (
+		name       text COLLATE "C" PRIMARY KEY,
+		plan       text COLLATE "C" NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now())`,
+	`CREATE TABLE IF NOT EXISTS queen_gateway_usage (
+		tenant text COLLATE "C" NOT NULL,
+		class  text COLLATE "C" NOT NULL,
+		minute bigint NOT NULL CHECK (minute >= 0 AND minute % 60 = 0),
+		count  bigint NOT NULL CHECK (count >= 0),
+		PRIMARY KEY (tenant, class, minute))`,
+	// UsageSince reads a window of recent minutes across every tenant.
+	`CREATE INDEX IF NOT EXISTS queen_gateway_usage_minute ON queen_gateway_usage (minute)`,
+	`CREATE TABLE IF NOT EXISTS queen_gateway_revision (
+		one boolean PRIMARY KEY DEFAULT true CHECK (one),
+		n   bigint NOT NULL)`,
+	pgRevisionRow,
+}
+
+const (
+	pgTablesExist = `SELECT to_regclass('queen_gateway_plans') IS NOT NULL AND to_regclass('queen_gateway_tenants') IS NOT NULL
+		AND to_regclass('queen_gateway_usage') IS NOT NULL AND to_regclass('queen_gateway_revision') IS NOT NULL`
+	pgRevisionRow = `INSERT INTO queen_gateway_revision (one, n) VALUES (true, 1) ON CONFLICT (one) DO NOTHING`
+	pgBump        = `UPDATE queen_gateway_revision SET n = n + 1`
+	pgRevision    = `SELECT n FROM queen_gateway_revision`
+
+	pgPlanColumns = `name, ephemeral, messages_per_period, period_seconds, messages_per_second, parked_slots`
+	pgPutPlan     = `INSERT INTO queen_gateway_plans (` + pgPlanColumns + `) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (name) DO UPDATE SET ephemeral = EXCLUDED.ephemeral,
+			messages_per_period = EXCLUDED.messages_per_period, period_seconds = EXCLUDED.period_seconds,
+			messages_per_second = EXCLUDED.messages_per_second, parked_slots = EXCLUDED.parked_slots, updated_at = now()`
+	pgGetPlan    = `SELECT ` + pgPlanColumns + ` FROM queen_gateway_plans WHERE name = $1`
+	pgLoadPlans  = `SELECT ` + pgPlanColumns + ` FROM queen_gateway_plans ORDER BY name`
+	pgDeletePlan = `DELETE FROM queen_gateway_plans WHERE name = $1`
+
+	pgPutTenant = `INSERT INTO queen_gateway_tenants (name, plan) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`
+	pgGetTenant   = `SELECT name, plan FROM queen_gateway_tenants WHERE name = $1`
+	pgLoadTenants = `SELECT name, plan FROM queen_gateway_tenants ORDER BY name`
+
+	// One statement, so one transaction. mergeUsage gives each key once
+	// (ON CONFLICT cannot update a row twice in one statement) and sorted
+	// (concurrent batches lock rows in the same order).
+	pgAddUsage = `INSERT INTO queen_gateway_usage AS u (tenant, class, minute, count)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+		ON CONFLICT (tenant, class, minute) DO UPDATE SET count = u.count + EXCLUDED.count`
+	pgUsageSince = `SELECT tenant, class, sum(count)::bigint FROM queen_gateway_usage WHERE minute >= $1 GROUP BY tenant, class`
+)
+
+var _ Store = (*pgStore)(nil)
+
+type pgStore struct {
+	pool      *pgxpool.Pool
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+func openPostgres(ctx context.Context, url string) (*pgStore, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's message may quote the password; say only what failed.
+		return nil, errors.New("catalog: cannot parse the database URL")
+	}
+	cfg.MaxConns = pgMaxConns
+	cc := cfg.ConnConfig
+	if cc.ConnectTimeout <= 0 {
+		cc.ConnectTimeout = pgConnectTimeout
+	}
+	if cc.RuntimeParams["statement_timeout"] == "" {
+		cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(pgStatementTimeout.Milliseconds(), 10)
+	}
+	if cc.RuntimeParams["application_name"] == "" {
+		cc.RuntimeParams["application_name"] = "queen-gateway"
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: pool: %w", err)
+	}
+	s := &pgStore{pool: pool}
+	if err := s.ensureTables(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("catalog: preparing the tables: %w", err)
+	}
+	return s, nil
+}
+
+// ensureTables creates what is missing. When every table exists it runs no
+// DDL, so a role without CREATE rights works.
+func (s *pgStore) ensureTables(ctx context.Context) error {
+	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey()); err != nil {
+				return err
+			}
+			var exist bool
+			if err := tx.QueryRow(ctx, pgTablesExist).Scan(&exist); err != nil {
+				return err
+			}
+			if exist {
+				// The row may be gone (a TRUNCATE by hand); without it no
+				// write would move the revision. Checked first, so that a
+				// role without INSERT on it opens when it is there.
+				var row bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen_gateway_revision)`).Scan(&row); err != nil || row {
+					return err
+				}
+				_, err := tx.Exec(ctx, pgRevisionRow)
+				return err
+			}
+			for _, ddl := range pgDDL {
+				if _, err := tx.Exec(ctx, ddl); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func lockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("queen-gateway catalog tables"))
+	return int64(h.Sum64())
+}
+
+// withConn runs fn on a pooled connection within pgCallTimeout. No
+// connection in time is ErrUnavailable, unless the caller gave up first.
+func (s *pgStore) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, pgCallTimeout)
+	defer cancel()
+	c, err := s.pool.Acquire(callCtx)
+	switch {
+	case err == nil:
+	case s.closed.Load():
+		return ErrClosed
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return err
+	default:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer c.Release()
+	return fn(callCtx, c)
+}
+
+// write runs fn in a transaction that first raises the revision.
+func (s *pgStore) write(ctx context.Context, fn func(context.Context, pgx.Tx) error) error {
+	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, pgBump); err != nil {
+				return err
+			}
+			return fn(ctx, tx)
+		})
+	})
+}
+
+func (s *pgStore) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.pool.Close()
+	})
+	return nil
+}
+
+func (s *pgStore) PutPlan(ctx context.Context, p Plan) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, pgPutPlan, p.Name, p.Features.Ephemeral, p.MessagesPerPeriod, p.PeriodSeconds, p.MessagesPerSecond, p.ParkedSlots)
+		return err
+	})
+}
+
+func scanPlan(r pgx.CollectableRow) (Plan, error) {
+	var p Plan
+	err := r.Scan(&p.Name, &p.Features.Ephemeral, &p.MessagesPerPeriod, &p.PeriodSeconds, &p.MessagesPerSecond, &p.ParkedSlots)
+	return p, err
+}
+
+func scanTenant(r pgx.CollectableRow) (Tenant, error) {
+	var t Tenant
+	err := r.Scan(&t.Name, &t.Plan)
+	return t, err
+}
+
+// getOne reads at most one row of sql.
+func getOne[T any](ctx context.Context, s *pgStore, scan pgx.RowToFunc[T], sql string, args ...any) (T, bool, error) {
+	var rows []T
+	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		r, _ := c.Query(ctx, sql, args...)
+		var err error
+		rows, err = pgx.CollectRows(r, scan)
+		return err
+	})
+	var zero T
+	if err != nil || len(rows) == 0 {
+		return zero, false, err
+	}
+	return rows[0], true, nil
+}
+
+func (s *pgStore) GetPlan(ctx context.Context, name string) (Plan, bool, error) {
+	if err := checkName("plan name", name); err != nil {
+		return Plan{}, false, err
+	}
+	return getOne(ctx, s, scanPlan, pgGetPlan, name)
+}
+
+func (s *pgStore) DeletePlan(ctx context.Context, name string) (bool, error) {
+	if err := checkName("plan name", name); err != nil {
+		return false, err
+	}
+	var existed bool
+	err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgDeletePlan, name)
+		existed = tag.RowsAffected() > 0
+		return err
+	})
+	return existed && err == nil, err
+}
+
+func (s *pgStore) PutTenant(ctx context.Context, t Tenant) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, pgPutTenant, t.Name, t.Plan)
+		return err
+	})
+}
+
+func (s *pgStore) GetTenant(ctx context.Context, name string) (Tenant, bool, error) {
+	if err := checkName("tenant name", name); err != nil {
+		return Tenant{}, false, err
+	}
+	return getOne(ctx, s, scanTenant, pgGetTenant, name)
+}
+
+// Snapshot reads both tables in one repeatable-read transaction, so the
+// plans and tenants are of one moment.
+func (s *pgStore) Snapshot(ctx context.Context) ([]Plan, []Tenant, error) {
+	var (
+		plans   []Plan
+		tenants []Tenant
+	)
+	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+		return pgx.BeginTxFunc(ctx, c, opts, func(tx pgx.Tx) error {
+			r, _ := tx.Query(ctx, pgLoadPlans)
+			var err error
+			if plans, err = pgx.CollectRows(r, scanPlan); err != nil {
+				return err
+			}
+			r, _ = tx.Query(ctx, pgLoadTenants)
+			tenants, err = pgx.CollectRows(r, scanTenant)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return plans, tenants, nil
+}
+
+func (s *pgStore) Revision(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, pgRevision).Scan(&n)
+	})
+	return n, err
+}
+
+func (s *pgStore) AddUsage(ctx context.Context, rows []Usage) error {
+	rows, err := mergeUsage(rows)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	tenants := make([]string, len(rows))
+	classes := make([]string, len(rows))
+	minutes := make([]int64, len(rows))
+	counts := make([]int64, len(rows))
+	for i, u := range rows {
+		tenants[i], classes[i], minutes[i], counts[i] = u.Tenant, string(u.Class), u.Minute, u.Count
+	}
+	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, pgAddUsage, tenants, classes, minutes, counts)
+		return err
+	})
+}
+
+func (s *pgStore) UsageSince(ctx context.Context, since int64) (map[string]map[Class]int64, error) {
+	out := make(map[string]map[Class]int64)
+	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		rows, _ := c.Query(ctx, pgUsageSince, since)
+		var (
+			tenant, class string
+			n             int64
+		)
+		_, err := pgx.ForEachRow(rows, []any{&tenant, &class, &n}, func() error {
+			m := out[tenant]
+			if m == nil {
+				m = make(map[Class]int64)
+				out[tenant] = m
+			}
+			m[Class(class)] = n
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
