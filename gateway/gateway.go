@@ -18,6 +18,7 @@ import (
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/gnetlog"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -157,7 +158,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 		gnet.WithNumEventLoop(g.cfg.Loops),
 		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogLevel(logging.ErrorLevel),
+		gnet.WithLogger(gnetlog.New(g.cfg.Logger)),
+		gnet.WithLogLevel(logging.DebugLevel),
 	)
 	if err == nil {
 		err = cli.Start()
