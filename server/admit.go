@@ -20,7 +20,7 @@ var (
 // grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
 func (cs *conn) admit(req *wire.Request, need Access) bool {
 	s := cs.s
-	tenant, level, werr := s.auth.identify(req)
+	tenant, level, werr := s.auth.identifyAs(req, cs.tenant)
 	if werr != nil {
 		cs.out = s.appendError(cs.out, req.Head(0), werr)
 		return false

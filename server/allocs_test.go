@@ -15,10 +15,26 @@ import (
 // allocate nothing in the steady state, together (the engine's pins cover
 // only what is below the server; this one covers its glue: the pop's sink,
 // the ids it writes, the ack body's decoding and outcomes, the metering).
+//
+// In gateway mode too, where the requests carry the gateway's headers and
+// every pop answer its X-Queen-Delivered line.
 func TestPushPopAckAreAllocationFree(t *testing.T) {
+	t.Run(ModeNone, func(t *testing.T) { pushPopAckAllocs(t, ModeNone) })
+	t.Run(ModeGateway, func(t *testing.T) { pushPopAckAllocs(t, ModeGateway) })
+}
+
+func pushPopAckAllocs(t *testing.T, mode string) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})
 	defer e.Close()
-	s := New(Config{Engine: e, Store: openStore(t)})
+	auth, err := NewAuth(AuthConfig{Mode: mode, GatewaySecret: "gw-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Engine: e, Store: openStore(t), Auth: auth})
+	var headers string
+	if mode == ModeGateway {
+		headers = "X-Queen-Gateway-Secret: gw-secret\r\nX-Queen-Tenant: default\r\nX-Queen-Access: read-write\r\n"
+	}
 	cs := &conn{s: s, ls: new(loopScratch)}
 	cs.sink = popSink{cs: cs, e: e}
 
@@ -28,7 +44,9 @@ func TestPushPopAckAreAllocationFree(t *testing.T) {
 		raw = append(raw[:0], method...)
 		raw = append(raw, ' ')
 		raw = append(raw, target...)
-		raw = append(raw, " HTTP/1.1\r\nHost: x\r\nContent-Length: "...)
+		raw = append(raw, " HTTP/1.1\r\nHost: x\r\n"...)
+		raw = append(raw, headers...)
+		raw = append(raw, "Content-Length: "...)
 		raw = strconv.AppendInt(raw, int64(len(b)), 10)
 		raw = append(raw, "\r\n\r\n"...)
 		raw = append(raw, b...)
@@ -42,6 +60,7 @@ func TestPushPopAckAreAllocationFree(t *testing.T) {
 	}
 	push := []byte(`{"queue":"q","partition":"p","messages":[{"payload":{"n":1}}]}`)
 	idKey := []byte(`"id":"`)
+	deliveredOne := []byte("\r\nX-Queen-Delivered: 1\r\n")
 	cycle := func() {
 		serve("POST", "/api/v1/ephemeral/push", push)
 		if !bytes.HasPrefix(cs.out, []byte("HTTP/1.1 201")) {
@@ -51,6 +70,9 @@ func TestPushPopAckAreAllocationFree(t *testing.T) {
 		i := bytes.Index(cs.out, idKey)
 		if i < 0 {
 			t.Fatalf("pop: %s", cs.out)
+		}
+		if bytes.Contains(cs.out, deliveredOne) != (mode == ModeGateway) {
+			t.Fatalf("pop in mode %s: %s", mode, cs.out)
 		}
 		id := cs.out[i+len(idKey):]
 		id = id[:bytes.IndexByte(id, '"')]
