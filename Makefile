@@ -35,11 +35,12 @@ COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEA
 LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN ?= bin/queen
 
-.PHONY: help build run test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability mutate
+.PHONY: help build run generate test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability mutate
 
 help:
 	@echo "build          build the broker into BIN ($(BIN)), stamped with VERSION and COMMIT"
 	@echo "run            start the broker (go run ./cmd/queen, stamped as build is)"
+	@echo "generate       go generate: gateway/routes/routes.json from the broker's route table"
 	@echo "test           go test -race on every package (the root module and bench/)"
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
@@ -57,6 +58,11 @@ build:
 
 run:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/queen
+
+# gateway/routes/routes.json, written from server.RouteTable by
+# cmd/queen-routes; a test fails while it is stale.
+generate:
+	$(GO) generate ./gateway/routes
 
 test:
 	$(GO) test -race -count=1 ./...

@@ -585,6 +585,11 @@ func (b *broker) popWith(t testing.TB, c *http.Client, q popq) popResp {
 	var out popResp
 	r := b.doWith(t, c, "GET", "/api/v1/ephemeral/pop?"+q.encode(), nil).want(t, 200, &out)
 	checkPopShape(t, r.body, q["queue"], out)
+	// These requests carry no gateway headers, so the broker is not in
+	// gateway mode: its pop answers say nothing of their count.
+	if v, ok := r.header["X-Queen-Delivered"]; ok {
+		t.Fatalf("a pop answer outside gateway mode carries X-Queen-Delivered %q", v)
+	}
 	return out
 }
 

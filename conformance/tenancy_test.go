@@ -154,15 +154,22 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	b.doH(t, "GET", depthPath("shared", ""), nil, B...).wantErr(t, 404, "ephemeral_queue_not_found")
 	var pb popResp
-	b.doH(t, "GET", "/api/v1/ephemeral/pop?queue=shared&wait=false&batch=10", nil, B...).want(t, 200, &pb)
+	r := b.doH(t, "GET", "/api/v1/ephemeral/pop?queue=shared&wait=false&batch=10", nil, B...).want(t, 200, &pb)
 	if len(pb.Messages) != 0 {
 		t.Fatalf("tenant b popped a's messages: %+v", pb)
 	}
+	// In gateway mode a pop answer says how many messages it carries.
+	if v := r.header.Values("X-Queen-Delivered"); len(v) != 1 || v[0] != "0" {
+		t.Fatalf("an empty pop's X-Queen-Delivered: %q", v)
+	}
 	b.doH(t, "POST", "/api/v1/ephemeral/push", pushBody("shared", "", `"b1"`), B...).want(t, 201, nil)
 	var pa popResp
-	b.doH(t, "GET", "/api/v1/ephemeral/pop?queue=shared&wait=false&batch=10", nil, A...).want(t, 200, &pa)
+	r = b.doH(t, "GET", "/api/v1/ephemeral/pop?queue=shared&wait=false&batch=10", nil, A...).want(t, 200, &pa)
 	if got := pa.payloads(); len(got) != 2 || got[0] != `"a1"` || got[1] != `"a2"` {
 		t.Fatalf("tenant a popped %v", got)
+	}
+	if v := r.header.Values("X-Queen-Delivered"); len(v) != 1 || v[0] != "2" {
+		t.Fatalf("a pop of 2's X-Queen-Delivered: %q", v)
 	}
 	// b acks a's ids: unknown to b, and a's lease stands.
 	var ar ackResp

@@ -23,7 +23,7 @@ var (
 // grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
 func (cs *conn) admit(req *wire.Request, need identity.Level) bool {
 	s := cs.s
-	tenant, level, werr := s.auth.Identify(req)
+	tenant, level, werr := s.auth.IdentifyAs(req, cs.tenant)
 	if werr != nil {
 		cs.out = s.appendError(cs.out, req.Head(0), werr)
 		return false

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -15,10 +16,26 @@ import (
 // allocate nothing in the steady state, together (the engine's pins cover
 // only what is below the server; this one covers its glue: the pop's sink,
 // the ids it writes, the ack body's decoding and outcomes, the metering).
+//
+// In gateway mode too, where the requests carry the gateway's headers and
+// every pop answer its X-Queen-Delivered line.
 func TestPushPopAckAreAllocationFree(t *testing.T) {
+	t.Run(identity.ModeNone, func(t *testing.T) { pushPopAckAllocs(t, identity.ModeNone) })
+	t.Run(identity.ModeGateway, func(t *testing.T) { pushPopAckAllocs(t, identity.ModeGateway) })
+}
+
+func pushPopAckAllocs(t *testing.T, mode string) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})
 	defer e.Close()
-	s := New(Config{Engine: e, Store: openStore(t)})
+	auth, err := identity.New(identity.Config{Mode: mode, GatewaySecret: "gw-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Engine: e, Store: openStore(t), Auth: auth})
+	var headers string
+	if mode == identity.ModeGateway {
+		headers = "X-Queen-Gateway-Secret: gw-secret\r\nX-Queen-Tenant: default\r\nX-Queen-Access: read-write\r\n"
+	}
 	cs := &conn{s: s, ls: new(loopScratch)}
 	cs.sink = popSink{cs: cs, e: e}
 
@@ -28,7 +45,9 @@ func TestPushPopAckAreAllocationFree(t *testing.T) {
 		raw = append(raw[:0], method...)
 		raw = append(raw, ' ')
 		raw = append(raw, target...)
-		raw = append(raw, " HTTP/1.1\r\nHost: x\r\nContent-Length: "...)
+		raw = append(raw, " HTTP/1.1\r\nHost: x\r\n"...)
+		raw = append(raw, headers...)
+		raw = append(raw, "Content-Length: "...)
 		raw = strconv.AppendInt(raw, int64(len(b)), 10)
 		raw = append(raw, "\r\n\r\n"...)
 		raw = append(raw, b...)
@@ -42,6 +61,7 @@ func TestPushPopAckAreAllocationFree(t *testing.T) {
 	}
 	push := []byte(`{"queue":"q","partition":"p","messages":[{"payload":{"n":1}}]}`)
 	idKey := []byte(`"id":"`)
+	deliveredOne := []byte("\r\nX-Queen-Delivered: 1\r\n")
 	cycle := func() {
 		serve("POST", "/api/v1/ephemeral/push", push)
 		if !bytes.HasPrefix(cs.out, []byte("HTTP/1.1 201")) {
@@ -51,6 +71,9 @@ func TestPushPopAckAreAllocationFree(t *testing.T) {
 		i := bytes.Index(cs.out, idKey)
 		if i < 0 {
 			t.Fatalf("pop: %s", cs.out)
+		}
+		if bytes.Contains(cs.out, deliveredOne) != (mode == identity.ModeGateway) {
+			t.Fatalf("pop in mode %s: %s", mode, cs.out)
 		}
 		id := cs.out[i+len(idKey):]
 		id = id[:bytes.IndexByte(id, '"')]

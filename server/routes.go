@@ -58,16 +58,36 @@ func (cs *conn) dispatch(req *wire.Request) {
 
 // ephemeralRoute is one route of the family (docs/server.md): its
 // name in the metrics, the method it takes, the access it needs, how a cell
-// serves it (D17) and its handler. Handlers of the two routes with a
+// serves it (D17), how a gateway meters it and its handler. RouteTable
+// publishes it (routetable.go) for gateway/routes. Handlers of the two routes with a
 // :queue segment get the segment, still escaped; the others get nil.
 type ephemeralRoute struct {
 	path   string // under prefix; for a :queue route, the part before the segment
+	tail   string // for a :queue route, the part after the segment
 	id     routeID
 	method wire.Method
 	need   identity.Level
 	cell   cellRole
+	meter  meter
 	serve  func(cs *conn, req *wire.Request, seg []byte)
 }
+
+// meter says how a gateway in front of the broker meters a route
+// (docs/routes.md, "Through a gateway"; docs/contract.md): the broker
+// counts the same (queen_ephemeral_pushed_messages_total,
+// queen_ephemeral_delivered_messages_total). Published by RouteTable for
+// gateway/routes.
+type meter uint8
+
+const (
+	meterNone meter = iota
+	// meterMessages: a push meters as messages, item by item, one per
+	// element of its messages array, against the tenant's rate.
+	meterMessages
+	// meterDeliveries: a pop meters as deliveries, the messages its answer
+	// carries (X-Queen-Delivered in gateway mode).
+	meterDeliveries
+)
 
 // cellRole says where a route is served in a cell of several brokers (D17).
 type cellRole uint8
@@ -88,26 +108,26 @@ const (
 // fixedRoutes are the routes whose path is fixed, looked up by a scan
 // (six string comparisons cost less than hashing the path).
 var fixedRoutes = []ephemeralRoute{
-	{path: "push", id: routePush, method: wire.MethodPost, need: identity.Write, cell: servedByOwner,
+	{path: "push", id: routePush, method: wire.MethodPost, need: identity.Write, cell: servedByOwner, meter: meterMessages,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.push(req) }},
-	{path: "pop", id: routePop, method: wire.MethodGet, need: identity.ReadWrite, cell: servedByOwner,
+	{path: "pop", id: routePop, method: wire.MethodGet, need: identity.ReadWrite, cell: servedByOwner, meter: meterDeliveries,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.pop(req) }},
-	{path: "ack", id: routeAck, method: wire.MethodPost, need: identity.ReadWrite, cell: servedByOwner,
+	{path: "ack", id: routeAck, method: wire.MethodPost, need: identity.ReadWrite, cell: servedByOwner, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.ack(req) }},
-	{path: "configure", id: routeConfigure, method: wire.MethodPost, need: identity.ReadWrite, cell: appliedByAll,
+	{path: "configure", id: routeConfigure, method: wire.MethodPost, need: identity.ReadWrite, cell: appliedByAll, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.configure(req) }},
-	{path: "reset", id: routeReset, method: wire.MethodPost, need: identity.ReadWrite, cell: appliedByAll,
+	{path: "reset", id: routeReset, method: wire.MethodPost, need: identity.ReadWrite, cell: appliedByAll, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.reset(req) }},
-	{path: "queues", id: routeQueues, method: wire.MethodGet, need: identity.Read, cell: servedHere,
+	{path: "queues", id: routeQueues, method: wire.MethodGet, need: identity.Read, cell: servedHere, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.listQueues(req) }},
 }
 
 // The routes with a :queue segment: DELETE queue/:queue and GET
 // queues/:queue/depth.
 var (
-	deleteRoute = ephemeralRoute{path: "queue/", id: routeDeleteQueue, method: wire.MethodDelete, need: identity.ReadWrite, cell: appliedByAll,
+	deleteRoute = ephemeralRoute{path: "queue/", id: routeDeleteQueue, method: wire.MethodDelete, need: identity.ReadWrite, cell: appliedByAll, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, seg []byte) { cs.deleteQueue(req, req.PathUnescape(seg)) }}
-	depthRoute = ephemeralRoute{path: "queues/", id: routeDepth, method: wire.MethodGet, need: identity.Read, cell: servedHere,
+	depthRoute = ephemeralRoute{path: "queues/", tail: depthTail, id: routeDepth, method: wire.MethodGet, need: identity.Read, cell: servedHere, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, seg []byte) { cs.depthRead(req, req.PathUnescape(seg)) }}
 )
 
@@ -123,9 +143,9 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 	switch {
 	case bytes.HasPrefix(rest, []byte(deleteRoute.path)):
 		r, seg = &deleteRoute, rest[len(deleteRoute.path):]
-	case len(rest) >= len(depthRoute.path)+len(depthTail) &&
-		bytes.HasPrefix(rest, []byte(depthRoute.path)) && bytes.HasSuffix(rest, []byte(depthTail)):
-		r, seg = &depthRoute, rest[len(depthRoute.path):len(rest)-len(depthTail)]
+	case len(rest) >= len(depthRoute.path)+len(depthRoute.tail) &&
+		bytes.HasPrefix(rest, []byte(depthRoute.path)) && bytes.HasSuffix(rest, []byte(depthRoute.tail)):
+		r, seg = &depthRoute, rest[len(depthRoute.path):len(rest)-len(depthRoute.tail)]
 	default:
 		cs.refuse(req, errNoRoute)
 		return

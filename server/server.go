@@ -34,7 +34,10 @@ type Server struct {
 	accepting sync.WaitGroup // the acceptLoop goroutine
 	loaded    atomic.Bool    // declarations loaded from the store
 	auth      *identity.Auth
-	m         *serverMetrics
+	// gatewayMode: QUEEN_AUTH_MODE=gateway, whose pop answers say how many
+	// messages they carry (X-Queen-Delivered, popSink.end).
+	gatewayMode bool
+	m           *serverMetrics
 
 	tenants *xsync.Map[string, *tenantState]
 	grantMu sync.Mutex // serializes grant changes (store, then memory)
@@ -90,6 +93,7 @@ func New(cfg Config) *Server {
 		quit:    make(chan struct{}),
 		booted:  make(chan struct{}),
 	}
+	s.gatewayMode = cfg.Auth.Mode() == identity.ModeGateway
 	s.now.Store(time.Now().UnixNano())
 	s.retryAfter.Store(1)
 	s.initTransportMetrics()
