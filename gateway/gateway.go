@@ -338,6 +338,7 @@ func (g *Gateway) OnTick() (time.Duration, gnet.Action) {
 	g.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			ls.closeIdle(now)
+			ls.closeIdleUpstreams(now)
 			return nil
 		}))
 		return true

@@ -35,6 +35,12 @@ const maxPipeline = 1024
 // broker.
 const maxIdleDedicated = 64
 
+// upstreamIdle: a connection to a broker with nothing in flight for this
+// long is closed by the gateway, before the broker's own idle timeout
+// (QUEEN_IDLE_TIMEOUT_S, 120 s by default) would close it under a request
+// being written to it.
+const upstreamIdle = 60 * time.Second
+
 // downFor: after a failed dial, a broker is passed over by new requests of
 // the loop for this long, so that a dead broker costs a dial per downFor
 // and not one per request.
@@ -74,6 +80,7 @@ type upConn struct {
 	dead      bool
 	queue     []*exchange // awaiting their answers, in order
 	sent      int         // queue[:sent] have been handed to the socket
+	lastUsed  int64       // unix nanos of the last request given to it
 	rr        respReader
 	body      []byte // a pop answer's body, kept only to count its messages when the broker did not
 }
@@ -168,6 +175,7 @@ func (u *upConn) opened(c gnet.Conn) {
 // answer.
 func (u *upConn) send(ex *exchange) {
 	u.queue = append(u.queue, ex)
+	u.lastUsed = u.ls.g.now.Load()
 	u.markDirty()
 }
 
@@ -334,6 +342,20 @@ func (u *upConn) failed(error) {
 		cc.answeredAll()
 	}
 	ls.writeListed()
+}
+
+// closeIdleUpstreams closes the loop's broker connections that have had
+// nothing in flight for upstreamIdle.
+func (ls *loopState) closeIdleUpstreams(now int64) {
+	for _, lists := range [][][]*upConn{ls.shared, ls.idle} {
+		for _, list := range lists {
+			for _, u := range list {
+				if len(u.queue) == 0 && u.c != nil && now-u.lastUsed > int64(upstreamIdle) {
+					_ = u.c.Close() // OnClose: failed, which forgets it
+				}
+			}
+		}
+	}
 }
 
 // forget takes u out of the loop's lists.

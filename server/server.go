@@ -14,6 +14,7 @@ import (
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/gnetlog"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -128,7 +129,7 @@ func (s *Server) Start() error {
 		gnet.WithNumEventLoop(s.cfg.Loops),
 		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.cfg.Logger}),
+		gnet.WithLogger(gnetlog.New(s.cfg.Logger)),
 		gnet.WithLogLevel(logging.DebugLevel),
 	)
 	if err == nil {
