@@ -41,12 +41,7 @@ func TestGrantsRedividedOnViewChange(t *testing.T) {
 	s.grantMu.Lock()
 	s.setGrantLocked("t", &g)
 	s.grantMu.Unlock()
-	rate := func() int64 {
-		ts := s.tenantState("t")
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		return ts.rate
-	}
+	rate := func() int64 { return s.tenantState("t").rate.Load() }
 	if r := rate(); r != 90 {
 		t.Fatalf("before any view: rate %d, want 90", r)
 	}
@@ -71,8 +66,8 @@ func TestGrantsRedividedOnViewChange(t *testing.T) {
 		t.Fatalf("stored grant changed: %+v", s.sy.grants["t"])
 	}
 	// A tenant without a grant keeps the broker's default rate, undivided.
-	if ts := s.tenantState("u"); ts.rate != 7 {
-		t.Fatalf("default rate %d, want 7", ts.rate)
+	if ts := s.tenantState("u"); ts.rate.Load() != 7 {
+		t.Fatalf("default rate %d, want 7", ts.rate.Load())
 	}
 }
 
@@ -189,9 +184,7 @@ func TestRedivideDoesNotWaitForGrantStoreCalls(t *testing.T) {
 	}
 	s.grantMu.Unlock()
 	ts := s.tenantState("t")
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.rate != 30 {
-		t.Fatalf("rate %d after the view of three, want 30", ts.rate)
+	if ts.rate.Load() != 30 {
+		t.Fatalf("rate %d after the view of three, want 30", ts.rate.Load())
 	}
 }

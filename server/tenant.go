@@ -1,26 +1,21 @@
 package server
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/queenmq/ephemeral/internal/ratebucket"
 	"github.com/queenmq/ephemeral/store"
 )
 
 // tenantState is what the server keeps per tenant: whether it has a grant
-// row, its message rate bucket (D14; take and refund in ratebucket.go) and
-// its metering counters. It is made once per tenant and never removed.
-//
-// Invariant, whenever mu is free: limited == (rate > 0) and tokens <= rate.
+// row, its message rate and bucket (D14) and its metering counters. It is
+// made once per tenant and never removed.
 type tenantState struct {
 	granted atomic.Bool
-	limited atomic.Bool // rate > 0: pushes take from the bucket
-	mu      sync.Mutex
-	rate    int64   // messages per second, 0 = unlimited
-	tokens  float64 // may be negative: debt
-	last    int64   // monotonic nanos of the last refill
+	rate    atomic.Int64 // messages per second, 0 = unlimited
+	bucket  ratebucket.Bucket
 
 	// Metering (made once per tenant: no lookup per message).
 	pushed    *metrics.Counter
@@ -33,8 +28,8 @@ func (s *Server) tenantState(tenant string) *tenantState {
 		return ts
 	}
 	ts, _ := s.tenants.LoadOrCompute(tenant, func() (*tenantState, bool) {
-		ts := &tenantState{rate: s.cfg.TenantMsgsPerSecond, tokens: float64(s.cfg.TenantMsgsPerSecond)}
-		ts.limited.Store(ts.rate > 0)
+		ts := &tenantState{}
+		ts.rate.Store(s.cfg.TenantMsgsPerSecond)
 		ts.pushed, ts.delivered = s.m.tenantCounters(tenant)
 		return ts, false
 	})
@@ -56,19 +51,24 @@ func (s *Server) setGrant(tenant string, g *store.Grant) {
 	}
 	ts := s.tenantState(tenant)
 	ts.granted.Store(g != nil)
-	ts.mu.Lock()
 	rate := s.cfg.TenantMsgsPerSecond
 	if g != nil {
 		rate = g.MessagesPerSecond
 	}
-	if rate != ts.rate {
-		ts.rate, ts.tokens, ts.last = rate, float64(rate), 0
+	if ts.rate.Swap(rate) != rate {
+		ts.bucket.Refill()
 	}
-	ts.limited.Store(ts.rate > 0)
-	ts.mu.Unlock()
 	if g != nil {
 		s.e.SetTenantLimitsShared(tenant, g.MaxBytes, g.MaxQueues, members)
 	} else {
 		s.e.ClearTenantLimits(tenant)
 	}
 }
+
+// take admits n messages of the tenant under its rate (D14): 0 when
+// admitted, else the seconds to wait. With no rate it takes no lock.
+func (ts *tenantState) take(n int) int { return ts.bucket.Take(ts.rate.Load(), n) }
+
+// refund gives back what a push admitted by the rate but refused later
+// (queue bounds, allowance) took: a refused push spends nothing.
+func (ts *tenantState) refund(n int) { ts.bucket.Refund(ts.rate.Load(), n) }

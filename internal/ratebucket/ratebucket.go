@@ -33,14 +33,8 @@ func (b *Bucket) Take(rate int64, n int) int {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := int64(time.Since(monoStart))
 	r := float64(rate)
-	if !b.started {
-		b.started, b.tokens = true, r
-	} else {
-		b.tokens = math.Min(r, b.tokens+r*float64(now-b.last)/1e9)
-	}
-	b.last = now
+	b.refill(r, int64(time.Since(monoStart)))
 	if b.tokens <= 0 {
 		return max(1, int(math.Ceil(-b.tokens/r)))
 	}
@@ -57,15 +51,27 @@ func (b *Bucket) Charge(rate int64, n int) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := int64(time.Since(monoStart))
-	r := float64(rate)
+	b.refill(float64(rate), int64(time.Since(monoStart)))
+	b.tokens -= float64(n)
+}
+
+// refill adds what rate r earned since the last call, up to one second's
+// worth; a bucket's first call fills it. b.mu is held.
+func (b *Bucket) refill(r float64, now int64) {
 	if !b.started {
 		b.started, b.tokens = true, r
 	} else {
 		b.tokens = math.Min(r, b.tokens+r*float64(now-b.last)/1e9)
 	}
 	b.last = now
-	b.tokens -= float64(n)
+}
+
+// Refill fills the bucket again (a tenant whose rate changed starts on
+// the new rate's full second).
+func (b *Bucket) Refill() {
+	b.mu.Lock()
+	b.started = false
+	b.mu.Unlock()
 }
 
 // Refund gives back what an admitted batch took when it was refused later

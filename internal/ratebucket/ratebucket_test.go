@@ -46,3 +46,15 @@ func TestChargeSpendsIntoDebt(t *testing.T) {
 		t.Fatalf("after a charge of 30 at 10/s: wait %d, want 2", got)
 	}
 }
+
+func TestRefillStartsFullAgain(t *testing.T) {
+	var b Bucket
+	b.Take(4, 10) // deep in debt
+	if got := b.Take(4, 1); got == 0 {
+		t.Fatal("in debt, admitted")
+	}
+	b.Refill()
+	if got := b.Take(4, 1); got != 0 {
+		t.Fatalf("after Refill: wait %d, want 0", got)
+	}
+}
