@@ -38,7 +38,7 @@ BIN ?= bin/queen
 .PHONY: help build run generate test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability mutate
 
 help:
-	@echo "build          build the broker into BIN ($(BIN)), stamped with VERSION and COMMIT"
+	@echo "build          build the broker into BIN ($(BIN)), queenctl and queen-gateway beside it, stamped with VERSION and COMMIT"
 	@echo "run            start the broker (go run ./cmd/queen, stamped as build is)"
 	@echo "generate       go generate: gateway/routes/routes.json from the broker's route table"
 	@echo "test           go test -race on every package (the root module and bench/)"
@@ -55,6 +55,7 @@ help:
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/queen
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(dir $(BIN))queenctl ./cmd/queenctl
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(dir $(BIN))queen-gateway ./cmd/queen-gateway
 
 run:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/queen
