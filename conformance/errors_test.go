@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// TestBadRequest: every shape refusal is 400 ephemeral_bad_request (spec,
-// status codes; D2, D9, D10, D11), on every route that takes input.
+// TestBadRequest: every shape refusal is 400 ephemeral_bad_request (docs/routes.md,
+// Refusals; D2, D9, D10, D11), on every route that takes input.
 func TestBadRequest(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -167,7 +167,7 @@ func TestBadRequest(t *testing.T) {
 }
 
 // TestUnknownOptionNamesKeys: an unknown option is a 400 naming the keys
-// that exist (spec, configure: "an ignored ttlSecond").
+// that exist (docs/routes.md, configure: "an ignored ttlSecond").
 func TestUnknownOptionNamesKeys(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -185,7 +185,7 @@ func TestUnknownOptionNamesKeys(t *testing.T) {
 
 // TestQueueFull: a push that would pass maxLength or maxBytes under
 // `reject` is 429 queue_full and appends nothing; filling a bound exactly
-// is admitted; reclaimable messages make room first (spec, bounds; D3, D7).
+// is admitted; reclaimable messages make room first (docs/contract.md, Bounds; D3, D7).
 // A message larger than maxBytes could never fit: under either policy it is
 // a 400 naming the bound (D5; docs/engine.md, "A push that can never fit").
 func TestQueueFull(t *testing.T) {
@@ -381,7 +381,7 @@ func mustJSON(v any) []byte {
 // and QUEEN_EPHEMERAL_TENANT_MAX_QUEUES) refuse with 403
 // ephemeral_quota_exceeded the push, or the queue creation by push, pop or
 // configure, that would pass them; reclaimable bytes make room first
-// (spec, status codes; D3, D7, D14).
+// (docs/routes.md, Refusals; D3, D7, D14).
 func TestTenantAllowance(t *testing.T) {
 	t.Parallel()
 	t.Run("bytes", func(t *testing.T) {
@@ -475,7 +475,7 @@ func TestRefusedConfigureDeclaresNothing(t *testing.T) {
 }
 
 // TestResetVoidsLeases: reset drops the contents, voids every lease and
-// rewinds every cursor; the declaration and the groups stay (spec, reset).
+// rewinds every cursor; the declaration and the groups stay (docs/routes.md, reset).
 func TestResetVoidsLeases(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -501,7 +501,7 @@ func TestResetVoidsLeases(t *testing.T) {
 // TestCeilings: the values stored are what was sent (the 201 echo); the
 // values in force, which the status reads publish, are clamped to the
 // broker's ceilings, defaults included, and a ttlSeconds of 0 stays off
-// (spec, configure; D9).
+// (docs/routes.md, configure; D9).
 func TestCeilings(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, map[string]string{

@@ -314,7 +314,7 @@ func (r reply) want(t testing.TB, status int, out any) reply {
 }
 
 // wantErr requires a refusal: status, and a body that is exactly
-// {"error": <non-empty string>, "code": code} (spec, status codes).
+// {"error": <non-empty string>, "code": code} (docs/routes.md, Refusals).
 func (r reply) wantErr(t testing.TB, status int, code string) errBody {
 	t.Helper()
 	if r.status != status {
@@ -429,7 +429,7 @@ type options struct {
 }
 
 // defaultOptions are the options in force of a queue with nothing set, on
-// a broker with the default environment (spec, configure; D9).
+// a broker with the default environment (docs/routes.md, configure; D9).
 var defaultOptions = options{
 	MaxBytes: 16 << 20, MaxLength: 10000, Policy: "reject",
 	TTLSeconds: 0, LeaseSeconds: 30, RetryLimit: 5,
@@ -665,7 +665,7 @@ func (b *broker) ackAll(t testing.TB, queue, group, status string, p popResp) []
 }
 
 // configure requires 201 and the answer {"queue": Q, "options": <exactly
-// the bytes sent>} (spec, configure; D9). rawOptions is "" for none.
+// the bytes sent>} (docs/routes.md, configure; D9). rawOptions is "" for none.
 func (b *broker) configure(t testing.TB, queue, rawOptions string) {
 	t.Helper()
 	q, _ := json.Marshal(queue)

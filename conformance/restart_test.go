@@ -8,7 +8,7 @@ import (
 // TestRestart, on each store: after a clean exit (SIGTERM) and after a
 // crash (SIGKILL), declared queues come back as configured and empty,
 // implicit queues do not come back, drop counters are zero, and acks of
-// ids minted before answer stale (spec, what survives what, two tiers,
+// ids minted before answer stale (docs/contract.md, Survival, two tiers,
 // ack; D6, D9, D16).
 func TestRestart(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 )
 
 // TestAckOutcomes: acked, redelivered and unknown as a live broker gives
-// them, and stale for another incarnation's id (spec, ack; D2). The stale
+// them, and stale for another incarnation's id (docs/routes.md, ack; D2). The stale
 // outcome after a real restart is in TestRestart.
 func TestAckOutcomes(t *testing.T) {
 	t.Parallel()
@@ -73,7 +73,7 @@ func TestAckOutcomes(t *testing.T) {
 
 // TestLeaseExpiry: an unacknowledged message redelivers when its lease
 // expires, with attempts + 1 and the same id, and a waiting pop is woken by
-// the expiry; an ack after the expiry is unknown (spec; D1, D2, D13).
+// the expiry; an ack after the expiry is unknown (docs/contract.md; D1, D2, D13).
 func TestLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -115,7 +115,7 @@ func TestLeaseExpiry(t *testing.T) {
 
 // TestRetryDrops: retryLimit N allows N deliveries; the failure that uses
 // the last one answers acked, drops the message and counts it under retry,
-// whether it came from an ack or a lease expiry (spec; D2).
+// whether it came from an ack or a lease expiry (docs/contract.md; D2).
 func TestRetryDrops(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -165,7 +165,7 @@ func TestRetryDrops(t *testing.T) {
 
 // TestTTL: ttlSeconds drops messages older than the limit, consumed or
 // not; only pending ones count as ttl drops, and a group that never got one
-// counts it as skipped (spec, ttlSeconds; D5; docs/engine.md).
+// counts it as skipped (docs/contract.md, ttl; D5; docs/engine.md).
 func TestTTL(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -228,7 +228,7 @@ func TestTenantDefaultTTL(t *testing.T) {
 // TestDropOldest: under dropOldest a push is admitted and the oldest
 // messages are dropped and counted under bounds; a group that never got
 // them counts them as skipped; a consumed message is freed first and is no
-// drop (spec, bounds; D3, D5; docs/engine.md).
+// drop (docs/contract.md, Bounds; D3, D5; docs/engine.md).
 func TestDropOldest(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -314,7 +314,7 @@ func TestDropOldest(t *testing.T) {
 }
 
 // TestFanOut: every group receives everything, one ring, the same ids; a
-// group created later reads what the others consumed (spec; D3).
+// group created later reads what the others consumed (docs/contract.md; D3).
 func TestFanOut(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -352,7 +352,7 @@ func TestFanOut(t *testing.T) {
 
 // TestCompetingConsumers: consumers sharing a group share its messages:
 // each is delivered to one of them, one lease per partition and group at a
-// time (spec; D1).
+// time (docs/contract.md; D1).
 func TestCompetingConsumers(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -583,7 +583,7 @@ func TestWindowBuffer(t *testing.T) {
 // TestImplicitCollection: an implicit queue with nothing pending, no pop,
 // no push and no parked pop is collected after
 // QUEEN_EPHEMERAL_IMPLICIT_IDLE_S; one holding a pending message, one with
-// a parked pop, and a declared one are not (spec, two tiers; D8).
+// a parked pop, and a declared one are not (docs/contract.md, Tiers; D8).
 func TestImplicitCollection(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_IMPLICIT_IDLE_S": "1"})
@@ -652,7 +652,7 @@ func TestGroupIdle(t *testing.T) {
 }
 
 // TestPopDefaults: batch 1, every partition, the broker's pop timeout
-// (QUEEN_EPHEMERAL_POP_TIMEOUT_MS), wait false (spec, pop; D11).
+// (QUEEN_EPHEMERAL_POP_TIMEOUT_MS), wait false (docs/routes.md, pop; D11).
 func TestPopDefaults(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_POP_TIMEOUT_MS": "2000"})
@@ -701,7 +701,7 @@ func TestPopDefaults(t *testing.T) {
 
 // TestAutoAck: an autoAck pop advances the cursor at delivery and keeps no
 // lease, so its ids ack as unknown and nothing redelivers; it still skips a
-// partition whose lease for the group is live (spec, pop; D1).
+// partition whose lease for the group is live (docs/routes.md, pop; D1).
 func TestAutoAck(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)

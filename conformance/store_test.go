@@ -15,7 +15,7 @@ import (
 // spec status codes), a delete is 500 ephemeral_delete_failed (D16), both
 // change nothing, and the ephemeral surface itself goes on serving; a
 // broker that boots with the database down serves, reports store "down",
-// and loads the declarations once it is back (spec, what survives what;
+// and loads the declarations once it is back (docs/contract.md, Survival;
 // D16). The test starts a PostgreSQL of its own, since it stops it.
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
@@ -99,7 +99,7 @@ func TestPostgresOutage(t *testing.T) {
 // TestStoreWriteFailure: a declaration write or removal that the database
 // refuses (here a trigger raising an error; the connection is fine) is 500
 // ephemeral_configure_failed or ephemeral_delete_failed, and changes
-// nothing in memory (spec, configure: "written to PostgreSQL first and
+// nothing in memory (docs/routes.md, configure: "written to PostgreSQL first and
 // applied to memory second"; D16).
 func TestStoreWriteFailure(t *testing.T) {
 	t.Parallel()

@@ -91,7 +91,7 @@ func TestGatewaySecret(t *testing.T) {
 	b.doH(t, "GET", "/health", nil).want(t, 200, nil)
 }
 
-// TestAccessLevels: each level against each route (spec, the routes; D14).
+// TestAccessLevels: each level against each route (docs/routes.md, Family; D14).
 func TestAccessLevels(t *testing.T) {
 	t.Parallel()
 	b := startGateway(t, nil)

@@ -400,7 +400,7 @@ func TestClosedConnectionUnparksPop(t *testing.T) {
 
 // TestLongPollWokenByPush: a waiting pop parks and a push from another
 // connection answers it; one with nothing answers an empty batch at its
-// timeout (spec, pop).
+// timeout (docs/routes.md, pop).
 func TestLongPollWokenByPush(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)

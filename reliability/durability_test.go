@@ -18,7 +18,7 @@ import (
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
-// What survives a crash and a database outage, under load (spec, configure:
+// What survives a crash and a database outage, under load (docs/routes.md, configure:
 // "written to PostgreSQL first and applied to memory second"; ack: stale;
 // docs/server.md, Declaration writes).
 

@@ -77,8 +77,8 @@ func (c *codes) unexpected(allowed ...string) []string {
 	return out
 }
 
-// The answers the specification allows a push that a bound refuses (spec,
-// status codes; D7): the queue's own bound, the tenant's allowance, the
+// The answers docs/routes.md allows a push that a bound refuses
+// (Refusals; D7): the queue's own bound, the tenant's allowance, the
 // broker's total.
 var pushAnswers = []string{"201", "429 queue_full", "403 ephemeral_quota_exceeded", "503 ephemeral_unavailable"}
 

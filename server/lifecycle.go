@@ -14,7 +14,7 @@ import (
 
 // configure serves POST /api/v1/ephemeral/configure. The declaration is
 // written to the store first, off the loop, and applied to memory second;
-// a failed write changes nothing (spec, configure; D9, D16, P1).
+// a failed write changes nothing (docs/routes.md, configure; D9, D16, P1).
 func (cs *conn) configure(req *wire.Request) {
 	if err := cs.ls.conf.Decode(req.Body); err != nil {
 		cs.refuse(req, err)
@@ -109,7 +109,7 @@ func (cs *conn) deleteQueue(req *wire.Request, name []byte) {
 }
 
 // reset serves POST /api/v1/ephemeral/reset: 200 {"queue","dropped"}, and
-// dropped 0 for a queue that is not there (spec, reset and delete).
+// dropped 0 for a queue that is not there (docs/routes.md, reset).
 func (cs *conn) reset(req *wire.Request) {
 	var b wire.QueueBody
 	if err := b.Decode(req.Body); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // push serves POST /api/v1/ephemeral/push: all or nothing, 201
-// {"pushed": n} (spec, push; D7, D10).
+// {"pushed": n} (docs/routes.md, push; D7, D10).
 func (cs *conn) push(req *wire.Request) {
 	if err := cs.ls.push.Decode(req.Body); err != nil {
 		cs.refuse(req, err)

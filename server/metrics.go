@@ -80,7 +80,7 @@ type serverMetrics struct {
 	outcomes [numOutcomes]*metrics.Counter
 }
 
-// numOutcomes is the size of the closed list of ack outcomes (spec, ack).
+// numOutcomes is the size of the closed list of ack outcomes (docs/routes.md, ack).
 const numOutcomes = int(engine.OutcomeUnknown) + 1
 
 func newServerMetrics() *serverMetrics {

@@ -97,7 +97,7 @@ func (k *popSink) Complete(_ int, by engine.Origin) {
 	tc.answerAsync(k.resp)
 }
 
-// pop serves GET /api/v1/ephemeral/pop (spec, pop; D11).
+// pop serves GET /api/v1/ephemeral/pop (docs/routes.md, pop; D11).
 func (cs *conn) pop(req *wire.Request) {
 	pp, err := wire.ParsePop(req.Query(), int(cs.s.cfg.PopTimeout/time.Millisecond))
 	if err != nil {

@@ -3,8 +3,8 @@ package server
 import "github.com/queenmq/ephemeral/wire"
 
 // listQueues serves GET /api/v1/ephemeral/queues: every queue of the
-// tenant with its gauges and options in force, and the cell's bytes (spec,
-// the two status reads). Read from memory; no store call. A tenant with
+// tenant with its gauges and options in force, and the cell's bytes (docs/routes.md,
+// queues). Read from memory; no store call. A tenant with
 // more than listWholeMax queues gets the listing streamed (streamQueues),
 // never held whole.
 func (cs *conn) listQueues(req *wire.Request) {
@@ -24,7 +24,7 @@ func (cs *conn) listQueues(req *wire.Request) {
 }
 
 // depthRead serves GET /api/v1/ephemeral/queues/:queue/depth?group=: the
-// one route of the family that answers 404 (spec, the status reads; D5).
+// one route of the family that answers 404 (docs/routes.md, queues; D5).
 func (cs *conn) depthRead(req *wire.Request, name []byte) {
 	if err := wire.CheckName("queue", name); err != nil {
 		cs.refuse(req, err)
