@@ -24,7 +24,11 @@ func (s *Server) loadDeclarations(ctx context.Context) error {
 // or the server stops (D16: a broker that booted with the database down
 // loads the declarations when it comes back).
 func (s *Server) loadWhenReady() {
-	<-s.st.Ready()
+	select {
+	case <-s.st.Ready():
+	case <-s.quit:
+		return
+	}
 	for delay := 100 * time.Millisecond; !s.stopping.Load(); delay = min(2*delay, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := s.loadDeclarations(ctx)
@@ -33,6 +37,10 @@ func (s *Server) loadWhenReady() {
 			return
 		}
 		s.cfg.Logger.Warn("loading declarations failed; retrying", "err", err, "in", delay)
-		time.Sleep(delay)
+		select {
+		case <-time.After(delay):
+		case <-s.quit:
+			return
+		}
 	}
 }

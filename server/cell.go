@@ -57,6 +57,10 @@ type RelayOptions struct {
 	// answers still ends the call, and the client's connection is closed
 	// (the owner may have acted).
 	CallDeadline, PopMargin time.Duration
+	// FanOutDeadline bounds the wait for the other members' answers to a
+	// reset or delete (fanout.go; default 5 s): set it to the member
+	// timeout, within which a silent member leaves the cell anyway.
+	FanOutDeadline time.Duration
 	// Delay is a test hook (zero in production): the owner waits this long
 	// before serving each relayed request, so a test can move ownership
 	// while one is in flight (owner_moved).
@@ -87,6 +91,9 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 	}
 	if opts.PopMargin <= 0 {
 		opts.PopMargin = 5 * time.Second
+	}
+	if opts.FanOutDeadline <= 0 {
+		opts.FanOutDeadline = 5 * time.Second
 	}
 	s.cell = &cellState{rc: rc, RelayOptions: opts}
 	set := s.m.set

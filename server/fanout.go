@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/identity"
@@ -31,12 +30,6 @@ const (
 	localDelete = "/cell/local/delete"
 )
 
-// fanOutDeadline bounds the wait for the other members' answers. A member
-// that has not answered by then is counted as not reached. It is the
-// default member timeout: a silent member is dropped from the cell (and
-// what it owned moves, empty) within about that.
-const fanOutDeadline = 5 * time.Second
-
 // errOwnerNotReached answers a reset or delete whose queue's owner (in the
 // landing member's view) could not be reached: its copy, the one holding
 // the contents, may not have been emptied. Retrying is safe: both verbs
@@ -53,9 +46,11 @@ type fanOutResult struct {
 
 // fanOut sends the member-local op (localReset or localDelete) of
 // (tenant, queue) to every other live member of this member's current
-// view and waits (at most fanOutDeadline) for their answers. It runs off
-// the event loop. In a cell of one (s.cell nil) it asks nobody and the
-// owner is this member.
+// view and waits (at most RelayOptions.FanOutDeadline, the member timeout:
+// a silent member is dropped from the cell, and what it owned moves, empty,
+// within about that) for their answers; one that has not answered by then
+// is counted as not reached. It runs off the event loop. In a cell of one
+// (s.cell nil) it asks nobody and the owner is this member.
 func (s *Server) fanOut(tenant string, access identity.Level, op, queue string) fanOutResult {
 	c := s.cell
 	if c == nil {
@@ -64,7 +59,7 @@ func (s *Server) fanOut(tenant string, access identity.Level, op, queue string) 
 	v := c.m.View()
 	owner, hasOwner := v.Owner(tenant, queue)
 	res := fanOutResult{ownerDone: hasOwner && v.IsSelf(owner)}
-	ctx, cancel := context.WithTimeout(context.Background(), fanOutDeadline)
+	ctx, cancel := context.WithTimeout(context.Background(), c.FanOutDeadline)
 	defer cancel()
 	rr := relay.Request{Tenant: []byte(tenant), Access: uint8(access), Method: []byte("POST"), Target: []byte(op), Body: []byte(queue)}
 	var (

@@ -33,8 +33,12 @@ type Server struct {
 
 	booted    chan struct{}
 	accepting sync.WaitGroup // the acceptLoop goroutine
-	loaded    atomic.Bool    // declarations loaded from the store
-	auth      *identity.Auth
+	// background: the goroutines that use the store (persistKillSwitch,
+	// watchStore, loadWhenReady); Shutdown waits for them, so that the
+	// store can be closed after it.
+	background sync.WaitGroup
+	loaded     atomic.Bool // declarations loaded from the store
+	auth       *identity.Auth
 	// gatewayMode: QUEEN_AUTH_MODE=gateway, whose pop answers say how many
 	// messages they carry (X-Queen-Delivered, popSink.end).
 	gatewayMode bool
@@ -105,8 +109,9 @@ func New(cfg Config) *Server {
 // the background when it is not, D16), then serves on cfg.Addr. It returns
 // once the listener is up.
 func (s *Server) Start() error {
-	go s.persistKillSwitch()
-	go s.watchStore()
+	s.background.Add(2)
+	go func() { defer s.background.Done(); s.persistKillSwitch() }()
+	go func() { defer s.background.Done(); s.watchStore() }()
 	select {
 	case <-s.st.Ready():
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -114,11 +119,13 @@ func (s *Server) Start() error {
 		cancel()
 		if err != nil {
 			s.cfg.Logger.Warn("loading declarations failed; retrying in the background", "err", err)
-			go s.loadWhenReady()
+			s.background.Add(1)
+			go func() { defer s.background.Done(); s.loadWhenReady() }()
 		}
 	default:
 		s.cfg.Logger.Warn("the store is not ready; serving implicit queues until it is")
-		go s.loadWhenReady()
+		s.background.Add(1)
+		go func() { defer s.background.Done(); s.loadWhenReady() }()
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -169,7 +176,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.accepting.Wait()
 	s.drainLoops(ctx) // the answers of the pops released above are written
 	done := make(chan error, 1)
-	go func() { done <- s.cli.Stop() }()
+	go func() {
+		// The store's watchers end before the caller closes the store.
+		s.background.Wait()
+		done <- s.cli.Stop()
+	}()
 	select {
 	case err := <-done:
 		return err

@@ -104,10 +104,11 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 		return nil, err
 	}
 	srv.AttachCell(rc, server.RelayOptions{
-		Secret:       cc.Secret,
-		PingInterval: cc.MemberTimeout / 5,
-		PingTimeout:  cc.MemberTimeout,
-		Delay:        delay,
+		Secret:         cc.Secret,
+		PingInterval:   cc.MemberTimeout / 5,
+		PingTimeout:    cc.MemberTimeout,
+		FanOutDeadline: cc.MemberTimeout,
+		Delay:          delay,
 	})
 	m, err := cell.Start(cell.Options{
 		Config:       cc,
@@ -128,8 +129,16 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	return &cellParts{m: m, rs: rs, rc: rc, ln: ln, log: log}, nil
 }
 
-// stop leaves the cell cleanly (the others see the member leave at once)
-// and closes the relay; called before the store closes.
+// leave takes this member out of the cell (its row deleted, the others
+// notified at once).
+func (p *cellParts) leave(ctx context.Context) {
+	if p != nil {
+		_ = p.m.Stop(ctx)
+	}
+}
+
+// stop closes the relay and leaves the cell if leave did not run; called
+// before the store closes.
 func (p *cellParts) stop(ctx context.Context) {
 	if p == nil {
 		return

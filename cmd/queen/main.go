@@ -182,15 +182,17 @@ func run(getenv func(string) string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
-	log.Info("shutting down: answering parked pops and closing connections")
+	log.Info("shutting down: leaving the cell, answering parked pops and closing connections")
+	// Leave the cell first, with a bound of its own: the others own this
+	// member's queues at once, and while the server stops, requests that
+	// still land here are relayed to them instead of refused.
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer ccancel()
+	cp.leave(cctx)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err = srv.Shutdown(ctx)
-	// Leave the cell before the store closes (deferred above), with a bound
-	// of its own: the server's may be spent.
-	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer ccancel()
-	cp.stop(cctx)
+	cp.stop(cctx) // the relay closes before the store (deferred above)
 	return err
 }
 
