@@ -215,7 +215,7 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	dedicated := wait || (kind == exOther && r.Path != ackPath)
 
 	// The broker this request goes to, and whether order lets it go now.
-	now := g.now.Load()
+	now := time.Now().UnixNano()
 	up := cc.upIdx
 	if up < 0 || cc.ls.downUntil[up] > now {
 		if up = cc.ls.pick(now); up < 0 {
