@@ -105,7 +105,7 @@ bench-peers:
 	bash bench/peers.sh
 
 # Request/reply through each language's clients, ours against the peers'
-# own (bench/README.md, issue 12). Knobs: D, WARMUP, ROUNDS, CLIENTS, OUT,
+# own (bench/README.md). Knobs: D, WARMUP, ROUNDS, CLIENTS, OUT,
 # BROKER_PORT, REDIS_PORT, NATS_PORT, BROKER_ENV, QUEENBENCH_FLAGS, NODE_FLAGS.
 bench-sdk:
 	bash bench/sdk.sh

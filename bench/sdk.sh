@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench-sdk: request/reply through the clients a user has, in one run and
-# one table (issue 12): our JS SDK (queen-mq) against nats.js and ioredis, and
+# one table: our JS SDK (queen-mq) against nats.js and ioredis, and
 # our Go SDK (package client) against nats.go and go-redis; for reference, the
 # broker through a plain undici Pool (JS) and through the bench's raw HTTP
 # client (Go). Same shape everywhere: 32
@@ -16,7 +16,7 @@
 # one client run at a time.
 #
 # Each client runs ROUNDS times, the order rotated between rounds; the table
-# gives each figure's median, and the goals of issue 12 met or missed.
+# gives each figure's median, and the goals met or missed.
 #
 # Knobs (environment): D (measured seconds per run, 5), WARMUP (seconds, 1),
 # ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis js-undici go-sdk

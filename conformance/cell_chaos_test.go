@@ -1,6 +1,6 @@
 package conformance
 
-// The chaos run of the cell (issue 13, "a chaos run in CI-sized form"):
+// The chaos run of the cell (docs/cell.md, "the chaos run", in CI-sized form):
 // three real brokers on one PostgreSQL schema under mixed load through the
 // Go SDK, while members are killed with SIGKILL and restarted at random.
 // What it asserts afterwards is in TestCellChaos's comment; docs/cell.md,

@@ -7,7 +7,7 @@ import (
 	"github.com/queenmq/ephemeral/server"
 )
 
-// Issue 14 in a cell: each member shows the cell's size and that it is
+// The operator metrics in a cell: each member shows the cell's size and that it is
 // not fenced; an ack relayed to the owner counts its outcomes once, on the
 // owner; and a member's page has every documented family, the relay's
 // included, each with its HELP text.

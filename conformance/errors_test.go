@@ -336,7 +336,7 @@ func TestBrokerBudget(t *testing.T) {
 }
 
 // TestQueryDecoding: pop's query parameters are percent-decoded (the wire,
-// issue 4), and an empty partition or group means absent (D10).
+// wire/decisions.md), and an empty partition or group means absent (D10).
 func TestQueryDecoding(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)

@@ -49,7 +49,7 @@ func (b *broker) scrape(t testing.TB) (map[string]float64, string) {
 	return out, string(body)
 }
 
-// Issue 7, metering and metrics: /metrics shows drops by cause, pushed
+// Metering and metrics: /metrics shows drops by cause, pushed
 // messages and deliveries per tenant (a parked pop completed later
 // included), refusals by code, parked pops, the footprint (payload bytes
 // plus the documented charges, charges_test.go), queues by tier and

@@ -28,7 +28,7 @@ func families(body string) (help, typ map[string]string) {
 	return help, typ
 }
 
-// Issue 14: every family a real broker shows has a HELP text and a TYPE,
+// Every family a real broker shows has a HELP text and a TYPE,
 // and both are the ones server.Families documents; every sample belongs to
 // a family so announced.
 func TestMetricsEveryFamilyHasHelp(t *testing.T) {
@@ -86,7 +86,7 @@ func TestMetricsEveryFamilyHasHelp(t *testing.T) {
 	}
 }
 
-// Issue 14: ack outcomes by outcome, per declared queue depth, bytes and
+// Ack outcomes by outcome, per declared queue depth, bytes and
 // drops by cause (none for implicit queues), the budget beside the
 // footprint, and the open connections, with exact values.
 func TestMetricsAckOutcomesAndQueues(t *testing.T) {

@@ -1,6 +1,6 @@
 package conformance
 
-// Issue 7: identity (D14), the kill switch and grants (D15), the rate, and
+// Identity (D14), the kill switch and grants (D15), the rate, and
 // the order of the refusals (D7).
 
 import (

@@ -15,7 +15,7 @@ import (
 )
 
 // TestKeepAlive: one connection carries every route, answers made off the
-// loop (configure, delete) and refusals included (issue 4, the wire).
+// loop (configure, delete) and refusals included (docs/server.md).
 func TestKeepAlive(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -426,7 +426,7 @@ func TestLongPollWokenByPush(t *testing.T) {
 }
 
 // TestSIGTERM: SIGTERM answers parked pops with an empty batch and the
-// broker exits 0 within 2 s (issue 4, cmd/queen).
+// broker exits 0 within 2 s (cmd/queen).
 func TestSIGTERM(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -455,7 +455,7 @@ func TestSIGTERM(t *testing.T) {
 // TestHeadLimits: a request head over the header byte cap (16 KiB) or the
 // header count cap (100), or a request target that cannot be decoded, is
 // refused with 400 ephemeral_bad_request and the connection is closed (the
-// caps and the 400 rather than a 431 are our own choices, issue 4).
+// caps and the 400 rather than a 431 are our own choices, wire/decisions.md).
 func TestHeadLimits(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
@@ -488,7 +488,7 @@ func TestHeadLimits(t *testing.T) {
 
 // TestConnectionTimeouts: a request head that does not complete within
 // QUEEN_HEADER_TIMEOUT_MS and a keep-alive connection idle for
-// QUEEN_IDLE_TIMEOUT_S are closed; a parked pop is not idle (issue 4,
+// QUEEN_IDLE_TIMEOUT_S are closed; a parked pop is not idle (docs/server.md,
 // connection hygiene).
 func TestConnectionTimeouts(t *testing.T) {
 	t.Parallel()

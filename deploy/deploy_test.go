@@ -113,7 +113,7 @@ func TestAlertRules(t *testing.T) {
 			checkExpr(t, where, r.Expr)
 		}
 	}
-	// The alerts issue 14 asks for, and the cell's.
+	// The alerts docs/operator.md lists, and the cell's.
 	for _, want := range []string{
 		"QueenBrokerNearByteBudget", "QueenMessagesDropped", "QueenRefusalsRising",
 		"QueenCellMemberLost", "QueenForwardFailedRising",

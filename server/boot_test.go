@@ -110,7 +110,7 @@ func TestBootLoadsDeclarationsBeforeServing(t *testing.T) {
 	}
 }
 
-// D16 + issue 3: with PostgreSQL down at boot the broker still starts and
+// D16: with PostgreSQL down at boot the broker still starts and
 // serves implicit queues, /health says the store is down, and when the
 // database comes back the declarations are loaded and /health says ok.
 func TestBootWithDatabaseDownLoadsWhenItComesBack(t *testing.T) {

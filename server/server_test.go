@@ -188,7 +188,7 @@ func TestConcurrentConnections(t *testing.T) {
 	}
 }
 
-// Shutdown answers parked pops with an empty batch (issue 4, SIGTERM).
+// Shutdown answers parked pops with an empty batch (SIGTERM).
 func TestShutdownAnswersParkedPops(t *testing.T) {
 	ts := startServer(t, engine.Config{})
 	c, err := net.Dial("tcp", ts.addr)
