@@ -98,7 +98,7 @@ func (cc *clientConn) serve() {
 			return
 		}
 		if cc.p == nil {
-			cc.p = cc.ls.parser(cc.g.cfg.MaxBodyBytes)
+			cc.p = cc.ls.parsers.Get()
 		}
 		req, n, err := cc.p.Parse(buf)
 		if err != nil {
@@ -123,7 +123,7 @@ func (cc *clientConn) serve() {
 		}
 		_, _ = cc.c.Discard(n)
 		if cc.p.Idle() {
-			cc.ls.giveBack(cc.p)
+			cc.ls.parsers.Put(cc.p)
 			cc.p = nil
 		}
 	}
@@ -432,7 +432,7 @@ func (cc *clientConn) closed() {
 	delete(cc.ls.clients, cc)
 	if cc.p != nil {
 		cc.p.Reset()
-		cc.ls.giveBack(cc.p)
+		cc.ls.parsers.Put(cc.p)
 		cc.p = nil
 	}
 	u := cc.up

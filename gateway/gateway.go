@@ -252,36 +252,16 @@ type loopState struct {
 
 	clients map[*clientConn]struct{} // open client connections (closeIdle)
 	toWrite []*clientConn            // clients given answers this round
-	parsers []*wire.Parser           // idle parsers lent to clients
+	parsers wire.ParserPool          // lends parsers to the loop's clients
 	push    wire.PushBody            // counts a push's items (countItems)
 	spareEx []*exchange              // settled exchanges for reuse
-}
-
-// maxIdleParsers bounds the parsers a loop keeps for lending.
-const maxIdleParsers = 256
-
-// parser lends an idle parser.
-func (ls *loopState) parser(maxBody int64) *wire.Parser {
-	if n := len(ls.parsers); n > 0 {
-		p := ls.parsers[n-1]
-		ls.parsers[n-1] = nil
-		ls.parsers = ls.parsers[:n-1]
-		return p
-	}
-	return wire.NewParser(wire.Limits{MaxBody: maxBody})
-}
-
-// giveBack takes back an idle parser.
-func (ls *loopState) giveBack(p *wire.Parser) {
-	if len(ls.parsers) < maxIdleParsers {
-		ls.parsers = append(ls.parsers, p)
-	}
 }
 
 func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
 	ls, _ := g.loops.LoadOrCompute(loop, func() (*loopState, bool) {
 		n := len(g.upstreams)
 		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), clients: map[*clientConn]struct{}{}}
+		ls.parsers.Limits = wire.Limits{MaxBody: g.cfg.MaxBodyBytes}
 		ls.flushTask = ls.flush
 		return ls, false
 	})

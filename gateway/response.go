@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"errors"
+
+	"github.com/queenmq/ephemeral/wire/httpline"
 )
 
 // Reading the brokers' answers (docs/gateway.md, "Answers pass through").
@@ -39,7 +41,7 @@ type respReader struct {
 	// Of the answer being read, known once its head is.
 	status    int
 	close     bool // Connection: close
-	delivered int  // X-Queen-Delivered, -1 when absent
+	delivered int  // X-Queen-Delivered (the broker's count of a pop answer's messages, gateway mode), -1 when absent
 
 	// bodyFrom is where, in the bytes the last feed took, the body began:
 	// after the head when the head was read in that call, else 0.
@@ -134,7 +136,7 @@ func (r *respReader) head(h []byte) (chunked bool, length int64, err error) {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
 		return false, 0, errRespFraming
 	}
-	status, ok := parseDigits(line[9:12])
+	status, ok := httpline.ParseLength(line[9:12])
 	if !ok {
 		return false, 0, errRespFraming
 	}
@@ -145,7 +147,7 @@ func (r *respReader) head(h []byte) (chunked bool, length int64, err error) {
 		if lf < 0 {
 			lf = len(rest) - 1
 		}
-		field := bytes.TrimRight(rest[:lf], "\r")
+		field := httpline.TrimCRLF(rest[:lf+1])
 		rest = rest[lf+1:]
 		colon := bytes.IndexByte(field, ':')
 		if colon <= 0 {
@@ -153,18 +155,18 @@ func (r *respReader) head(h []byte) (chunked bool, length int64, err error) {
 		}
 		name, value := field[:colon], bytes.TrimSpace(field[colon+1:])
 		switch {
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			v, ok := parseDigits(value)
+		case httpline.EqualFold(name, "content-length"):
+			v, ok := httpline.ParseLength(value)
 			if !ok {
 				return false, 0, errRespFraming
 			}
 			length = int64(v)
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			chunked = bytes.EqualFold(value, []byte("chunked"))
-		case bytes.EqualFold(name, []byte("Connection")):
-			r.close = bytes.EqualFold(value, []byte("close"))
-		case bytes.EqualFold(name, []byte(deliveredHeader)):
-			if v, ok := parseDigits(value); ok {
+		case httpline.EqualFold(name, "transfer-encoding"):
+			chunked = httpline.EqualFold(value, "chunked")
+		case httpline.EqualFold(name, "connection"):
+			r.close = httpline.EqualFold(value, "close")
+		case httpline.EqualFold(name, "x-queen-delivered"):
+			if v, ok := httpline.ParseLength(value); ok {
 				r.delivered = v
 			}
 		}
@@ -175,25 +177,6 @@ func (r *respReader) head(h []byte) (chunked bool, length int64, err error) {
 		return false, 0, errRespFraming
 	}
 	return chunked, length, nil
-}
-
-// deliveredHeader is the broker's count of the messages in a pop answer,
-// which it sends to a gateway (gateway identity mode).
-const deliveredHeader = "X-Queen-Delivered"
-
-// parseDigits reads a non-negative decimal of at most 18 digits.
-func parseDigits(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	v := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int(c-'0')
-	}
-	return v, true
 }
 
 // chunkSize reads a chunk-size line (hex, optional extensions).

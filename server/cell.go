@@ -494,10 +494,13 @@ func (ls *loopScratch) standIn(s *Server) *conn {
 	return cs
 }
 
+// maxIdleStandIns bounds the stand-in conns a loop keeps.
+const maxIdleStandIns = 256
+
 // putStandIn takes back a stand-in whose answer has been appended: its
 // buffers serve the next relayed request of this loop.
 func (ls *loopScratch) putStandIn(cs *conn) {
-	if len(ls.standIns) >= maxIdleParsers || cap(cs.out) > 1<<20 || cap(cs.sink.body) > 1<<20 {
+	if len(ls.standIns) >= maxIdleStandIns || cap(cs.out) > 1<<20 || cap(cs.sink.body) > 1<<20 {
 		return
 	}
 	cs.out = cs.out[:0]

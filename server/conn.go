@@ -158,7 +158,7 @@ func (cs *conn) serveBuffered() gnet.Action {
 			}
 		}
 		if cs.p == nil {
-			cs.p = cs.ls.parser(cs.s.cfg.MaxBodyBytes)
+			cs.p = cs.ls.parsers.Get()
 		}
 		req, n, err := cs.p.Parse(buf)
 		if err != nil {
@@ -203,7 +203,7 @@ func (cs *conn) serveBuffered() gnet.Action {
 		}
 	}
 	if cs.p != nil && cs.p.Idle() {
-		cs.ls.giveBack(cs.p)
+		cs.ls.parsers.Put(cs.p)
 		cs.p = nil
 	}
 	cs.resumeDeferred()
@@ -615,7 +615,7 @@ func (cs *conn) closed() {
 	}
 	if cs.p != nil {
 		cs.p.Reset() // forgets the half-read request: idle again
-		cs.ls.giveBack(cs.p)
+		cs.ls.parsers.Put(cs.p)
 		cs.p = nil
 	}
 	cs.big = nil

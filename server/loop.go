@@ -40,11 +40,8 @@ type loopScratch struct {
 	flushPending bool
 	flushTask    gnet.RunnableFunc
 
-	// parsers are idle parsers lent to this loop's connections: a
-	// connection holds one only while part of a request is buffered, so a
-	// parked or idle connection costs no parser (424 B and its header
-	// table).
-	parsers []*wire.Parser
+	// parsers lends parsers to this loop's connections (wire.ParserPool).
+	parsers wire.ParserPool
 
 	// The connections of this loop stopped for their unread answers
 	// (conn.throttle), looked at every throttleCheck; nThrottled is their
@@ -56,31 +53,10 @@ type loopScratch struct {
 	check      gnet.RunnableFunc
 }
 
-// maxIdleParsers bounds the parsers a loop keeps for lending.
-const maxIdleParsers = 256
-
-// parser lends an idle parser.
-func (ls *loopScratch) parser(maxBody int64) *wire.Parser {
-	if n := len(ls.parsers); n > 0 {
-		p := ls.parsers[n-1]
-		ls.parsers[n-1] = nil
-		ls.parsers = ls.parsers[:n-1]
-		return p
-	}
-	return wire.NewParser(wire.Limits{MaxBody: maxBody})
-}
-
-// giveBack takes back a parser that is idle (wire.Parser.Idle).
-func (ls *loopScratch) giveBack(p *wire.Parser) {
-	if len(ls.parsers) < maxIdleParsers {
-		ls.parsers = append(ls.parsers, p)
-	}
-}
-
 // scratchOf returns the scratch of loop, making it at its first connection.
 func (s *Server) scratchOf(loop gnet.EventLoop) *loopScratch {
 	ls, _ := s.scratch.LoadOrCompute(loop, func() (*loopScratch, bool) {
-		ls := &loopScratch{loop: loop, s: s}
+		ls := &loopScratch{loop: loop, s: s, parsers: wire.ParserPool{Limits: wire.Limits{MaxBody: s.cfg.MaxBodyBytes}}}
 		ls.check = ls.checkThrottled
 		ls.tendTask = ls.tend
 		ls.flushTask = ls.flushLinksTask

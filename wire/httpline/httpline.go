@@ -1,13 +1,14 @@
 // Package httpline is shared plumbing, not part of the SDK's API: the small
 // pieces of reading an HTTP/1.1 answer's head that the Go SDK's transport
-// (package client) and the load tool's raw client (bench/internal/rawhttp,
-// in the bench module) both use: a header line without its line end, a
+// (package client), the gateway's reading of the brokers' answers (package
+// gateway) and the load tool's raw client (bench/internal/rawhttp, in the
+// bench module) use: a header line without its line end, a
 // case-insensitive header name, a decimal Content-Length. It sits under
 // wire, the HTTP/1.1 layer, rather than under internal/ because the load
 // tool is a module of its own (so that the root module requires none of the
 // peers' clients), and Go lets no other module import an internal package.
 // It imports nothing of this repository, and its API may change with the
-// two clients that use it.
+// readers that use it.
 package httpline
 
 // ParseLength reads a decimal Content-Length (at most 15 digits, so it
