@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,32 +20,31 @@ import (
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
+	"github.com/queenmq/ephemeral/internal/envconf"
 )
 
-// setting is one environment variable the gateway reads.
-type setting struct{ name, def, help string }
-
-var settings = []setting{
-	{"PORT", "6630", "TCP port to listen on"},
-	{"HOST", "0.0.0.0", "address to listen on"},
-	{"QUEEN_GATEWAY_UPSTREAMS", "", "comma-separated broker base URLs (http://host:port), any of which may answer: one broker or the members of a cell"},
-	{"QUEEN_GATEWAY_SECRET", "", "sent to the brokers as X-Queen-Gateway-Secret; they run with QUEEN_AUTH_MODE=gateway and the same secret"},
-	{"QUEEN_GATEWAY_ROUTES_FILE", "", "a route classification to use instead of the built-in one (GET /api/v1/gateway/routes shows its shape)"},
-	{"QUEEN_GATEWAY_POLL_MS", "1000", "how often the catalog's revision is read: plan and tenant changes apply within this"},
-	{"QUEEN_GATEWAY_USAGE_FLUSH_MS", "5000", "how often usage is written to the catalog (a crash loses at most this much)"},
-	{"QUEEN_DATABASE_URL", "", "PostgreSQL URL for plans, tenants and usage; unset: the embedded store under QUEEN_DATA_DIR"},
-	{"QUEEN_DATA_DIR", "./queen-gateway-data", "directory of the embedded store"},
-	{"QUEEN_JWT_SECRET", "", "end clients: HS256 secret (with any QUEEN_JWT_* key set, clients need a JWT)"},
-	{"QUEEN_JWT_PUBLIC_KEY", "", "end clients: path of a PEM public key (RSA for RS256, Ed25519 for EdDSA)"},
-	{"QUEEN_JWT_JWKS_URL", "", "end clients: URL of a JWK Set"},
-	{"QUEEN_JWT_ISSUER", "", "end clients: required iss (unset = not checked)"},
-	{"QUEEN_JWT_AUDIENCE", "", "end clients: required aud (unset = not checked)"},
-	{"QUEEN_JWT_TENANT_CLAIM", "tenant", "end clients: the claim naming the tenant"},
-	{"QUEEN_JWT_ALLOW_NO_EXP", "false", "end clients: true accepts tokens without an exp claim"},
-	{"QUEEN_EVENT_LOOPS", "0", "event loops (0 = GOMAXPROCS)"},
-	{"QUEEN_IDLE_TIMEOUT_S", "120", "close a client connection idle this long"},
-	{"QUEEN_MAX_BODY_BYTES", "67108864", "largest request body (64 MiB)"},
-	{"QUEEN_LOG_LEVEL", "info", "debug, info, warn or error"},
+// settings lists every variable, in the order --help prints them.
+var settings = []envconf.Setting{
+	{Name: "PORT", Default: "6630", Help: "TCP port to listen on"},
+	{Name: "HOST", Default: "0.0.0.0", Help: "address to listen on"},
+	{Name: "QUEEN_GATEWAY_UPSTREAMS", Default: "", Help: "comma-separated broker base URLs (http://host:port), any of which may answer: one broker or the members of a cell"},
+	{Name: "QUEEN_GATEWAY_SECRET", Default: "", Help: "sent to the brokers as X-Queen-Gateway-Secret; they run with QUEEN_AUTH_MODE=gateway and the same secret"},
+	{Name: "QUEEN_GATEWAY_ROUTES_FILE", Default: "", Help: "a route classification to use instead of the built-in one (GET /api/v1/gateway/routes shows its shape)"},
+	{Name: "QUEEN_GATEWAY_POLL_MS", Default: "1000", Help: "how often the catalog's revision is read: plan and tenant changes apply within this"},
+	{Name: "QUEEN_GATEWAY_USAGE_FLUSH_MS", Default: "5000", Help: "how often usage is written to the catalog (a crash loses at most this much)"},
+	{Name: "QUEEN_DATABASE_URL", Default: "", Help: "PostgreSQL URL for plans, tenants and usage; unset: the embedded store under QUEEN_DATA_DIR"},
+	{Name: "QUEEN_DATA_DIR", Default: "./queen-gateway-data", Help: "directory of the embedded store"},
+	{Name: "QUEEN_JWT_SECRET", Default: "", Help: "end clients: HS256 secret (with any QUEEN_JWT_* key set, clients need a JWT)"},
+	{Name: "QUEEN_JWT_PUBLIC_KEY", Default: "", Help: "end clients: path of a PEM public key (RSA for RS256, Ed25519 for EdDSA)"},
+	{Name: "QUEEN_JWT_JWKS_URL", Default: "", Help: "end clients: URL of a JWK Set"},
+	{Name: "QUEEN_JWT_ISSUER", Default: "", Help: "end clients: required iss (unset = not checked)"},
+	{Name: "QUEEN_JWT_AUDIENCE", Default: "", Help: "end clients: required aud (unset = not checked)"},
+	{Name: "QUEEN_JWT_TENANT_CLAIM", Default: "tenant", Help: "end clients: the claim naming the tenant"},
+	{Name: "QUEEN_JWT_ALLOW_NO_EXP", Default: "false", Help: "end clients: true accepts tokens without an exp claim"},
+	{Name: "QUEEN_EVENT_LOOPS", Default: "0", Help: "event loops (0 = GOMAXPROCS)"},
+	{Name: "QUEEN_IDLE_TIMEOUT_S", Default: "120", Help: "close a client connection idle this long"},
+	{Name: "QUEEN_MAX_BODY_BYTES", Default: "67108864", Help: "largest request body (64 MiB)"},
+	{Name: "QUEEN_LOG_LEVEL", Default: "info", Help: "debug, info, warn or error"},
 }
 
 func main() {
@@ -74,47 +72,13 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: queen-gateway [--help | --version]   (configured by environment variables)")
 	fmt.Fprintln(w)
-	for _, s := range settings {
-		def := s.def
-		if def == "" {
-			def = "(unset)"
-		}
-		fmt.Fprintf(w, "  %-30s %-22s %s\n", s.name, def, s.help)
-	}
-}
-
-// env reads the settings; every bad value is collected with its name.
-type env struct {
-	get  func(string) string
-	errs []string
-}
-
-func (e *env) str(name string) string {
-	if v := strings.TrimSpace(e.get(name)); v != "" {
-		return v
-	}
-	for _, s := range settings {
-		if s.name == name {
-			return s.def
-		}
-	}
-	return ""
-}
-
-func (e *env) int64(name string) int64 {
-	v := e.str(name)
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a non-negative integer", name, v))
-		return 0
-	}
-	return n
+	envconf.PrintHelp(w, settings)
 }
 
 func run(getenv func(string) string) error {
-	ev := &env{get: getenv}
+	ev := &envconf.Env{Get: getenv, Settings: settings}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(ev.str("QUEEN_LOG_LEVEL"))); err != nil {
+	if err := level.UnmarshalText([]byte(ev.Str("QUEEN_LOG_LEVEL"))); err != nil {
 		return fmt.Errorf("QUEEN_LOG_LEVEL: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -122,14 +86,14 @@ func run(getenv func(string) string) error {
 
 	acfg := identity.Config{
 		Mode:        identity.ModeNone,
-		JWTSecret:   []byte(ev.str("QUEEN_JWT_SECRET")),
-		JWKSURL:     ev.str("QUEEN_JWT_JWKS_URL"),
-		Issuer:      ev.str("QUEEN_JWT_ISSUER"),
-		Audience:    ev.str("QUEEN_JWT_AUDIENCE"),
-		TenantClaim: ev.str("QUEEN_JWT_TENANT_CLAIM"),
-		AllowNoExp:  ev.str("QUEEN_JWT_ALLOW_NO_EXP") == "true",
+		JWTSecret:   []byte(ev.Str("QUEEN_JWT_SECRET")),
+		JWKSURL:     ev.Str("QUEEN_JWT_JWKS_URL"),
+		Issuer:      ev.Str("QUEEN_JWT_ISSUER"),
+		Audience:    ev.Str("QUEEN_JWT_AUDIENCE"),
+		TenantClaim: ev.Str("QUEEN_JWT_TENANT_CLAIM"),
+		AllowNoExp:  ev.Bool("QUEEN_JWT_ALLOW_NO_EXP", false),
 	}
-	if p := ev.str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
+	if p := ev.Str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
 		pem, err := os.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("QUEEN_JWT_PUBLIC_KEY: %w", err)
@@ -144,7 +108,7 @@ func run(getenv func(string) string) error {
 		return err
 	}
 	table := routes.Default()
-	if p := ev.str("QUEEN_GATEWAY_ROUTES_FILE"); p != "" {
+	if p := ev.Str("QUEEN_GATEWAY_ROUTES_FILE"); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("QUEEN_GATEWAY_ROUTES_FILE: %w", err)
@@ -154,30 +118,30 @@ func run(getenv func(string) string) error {
 		}
 	}
 	var upstreams []string
-	for _, u := range strings.Split(ev.str("QUEEN_GATEWAY_UPSTREAMS"), ",") {
+	for _, u := range strings.Split(ev.Str("QUEEN_GATEWAY_UPSTREAMS"), ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			upstreams = append(upstreams, u)
 		}
 	}
 	cfg := gateway.Config{
-		Addr:          net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
+		Addr:          net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
 		Upstreams:     upstreams,
-		Secret:        ev.str("QUEEN_GATEWAY_SECRET"),
+		Secret:        ev.Str("QUEEN_GATEWAY_SECRET"),
 		Auth:          auth,
 		Routes:        table,
-		Loops:         int(ev.int64("QUEEN_EVENT_LOOPS")),
-		PollInterval:  time.Duration(ev.int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
-		FlushInterval: time.Duration(ev.int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
-		IdleTimeout:   time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		MaxBodyBytes:  ev.int64("QUEEN_MAX_BODY_BYTES"),
+		Loops:         int(ev.Int64("QUEEN_EVENT_LOOPS")),
+		PollInterval:  time.Duration(ev.Int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
+		FlushInterval: time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
+		IdleTimeout:   time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		MaxBodyBytes:  ev.Int64("QUEEN_MAX_BODY_BYTES"),
 		Logger:        log,
 	}
-	if len(ev.errs) > 0 {
-		return fmt.Errorf("%s", strings.Join(ev.errs, "; "))
+	if err := ev.Err(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cat, err := catalog.Open(ctx, ev.str("QUEEN_DATABASE_URL"), ev.str("QUEEN_DATA_DIR"))
+	cat, err := catalog.Open(ctx, ev.Str("QUEEN_DATABASE_URL"), ev.Str("QUEEN_DATA_DIR"))
 	if err != nil {
 		return fmt.Errorf("open the catalog: %w", err)
 	}

@@ -47,9 +47,9 @@ func main() {
 }
 
 func run(getenv func(string) string) error {
-	ev := &env{get: getenv}
+	ev := newEnv(getenv)
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(ev.str("QUEEN_LOG_LEVEL"))); err != nil {
+	if err := level.UnmarshalText([]byte(ev.Str("QUEEN_LOG_LEVEL"))); err != nil {
 		return fmt.Errorf("QUEEN_LOG_LEVEL: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -57,65 +57,65 @@ func run(getenv func(string) string) error {
 
 	bld := buildinfo.Read(version, commit)
 	ecfg := engine.Config{
-		MaxBytes: ev.int64("QUEEN_EPHEMERAL_MAX_BYTES"),
+		MaxBytes: ev.Int64("QUEEN_EPHEMERAL_MAX_BYTES"),
 		Defaults: engine.Options{
-			MaxBytes:     ev.int64("QUEEN_EPHEMERAL_QUEUE_MAX_BYTES"),
-			MaxLength:    ev.int64("QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH"),
-			TTLSeconds:   ev.int64("QUEEN_EPHEMERAL_TTL_S"),
-			LeaseSeconds: ev.int64("QUEEN_EPHEMERAL_LEASE_S"),
-			RetryLimit:   ev.int64("QUEEN_EPHEMERAL_RETRY_LIMIT"),
+			MaxBytes:     ev.Int64("QUEEN_EPHEMERAL_QUEUE_MAX_BYTES"),
+			MaxLength:    ev.Int64("QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH"),
+			TTLSeconds:   ev.Int64("QUEEN_EPHEMERAL_TTL_S"),
+			LeaseSeconds: ev.Int64("QUEEN_EPHEMERAL_LEASE_S"),
+			RetryLimit:   ev.Int64("QUEEN_EPHEMERAL_RETRY_LIMIT"),
 		},
 		Ceilings: engine.Ceilings{
-			MaxBytes:     ev.int64("QUEEN_EPHEMERAL_CEILING_MAX_BYTES"),
-			MaxLength:    ev.int64("QUEEN_EPHEMERAL_CEILING_MAX_LENGTH"),
-			LeaseSeconds: ev.int64("QUEEN_EPHEMERAL_CEILING_LEASE_S"),
-			TTLSeconds:   ev.int64("QUEEN_EPHEMERAL_CEILING_TTL_S"),
-			RetryLimit:   ev.int64("QUEEN_EPHEMERAL_CEILING_RETRY_LIMIT"),
+			MaxBytes:     ev.Int64("QUEEN_EPHEMERAL_CEILING_MAX_BYTES"),
+			MaxLength:    ev.Int64("QUEEN_EPHEMERAL_CEILING_MAX_LENGTH"),
+			LeaseSeconds: ev.Int64("QUEEN_EPHEMERAL_CEILING_LEASE_S"),
+			TTLSeconds:   ev.Int64("QUEEN_EPHEMERAL_CEILING_TTL_S"),
+			RetryLimit:   ev.Int64("QUEEN_EPHEMERAL_CEILING_RETRY_LIMIT"),
 		},
-		GroupIdle:       time.Duration(ev.int64("QUEEN_EPHEMERAL_GROUP_IDLE_S")) * time.Second,
-		ImplicitIdle:    time.Duration(ev.int64("QUEEN_EPHEMERAL_IMPLICIT_IDLE_S")) * time.Second,
-		TenantMaxBytes:  ev.int64("QUEEN_EPHEMERAL_TENANT_MAX_BYTES"),
-		TenantMaxQueues: ev.int64("QUEEN_EPHEMERAL_TENANT_MAX_QUEUES"),
+		GroupIdle:       time.Duration(ev.Int64("QUEEN_EPHEMERAL_GROUP_IDLE_S")) * time.Second,
+		ImplicitIdle:    time.Duration(ev.Int64("QUEEN_EPHEMERAL_IMPLICIT_IDLE_S")) * time.Second,
+		TenantMaxBytes:  ev.Int64("QUEEN_EPHEMERAL_TENANT_MAX_BYTES"),
+		TenantMaxQueues: ev.Int64("QUEEN_EPHEMERAL_TENANT_MAX_QUEUES"),
 	}
 	scfg := server.Config{
-		Addr:         net.JoinHostPort(ev.str("HOST"), ev.str("PORT")),
+		Addr:         net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
 		Logger:       log,
 		Version:      bld.Version,
 		Commit:       bld.Commit,
-		MaxBodyBytes: ev.int64("QUEEN_MAX_BODY_BYTES"),
+		MaxBodyBytes: ev.Int64("QUEEN_MAX_BODY_BYTES"),
 		// The variable always has a value (its default is in env.go), so
 		// 0 is meant: waiting pops without a timeout answer at once.
-		PopTimeout:       time.Duration(ev.int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond,
+		PopTimeout:       time.Duration(ev.Int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond,
 		PopTimeoutSet:    true,
-		HeaderTimeout:    time.Duration(ev.int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
-		BodyTimeout:      time.Duration(ev.int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
-		OutboundSoft:     int(ev.int64("QUEEN_OUTBOUND_SOFT_BYTES")),
-		OutboundHard:     int(ev.int64("QUEEN_OUTBOUND_HARD_BYTES")),
-		OutboundSoftTime: time.Duration(ev.int64("QUEEN_OUTBOUND_SOFT_S")) * time.Second,
-		MaxInflightBytes: ev.int64("QUEEN_MAX_INFLIGHT_BYTES"),
-		ConnCharge:       ev.int64("QUEEN_CONNECTION_CHARGE_BYTES"),
-		IdleTimeout:      time.Duration(ev.int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		Loops:            int(ev.int64("QUEEN_EVENT_LOOPS")),
+		HeaderTimeout:    time.Duration(ev.Int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
+		BodyTimeout:      time.Duration(ev.Int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
+		OutboundSoft:     int(ev.Int64("QUEEN_OUTBOUND_SOFT_BYTES")),
+		OutboundHard:     int(ev.Int64("QUEEN_OUTBOUND_HARD_BYTES")),
+		OutboundSoftTime: time.Duration(ev.Int64("QUEEN_OUTBOUND_SOFT_S")) * time.Second,
+		MaxInflightBytes: ev.Int64("QUEEN_MAX_INFLIGHT_BYTES"),
+		ConnCharge:       ev.Int64("QUEEN_CONNECTION_CHARGE_BYTES"),
+		IdleTimeout:      time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		Loops:            int(ev.Int64("QUEEN_EVENT_LOOPS")),
 	}
-	scfg.TenantMsgsPerSecond = ev.int64("QUEEN_EPHEMERAL_TENANT_MSGS_PER_S")
+	scfg.TenantMsgsPerSecond = ev.Int64("QUEEN_EPHEMERAL_TENANT_MSGS_PER_S")
 	if scfg.MaxInflightBytes == 0 {
 		scfg.MaxInflightBytes = inflightDefault(ecfg.MaxBytes)
 	}
 	acfg := identity.Config{
-		Mode:          strings.TrimSpace(ev.str("QUEEN_AUTH_MODE")),
-		JWTSecret:     []byte(ev.str("QUEEN_JWT_SECRET")),
-		Issuer:        ev.str("QUEEN_JWT_ISSUER"),
-		Audience:      ev.str("QUEEN_JWT_AUDIENCE"),
-		TenantClaim:   ev.str("QUEEN_JWT_TENANT_CLAIM"),
-		GatewaySecret: ev.str("QUEEN_GATEWAY_SECRET"),
-		JWKSURL:       ev.str("QUEEN_JWT_JWKS_URL"),
-		JWKSRefresh:   time.Duration(ev.int64("QUEEN_JWT_JWKS_REFRESH_S")) * time.Second,
-		AllowNoExp:    ev.bool("QUEEN_JWT_ALLOW_NO_EXP", false),
+		Mode:          strings.TrimSpace(ev.Str("QUEEN_AUTH_MODE")),
+		JWTSecret:     []byte(ev.Str("QUEEN_JWT_SECRET")),
+		Issuer:        ev.Str("QUEEN_JWT_ISSUER"),
+		Audience:      ev.Str("QUEEN_JWT_AUDIENCE"),
+		TenantClaim:   ev.Str("QUEEN_JWT_TENANT_CLAIM"),
+		GatewaySecret: ev.Str("QUEEN_GATEWAY_SECRET"),
+		JWKSURL:       ev.Str("QUEEN_JWT_JWKS_URL"),
+		JWKSRefresh:   time.Duration(ev.Int64("QUEEN_JWT_JWKS_REFRESH_S")) * time.Second,
+		AllowNoExp:    ev.Bool("QUEEN_JWT_ALLOW_NO_EXP", false),
 	}
-	scfg.AdminToken = []byte(ev.str("QUEEN_ADMIN_TOKEN"))
-	scfg.OperatorTenant = strings.TrimSpace(ev.str("QUEEN_OPERATOR_TENANT"))
-	scfg.MetricsPublic = ev.bool("QUEEN_METRICS_PUBLIC", false)
-	if p := ev.str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
+	scfg.AdminToken = []byte(ev.Str("QUEEN_ADMIN_TOKEN"))
+	scfg.OperatorTenant = strings.TrimSpace(ev.Str("QUEEN_OPERATOR_TENANT"))
+	scfg.MetricsPublic = ev.Bool("QUEEN_METRICS_PUBLIC", false)
+	if p := ev.Str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
 		pem, err := os.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("QUEEN_JWT_PUBLIC_KEY: %w", err)
@@ -127,12 +127,12 @@ func run(getenv func(string) string) error {
 		return err
 	}
 	scfg.Auth = auth
-	scfg.RequireGrant = ev.bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == identity.ModeGateway)
-	if err := ev.err(); err != nil {
+	scfg.RequireGrant = ev.Bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == identity.ModeGateway)
+	if err := ev.Err(); err != nil {
 		return err
 	}
 
-	if a := ev.str("QUEEN_PPROF_ADDR"); a != "" {
+	if a := ev.Str("QUEEN_PPROF_ADDR"); a != "" {
 		if err := servePprof(a, log); err != nil {
 			return fmt.Errorf("QUEEN_PPROF_ADDR: %w", err)
 		}
@@ -142,7 +142,7 @@ func run(getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	cellCfg, err := cellConfig(getenv, ev.str("PORT"))
+	cellCfg, err := cellConfig(getenv, ev.Str("PORT"))
 	if err != nil {
 		return err
 	}
