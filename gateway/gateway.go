@@ -18,6 +18,7 @@ import (
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/acceptloop"
 	"github.com/queenmq/ephemeral/internal/gnetlog"
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -182,29 +183,18 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) Addr() net.Addr { return g.ln.Addr() }
 
 // acceptLoop hands every accepted connection to the loops until the
-// listener closes; an accept error pauses it briefly (the broker's rule,
-// docs/server.md, accepting connections).
+// listener closes (internal/acceptloop: an accept error pauses it, never
+// ends it).
 func (g *Gateway) acceptLoop() {
 	defer g.accept.Done()
-	var delay time.Duration
-	for {
-		c, err := g.ln.Accept()
-		if err == nil {
-			if _, err = g.cli.Enroll(c); err == nil {
-				delay = 0
-				continue
-			}
-		}
-		if g.stopping.Load() || errors.Is(err, net.ErrClosed) {
-			return
-		}
-		delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-		select {
-		case <-time.After(delay):
-		case <-g.quit:
-			return
-		}
+	l := acceptloop.Loop{
+		Listener: g.ln,
+		Enroll:   func(c net.Conn) error { _, err := g.cli.Enroll(c); return err },
+		Stopping: g.stopping.Load,
+		Quit:     g.quit,
+		Failed:   func(error) { g.m.acceptErrors.Inc() },
 	}
+	l.Run()
 }
 
 // Shutdown stops accepting, writes the last usage and stops the loops.

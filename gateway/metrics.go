@@ -15,7 +15,9 @@ type gatewayMetrics struct {
 	set       *metrics.Set
 	forwarded *metrics.Counter
 	dials     *metrics.Counter
-	refusals  *xsync.Map[string, *metrics.Counter]
+	// acceptErrors counts accept errors (out of descriptors, mostly).
+	acceptErrors *metrics.Counter
+	refusals     *xsync.Map[string, *metrics.Counter]
 }
 
 func (g *Gateway) initMetrics() {
@@ -24,6 +26,7 @@ func (g *Gateway) initMetrics() {
 	m.refusals = xsync.NewMap[string, *metrics.Counter]()
 	m.forwarded = m.set.NewCounter("queen_gateway_forwarded_total")
 	m.dials = m.set.NewCounter("queen_gateway_upstream_dials_total")
+	m.acceptErrors = m.set.NewCounter("queen_gateway_accept_errors_total")
 	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
 	m.set.NewGauge("queen_gateway_usage_writes", func() float64 { return float64(g.flushes.Load()) })
 	m.set.NewGauge("queen_gateway_parked", func() float64 {

@@ -1,0 +1,112 @@
+// Package acceptloop accepts TCP connections for gnet event loops
+// (docs/server.md, accepting connections), for the broker and the gateway.
+//
+// gnet's own acceptor gives up on the first accept error it does not know
+// (EMFILE when the process is out of descriptors): its main reactor exits
+// and the port stops answering while the process lives on. So the
+// processes accept in a goroutine of their own from a net.Listener and hand
+// every connection to the event loops of a gnet.Client (Client.Enroll
+// duplicates the descriptor into a loop). An accept error pauses accepting
+// with a backoff, never ends it.
+package acceptloop
+
+import (
+	"errors"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Accept backoff, as net/http's Server.Serve: 5 ms doubling to 1 s.
+const (
+	backoffMin = 5 * time.Millisecond
+	backoffMax = time.Second
+)
+
+// Loop is one listener's accepting.
+type Loop struct {
+	Listener net.Listener
+	// Enroll hands a connection to the loops; it owns c from then on
+	// (closing it on error, as gnet.Client.Enroll does).
+	Enroll func(c net.Conn) error
+	// Stopping says the process is stopping: an error then ends Run.
+	Stopping func() bool
+	// Quit ends a pause.
+	Quit <-chan struct{}
+	// Failed is told of every accept error (to count and log it); Paused
+	// of each pause's start and end. Either may be nil.
+	Failed func(err error)
+	Paused func(paused bool)
+}
+
+// Run accepts until the listener is closed or an error comes while
+// stopping.
+func (l *Loop) Run() {
+	reserve, _ := os.Open(os.DevNull)
+	defer func() {
+		if reserve != nil {
+			reserve.Close()
+		}
+	}()
+	var delay time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err == nil {
+			if err = l.Enroll(c); err == nil {
+				delay = 0
+				continue
+			}
+			// The duplicate could not be made (out of descriptors too) or
+			// the loops are stopping; c is closed, the client sees it.
+		}
+		if l.Stopping() || errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if l.Failed != nil {
+			l.Failed(err)
+		}
+		if OutOfDescriptors(err) && reserve != nil {
+			// The spare-descriptor trick: give back the reserve, take the
+			// connection waiting in the backlog and close it, so that its
+			// client learns at once instead of hanging until we resume.
+			reserve.Close()
+			shedPending(l.Listener)
+			reserve, _ = os.Open(os.DevNull)
+		}
+		delay = min(max(2*delay, backoffMin), backoffMax)
+		l.pause(true)
+		select {
+		case <-time.After(delay):
+		case <-l.Quit:
+		}
+		l.pause(false)
+	}
+}
+
+func (l *Loop) pause(p bool) {
+	if l.Paused != nil {
+		l.Paused(p)
+	}
+}
+
+// shedPending accepts one waiting connection, if any comes within a
+// millisecond, and closes it.
+func shedPending(ln net.Listener) {
+	tl, ok := ln.(*net.TCPListener)
+	if !ok {
+		return
+	}
+	_ = tl.SetDeadline(time.Now().Add(time.Millisecond))
+	if c, err := tl.Accept(); err == nil {
+		c.Close()
+	}
+	_ = tl.SetDeadline(time.Time{})
+}
+
+// OutOfDescriptors reports the errors that mean "no descriptor or buffer
+// for a new socket now": the process's or the system's limit, or memory.
+func OutOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
