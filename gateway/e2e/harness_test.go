@@ -213,6 +213,15 @@ func (r reply) code() string {
 	return e.Code
 }
 
+// message is the answer's error message.
+func (r reply) message() string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &e)
+	return e.Error
+}
+
 func (r reply) String() string {
 	return fmt.Sprintf("%d %s", r.status, strings.TrimSpace(string(r.body)))
 }
