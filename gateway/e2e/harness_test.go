@@ -32,7 +32,7 @@ const (
 	gwSecret      = "e2e-gateway-secret" // between the gateway and its brokers
 	jwtSecret     = "e2e-jwt-secret"     // the end clients' HS256 key
 	operatorToken = "e2e-operator-token" // the brokers' QUEEN_ADMIN_TOKEN (their system routes)
-	cellSecret    = "e2e-cell-secret"
+	cellSecret    = "e2e-cell-secret-of-the-run"
 )
 
 // pg is the run's PostgreSQL (nil without one: the tests that need it skip,
