@@ -229,13 +229,9 @@ func (g *Gateway) refreshUsage(ctx context.Context) error {
 	return err
 }
 
-// loadUsage, at start, makes the state of every tenant with a plan and
-// reads its period's usage, so a restart keeps counting where the last
-// write left it.
+// loadUsage, at start, reads the period's usage of every tenant of the
+// catalog (reload made their states), so a restart keeps counting where
+// the last write left it.
 func (g *Gateway) loadUsage(ctx context.Context) error {
-	v := g.view.Load()
-	for name := range v.tenants {
-		g.tenant(name)
-	}
 	return g.refreshUsage(ctx)
 }
