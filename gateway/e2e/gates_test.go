@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -213,7 +214,17 @@ func TestIdentity(t *testing.T) {
 		want(t, role+": routes", c.do(t, "GET", "/api/v1/gateway/routes", ""), 403, "forbidden")
 		want(t, role+": /metrics", c.do(t, "GET", "/metrics", ""), 403, "forbidden")
 	}
-	want(t, "admin: /metrics", p.admin.do(t, "GET", "/metrics", ""), 200, "")
+	r := p.admin.do(t, "GET", "/metrics", "")
+	want(t, "admin: /metrics", r, 200, "")
+	for _, name := range []string{"queen_gateway_forwarded_total", "queen_gateway_refusals_total", "queen_gateway_clients",
+		"queen_gateway_parked", "queen_gateway_upstream_dials_total", "queen_gateway_usage_writes"} {
+		if !regexp.MustCompile(`(?m)^` + name + `[{ ]`).Match(r.body) {
+			t.Fatalf("/metrics lacks %s:\n%s", name, r.body)
+		}
+	}
+	if n := metric(string(r.body), "queen_gateway_refusals_total", `code="unauthorized"`); n < 14 {
+		t.Fatalf("queen_gateway_refusals_total{code=\"unauthorized\"} is %v, want at least 14", n)
+	}
 	want(t, "admin: GET plan", p.admin.do(t, "GET", "/api/v1/gateway/plans/pro", ""), 200, "")
 }
 

@@ -68,8 +68,16 @@ func TestBrokerRestart(t *testing.T) {
 	if m := c.mustPop(t, "queue=q&batch=10&autoAck=true"); len(m.Messages) != 2 {
 		t.Fatalf("after the restart, popped %d, want 2", len(m.Messages))
 	}
-	p.gw.as(t, "acme", "read-write").mustPush(t, "q", 1)
-	p.admin.wantUsage(t, "acme", 4, 3)
+	// On dedicated connections too: a declaration, a waiting pop.
+	want(t, "configure after the restart", c.do(t, "POST", "/api/v1/ephemeral/configure", `{"queue":"w"}`), 201, "")
+	waiting = asyncPop(t.Context(), p.gw.as(t, "acme", "read-write"), "queue=w&wait=true&timeout=20000&autoAck=true")
+	p.admin.waitParked(t, "acme", 1)
+	p.gw.as(t, "acme", "read-write").mustPush(t, "w", 1)
+	if m := await(t, "the waiting pop after the restart", waiting); len(m.Messages) != 1 {
+		t.Fatalf("the waiting pop after the restart got %d", len(m.Messages))
+	}
+	p.admin.waitParked(t, "acme", 0)
+	p.admin.wantUsage(t, "acme", 4, 4)
 }
 
 // TestOneUpstreamDown: a gateway listing a broker that is down and one that
