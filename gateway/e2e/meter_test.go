@@ -184,3 +184,42 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	g.Start(t)
 	admin.wantUsage(t, "acme", 5, 3)
 }
+
+// untilNextPeriod sleeps until just after the start of the next
+// epoch-aligned period of seconds.
+func untilNextPeriod(seconds int64) {
+	next := time.Unix((time.Now().Unix()/seconds+1)*seconds, 0)
+	time.Sleep(time.Until(next) + 20*time.Millisecond)
+}
+
+// TestShortPeriod: a period shorter than the minute the usage rows are
+// written in: the allowance starts again in each period, at this gateway
+// and after its usage has been written and read back.
+func TestShortPeriod(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "short", planJSON(true, 5, 4, 0, 0))
+	c := p.gw.as(t, "acme", "read-write")
+	untilNextPeriod(4)
+	c.mustPush(t, "s", 5)
+	r := c.push(t, "s", 1)
+	want(t, "push past the allowance", r, 429, "message_allowance_exceeded")
+	wantRetryAfter(t, "push past the allowance", r, 1, 4)
+	// Written, and read back, before the period ends.
+	writes := func() float64 {
+		r := p.admin.do(t, "GET", "/metrics", "")
+		return metric(string(r.body), "queen_gateway_usage_writes", "")
+	}
+	eventually(t, 2*time.Second, "the usage was not written", func() bool { return writes() > 0 })
+	untilNextPeriod(4)
+	// Two pushes in the new period, each waited for until written: the
+	// gateway has read the period's usage back after the first write.
+	for range 2 {
+		before := writes()
+		c.mustPush(t, "s", 1)
+		eventually(t, 2*time.Second, "the push was not written", func() bool { return writes() > before })
+	}
+	p.admin.wantUsage(t, "acme", 2, 0)
+	c.mustPush(t, "s", 3)
+	want(t, "push past the allowance of the new period", c.push(t, "s", 1), 429, "message_allowance_exceeded")
+}
