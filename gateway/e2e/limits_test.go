@@ -45,7 +45,7 @@ func TestPopPaysAfter(t *testing.T) {
 	p.admin.wantUsage(t, "acme", 0, 20)
 	r := c.push(t, "q", 1)
 	want(t, "push after a pop of 20 at 1/s", r, 429, "rate_limited")
-	wantRetryAfter(t, "push after a pop of 20 at 1/s", r, 15, 20)
+	wantRetryAfter(t, "push after a pop of 20 at 1/s", r, 5, 20)
 	want(t, "pop after a pop of 20 at 1/s", c.pop(t, "queue=q"), 429, "rate_limited")
 }
 

@@ -135,10 +135,10 @@ func TestRateLimited(t *testing.T) {
 	c.mustPush(t, "r", 20)
 	r := c.push(t, "r", 1)
 	want(t, "push in debt", r, 429, "rate_limited")
-	wantRetryAfter(t, "push in debt", r, 15, 20)
+	wantRetryAfter(t, "push in debt", r, 5, 20)
 	r = c.pop(t, "queue=r")
 	want(t, "pop in debt", r, 429, "rate_limited")
-	wantRetryAfter(t, "pop in debt", r, 15, 20)
+	wantRetryAfter(t, "pop in debt", r, 5, 20)
 	p.admin.wantUsage(t, "acme", 20, 0)
 	// Another tenant on the same plan has a bucket of its own.
 	other := p.gw.as(t, "other", "read-write")

@@ -228,3 +228,52 @@ func TestNoEndClientIdentity(t *testing.T) {
 	c.wantUsage(t, "default", 3, 0)
 	want(t, "/metrics on loopback", c.do(t, "GET", "/metrics", ""), 200, "")
 }
+
+// TestExpectContinueAndHTTP10: a push sent with Expect: 100-continue gets
+// its 100 Continue from the gateway, then its answer; an HTTP/1.0 request
+// is answered and its connection closed.
+func TestExpectContinueAndHTTP10(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	c := p.gw.as(t, "acme", "read-write")
+
+	conn, err := net.Dial("tcp", p.gw.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := pushBody("ex", 3)
+	head := fmt.Sprintf("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", c.bearer, len(body))
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	line, err := rd.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("before the body: %q %v", line, err)
+	}
+	if blank, err := rd.ReadString('\n'); err != nil || blank != "\r\n" {
+		t.Fatalf("after 100 Continue: %q %v", blank, err)
+	}
+	if _, err := io.WriteString(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("push after 100 Continue: %d %s", resp.StatusCode, b)
+	}
+	p.admin.wantUsage(t, "acme", 3, 0)
+
+	raw := "GET /api/v1/ephemeral/pop?queue=ex&batch=10&autoAck=true HTTP/1.0\r\nAuthorization: Bearer " + c.bearer + "\r\n\r\n"
+	if all := rawExchange(t, p.gw.Addr(), raw); !strings.HasPrefix(all, "HTTP/1.") || !strings.Contains(all, " 200 ") || strings.Count(all, `"payload"`) != 3 {
+		t.Fatalf("HTTP/1.0 pop: %s", all)
+	}
+	p.admin.wantUsage(t, "acme", 3, 3)
+}
