@@ -215,6 +215,10 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	dedicated := wait || (kind == exOther && r.Path != ackPath)
 
 	// The broker this request goes to, and whether order lets it go now.
+	// The clock is read here, not taken from the tick (g.now, up to a
+	// second old): the period a request is counted in must be the one the
+	// usage writer rolls to (it reads the clock), and a broker is passed
+	// over for downFor after a failed dial, not for up to a second more.
 	now := time.Now().UnixNano()
 	up := cc.upIdx
 	if up < 0 || cc.ls.downUntil[up] > now {

@@ -215,6 +215,13 @@ func (g *Gateway) refreshUsage(ctx context.Context) error {
 	g.tenants.Range(func(name string, ts *tenantState) bool {
 		p := ts.plan.Load()
 		idx, start := periodOf(p, now)
+		if start%60 != 0 {
+			// The catalog counts whole minutes: the period's first minute
+			// holds the end of the last period too. A period that is not
+			// a whole number of minutes is counted by this gateway alone.
+			ts.roll(p, now)
+			return true
+		}
 		var s map[string]map[catalog.Class]int64
 		if s, err = read(start); err != nil {
 			return false
@@ -229,13 +236,9 @@ func (g *Gateway) refreshUsage(ctx context.Context) error {
 	return err
 }
 
-// loadUsage, at start, makes the state of every tenant with a plan and
-// reads its period's usage, so a restart keeps counting where the last
-// write left it.
+// loadUsage, at start, reads the period's usage of every tenant of the
+// catalog (reload made their states), so a restart keeps counting where
+// the last write left it.
 func (g *Gateway) loadUsage(ctx context.Context) error {
-	v := g.view.Load()
-	for name := range v.tenants {
-		g.tenant(name)
-	}
 	return g.refreshUsage(ctx)
 }

@@ -5,37 +5,34 @@ import "github.com/queenmq/ephemeral/wire"
 // The gateway's own error codes (docs/gateway.md, "Refusals"). The codes
 // that the broker also answers keep the broker's meaning.
 const (
-	codeRouteBlocked       = "route_blocked"              // 404: a route the gateway's table does not know
-	codeFeatureGated       = "feature_gated"              // 403: the plan does not include the ephemeral feature
-	codeAllowanceExceeded  = "message_allowance_exceeded" // 429: the plan's messages for this period are spent
-	codeRateLimited        = "rate_limited"               // 429: over the plan's messages per second
-	codeSlotsExhausted     = "parked_slots_exhausted"     // 429: every parked-consumer slot is taken
-	codeForwardFailed      = "ephemeral_forward_failed"   // 503: no broker could be reached
-	codeUnauthorized       = "unauthorized"               // 401
-	codeForbidden          = "forbidden"                  // 403
-	codeBadRequest         = "bad_request"                // 400, the admin routes
-	codePlanNotFound       = "plan_not_found"             // 404, the admin routes
-	codeTenantNotFound     = "tenant_not_found"           // 404, the admin routes
-	codeMethodNotAllowed   = "method_not_allowed"         // 405
-	codeStoreUnavailable   = "gateway_store_unavailable"  // 503: the catalog could not be read or written
-	codeGatewayUnavailable = "gateway_unavailable"        // 503: the gateway is stopping
+	codeRouteBlocked      = "route_blocked"              // 404: a route the gateway's table does not know
+	codeFeatureGated      = "feature_gated"              // 403: the plan does not include the ephemeral feature
+	codeAllowanceExceeded = "message_allowance_exceeded" // 429: the plan's messages for this period are spent
+	codeRateLimited       = "rate_limited"               // 429: over the plan's messages per second
+	codeSlotsExhausted    = "parked_slots_exhausted"     // 429: every parked-consumer slot is taken
+	codeForwardFailed     = "ephemeral_forward_failed"   // 503: no broker could be reached
+	codeUnauthorized      = "unauthorized"               // 401
+	codeForbidden         = "forbidden"                  // 403
+	codeBadRequest        = "bad_request"                // 400, the admin routes
+	codePlanNotFound      = "plan_not_found"             // 404, the admin routes
+	codeTenantNotFound    = "tenant_not_found"           // 404, the admin routes
+	codeMethodNotAllowed  = "method_not_allowed"         // 405
+	codeStoreUnavailable  = "gateway_store_unavailable"  // 503: the catalog could not be read or written
 )
 
 // Refusals allocated once.
 var (
-	errRouteBlocked   = &wire.Error{Status: 404, Code: codeRouteBlocked, Msg: "this route is not served through the gateway"}
-	errFeatureGated   = &wire.Error{Status: 403, Code: codeFeatureGated, Msg: "the tenant's plan does not include ephemeral queues"}
-	errAllowance      = &wire.Error{Status: 429, Code: codeAllowanceExceeded, Msg: "the tenant's plan allows no more messages in this period"}
-	errRate           = &wire.Error{Status: 429, Code: codeRateLimited, Msg: "the tenant is over its plan's messages per second"}
-	errSlots          = &wire.Error{Status: 429, Code: codeSlotsExhausted, Msg: "every parked-consumer slot of the tenant's plan is taken; answer or stop a waiting pop first"}
-	errForwardFailed  = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "no broker behind the gateway could be reached; retry"}
-	errAnswerBroken   = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "the broker's connection failed before its answer arrived; the request may or may not have been served"}
-	errLevel          = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
-	errAdminOnly      = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role"}
-	errAdminLoopback  = &wire.Error{Status: 403, Code: codeForbidden, Msg: "without end-client identity (no QUEEN_JWT_* set), the admin routes answer only on loopback"}
-	errStopping       = &wire.Error{Status: 503, Code: codeGatewayUnavailable, Msg: "the gateway is stopping; retry", Close: true}
-	errMethod         = &wire.Error{Status: 405, Code: codeMethodNotAllowed, Msg: "method not allowed on this route"}
-	errStoreNotLoaded = &wire.Error{Status: 503, Code: codeStoreUnavailable, Msg: "the gateway has not loaded its plans yet; retry"}
+	errRouteBlocked  = &wire.Error{Status: 404, Code: codeRouteBlocked, Msg: "this route is not served through the gateway"}
+	errFeatureGated  = &wire.Error{Status: 403, Code: codeFeatureGated, Msg: "the tenant's plan does not include ephemeral queues"}
+	errAllowance     = &wire.Error{Status: 429, Code: codeAllowanceExceeded, Msg: "the tenant's plan allows no more messages in this period"}
+	errRate          = &wire.Error{Status: 429, Code: codeRateLimited, Msg: "the tenant is over its plan's messages per second"}
+	errSlots         = &wire.Error{Status: 429, Code: codeSlotsExhausted, Msg: "every parked-consumer slot of the tenant's plan is taken; answer or stop a waiting pop first"}
+	errForwardFailed = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "no broker behind the gateway could be reached; retry"}
+	errAnswerBroken  = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "the broker's connection failed before its answer arrived; the request may or may not have been served"}
+	errLevel         = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
+	errAdminOnly     = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role"}
+	errAdminLoopback = &wire.Error{Status: 403, Code: codeForbidden, Msg: "without end-client identity (no QUEEN_JWT_* set), the admin routes answer only on loopback"}
+	errMethod        = &wire.Error{Status: 405, Code: codeMethodNotAllowed, Msg: "method not allowed on this route"}
 )
 
 // appendRefusal appends e as an answer to req, with Retry-After when

@@ -93,6 +93,14 @@ func (g *Gateway) reload(ctx context.Context) error {
 		ts.plan.Store(v.planOf(name))
 		return true
 	})
+	// Every tenant of the catalog has a state, so that the usage writer
+	// reads back its period's usage (refreshUsage) even before its first
+	// request here: a tenant put through another gateway sharing the
+	// catalog is counted from what that gateway wrote, and its usage is
+	// answered here too.
+	for name := range v.tenants {
+		g.tenant(name)
+	}
 	return nil
 }
 

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/internal/brokertest"
+)
+
+// TestBrokerRestart: the gateway outlives the broker behind it: with the
+// broker stopped a request is 503 ephemeral_forward_failed with
+// Retry-After 1 and meters nothing; started again on the same port, the
+// gateway serves again, on the connections it dials anew.
+func TestBrokerRestart(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.broker.KeepPort = true
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	c := p.gw.as(t, "acme", "read-write")
+	c.mustPush(t, "q", 1)
+	if m := c.mustPop(t, "queue=q&autoAck=true"); len(m.Messages) != 1 {
+		t.Fatalf("popped %d", len(m.Messages))
+	}
+	// A waiting pop in flight when the broker goes.
+	waiting := asyncPop(t.Context(), c, "queue=w&wait=true&timeout=20000")
+	p.admin.waitParked(t, "acme", 1)
+
+	p.broker.Stop(t)
+	select {
+	case res := <-waiting:
+		// SIGTERM answers parked pops with an empty batch; a broker gone
+		// before its answer is 503.
+		if res.err != nil || (res.r.status != 200 && res.r.code() != "ephemeral_forward_failed") {
+			t.Fatalf("the waiting pop, its broker stopped: %v %s", res.err, res.r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting pop was not answered when its broker stopped")
+	}
+	p.admin.waitParked(t, "acme", 0)
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/ephemeral/push", pushBody("q", 2)},
+		{"GET", "/api/v1/ephemeral/pop?queue=q", ""},
+		{"GET", "/api/v1/ephemeral/pop?queue=q&wait=true&timeout=1000", ""},
+		{"GET", "/api/v1/ephemeral/queues", ""},
+		{"POST", "/api/v1/ephemeral/configure", `{"queue":"q"}`},
+	} {
+		// A fresh client connection, and one kept alive.
+		for _, cl := range []*client{c, p.gw.as(t, "acme", "read-write")} {
+			r := cl.do(t, req.method, req.path, req.body)
+			want(t, req.method+" "+req.path+" with the broker stopped", r, 503, "ephemeral_forward_failed")
+			wantRetryAfter(t, req.method+" "+req.path+" with the broker stopped", r, 1, 1)
+		}
+	}
+	p.admin.wantUsage(t, "acme", 1, 1)
+
+	p.broker.Start(t)
+	var last reply
+	eventually(t, 10*time.Second, "the gateway never served again after the broker's restart", func() bool {
+		last = c.push(t, "q", 2)
+		if last.status != 201 {
+			want(t, "push while the broker comes back", last, 503, "ephemeral_forward_failed")
+		}
+		return last.status == 201
+	})
+	if m := c.mustPop(t, "queue=q&batch=10&autoAck=true"); len(m.Messages) != 2 {
+		t.Fatalf("after the restart, popped %d, want 2", len(m.Messages))
+	}
+	// On dedicated connections too: a declaration, a waiting pop.
+	want(t, "configure after the restart", c.do(t, "POST", "/api/v1/ephemeral/configure", `{"queue":"w"}`), 201, "")
+	waiting = asyncPop(t.Context(), p.gw.as(t, "acme", "read-write"), "queue=w&wait=true&timeout=20000&autoAck=true")
+	p.admin.waitParked(t, "acme", 1)
+	p.gw.as(t, "acme", "read-write").mustPush(t, "w", 1)
+	if m := await(t, "the waiting pop after the restart", waiting); len(m.Messages) != 1 {
+		t.Fatalf("the waiting pop after the restart got %d", len(m.Messages))
+	}
+	p.admin.waitParked(t, "acme", 0)
+	p.admin.wantUsage(t, "acme", 4, 4)
+}
+
+// TestOneUpstreamDown: a gateway listing a broker that is down and one that
+// is up serves every client from the one that is up.
+func TestOneUpstreamDown(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	down := "http://127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
+	g := startGateway(t, []string{down, b.URL()}, nil)
+	admin := g.as(t, "ops", "admin")
+	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	for i := range 6 { // a fresh connection each: round robin over both
+		g.as(t, "acme", "read-write").mustPush(t, "q", 1)
+		if m := g.as(t, "acme", "read-write").mustPop(t, "queue=q&autoAck=true"); len(m.Messages) != 1 {
+			t.Fatalf("round %d: popped %d", i, len(m.Messages))
+		}
+	}
+	admin.wantUsage(t, "acme", 6, 6)
+}
+
+// cellMember is a broker of a cell and its advertised address.
+type cellMember struct {
+	*brokertest.Broker
+	id string
+}
+
+// startCell starts n brokers in gateway mode on one fresh PostgreSQL schema
+// as one cell, and waits until each counts n members.
+func startCell(t *testing.T, n int) []*cellMember {
+	t.Helper()
+	_, schema := schemaURL(t)
+	ms := make([]*cellMember, n)
+	for i := range ms {
+		id := "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
+		ms[i] = &cellMember{id: id, Broker: startBroker(t, map[string]string{
+			"QUEEN_DATABASE_URL":           pg.URL(),
+			"QUEEN_DATABASE_SCHEMA":        schema,
+			"QUEEN_CELL_ADVERTISE":         id,
+			"QUEEN_CELL_SECRET":            cellSecret,
+			"QUEEN_CELL_HEARTBEAT_MS":      "100",
+			"QUEEN_CELL_MEMBER_TIMEOUT_MS": "1000",
+		})}
+	}
+	for _, m := range ms {
+		eventually(t, 20*time.Second, m.id+" never counted "+strconv.Itoa(n)+" members", func() bool {
+			r, err := (&client{base: m.URL(), hc: newHTTPClient()}).try(t.Context(), "GET", "/health", "")
+			if err != nil || r.status != 200 {
+				return false
+			}
+			var h struct {
+				Cell struct {
+					Members int  `json:"members"`
+					Fenced  bool `json:"fenced"`
+				} `json:"cell"`
+			}
+			return json.Unmarshal(r.body, &h) == nil && h.Cell.Members == n && !h.Cell.Fenced
+		})
+	}
+	return ms
+}
+
+// queueOwnedBy is a fresh queue name that the cell of ids gives to owner
+// for tenant.
+func queueOwnedBy(t *testing.T, ids []string, tenant, prefix, owner string) string {
+	t.Helper()
+	for i := range 10000 {
+		q := prefix + "-" + strconv.Itoa(i)
+		if cell.OwnerOf(ids, tenant, q) == owner {
+			return q
+		}
+	}
+	t.Fatalf("no queue owned by %s", owner)
+	return ""
+}
+
+// TestCell: one gateway in front of a cell of two brokers on one
+// PostgreSQL: push, pop and a woken waiting pop work for queues owned by
+// either member, whichever member a client lands on, and metering is
+// exact.
+func TestCell(t *testing.T) {
+	t.Parallel()
+	ms := startCell(t, 2)
+	ids := []string{ms[0].id, ms[1].id}
+	g := startGateway(t, []string{ms[0].URL(), ms[1].URL()}, nil)
+	admin := g.as(t, "ops", "admin")
+	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+
+	var msgs, delivs int64
+	for _, owner := range ms {
+		q := queueOwnedBy(t, ids, "acme", "cq", owner.id)
+		// Fresh connections land on both members in turn (round robin), so
+		// each queue is served directly once and relayed once.
+		for round := range 2 {
+			g.as(t, "acme", "read-write").mustPush(t, q, 3)
+			g.as(t, "acme", "read-write").mustPush(t, q, 2)
+			msgs += 5
+			r := g.as(t, "acme", "read-write").pop(t, "queue="+q+"&batch=10&autoAck=true")
+			want(t, "pop "+q, r, 200, "")
+			var p popped
+			if err := json.Unmarshal(r.body, &p); err != nil || len(p.Messages) != 5 {
+				t.Fatalf("queue %s (owner %s) round %d: popped %s", q, owner.id, round, r)
+			}
+			delivs += 5
+			if m := g.as(t, "acme", "read-write").mustPop(t, "queue="+q+"&batch=10"); len(m.Messages) != 0 {
+				t.Fatalf("queue %s: a second pop got %d", q, len(m.Messages))
+			}
+			admin.wantUsage(t, "acme", msgs, delivs)
+		}
+		// A waiting pop, woken by a push from another connection.
+		waiting := asyncPop(t.Context(), g.as(t, "acme", "read-write"), "queue="+q+"&wait=true&timeout=20000&autoAck=true")
+		admin.waitParked(t, "acme", 1)
+		g.as(t, "acme", "read-write").mustPush(t, q, 1)
+		msgs++
+		if m := await(t, "the waiting pop of "+q, waiting); len(m.Messages) != 1 {
+			t.Fatalf("queue %s: the waiting pop got %d", q, len(m.Messages))
+		}
+		delivs++
+		admin.waitParked(t, "acme", 0)
+		admin.wantUsage(t, "acme", msgs, delivs)
+	}
+	// What each member counted: together, what the gateway metered.
+	var pushed, delivered float64
+	for _, m := range ms {
+		pushed += brokerMetric(t, m.Broker, "queen_ephemeral_pushed_messages_total", `tenant="acme"`)
+		delivered += brokerMetric(t, m.Broker, "queen_ephemeral_delivered_messages_total", `tenant="acme"`)
+	}
+	if int64(pushed) != msgs || int64(delivered) != delivs {
+		t.Fatalf("the members counted %v pushed and %v delivered; the gateway %d and %d", pushed, delivered, msgs, delivs)
+	}
+	// The clients landed on both members, and each relayed to the other.
+	for _, m := range ms {
+		landed := brokerMetric(t, m.Broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`)
+		relayed := brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", "")
+		if landed == 0 || relayed == 0 {
+			t.Fatalf("member %s: %v pushes landed, %v requests relayed; want both above 0", m.id, landed, relayed)
+		}
+	}
+}
