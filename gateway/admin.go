@@ -39,7 +39,7 @@ type adminRequest struct {
 // nil when it may.
 func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
 	g := cc.g
-	_, level, ierr := g.cfg.Auth.Identify(req)
+	tenant, level, ierr := g.cfg.Auth.Identify(req)
 	switch {
 	case ierr != nil:
 		return ierr
@@ -47,6 +47,8 @@ func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
 		return errAdminLoopback
 	case level != identity.Admin:
 		return errAdminOnly
+	case g.cfg.OperatorTenant != "" && g.cfg.Auth.Mode() != identity.ModeNone && tenant != g.cfg.OperatorTenant:
+		return errNotOperator
 	}
 	return nil
 }

@@ -37,6 +37,10 @@ type Config struct {
 	// variables), or mode none (every client tenant default with the admin
 	// role, the admin routes on loopback only).
 	Auth *identity.Auth
+	// OperatorTenant, when set (QUEEN_OPERATOR_TENANT), limits the admin
+	// routes and /metrics to the admin role of that tenant: a tenant's
+	// own admins then cannot change plans. Unset, any admin token may.
+	OperatorTenant string
 	// Catalog holds plans, tenants and usage.
 	Catalog catalog.Store
 	// Routes is the route classification; nil is routes.Default().

@@ -31,6 +31,7 @@ var (
 	errAnswerBroken  = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "the broker's connection failed before its answer arrived; the request may or may not have been served"}
 	errLevel         = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
 	errAdminOnly     = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role"}
+	errNotOperator   = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role of the operator tenant (QUEEN_OPERATOR_TENANT)"}
 	errAdminLoopback = &wire.Error{Status: 403, Code: codeForbidden, Msg: "without end-client identity (no QUEEN_JWT_* set), the admin routes answer only on loopback"}
 	errMethod        = &wire.Error{Status: 405, Code: codeMethodNotAllowed, Msg: "method not allowed on this route"}
 )

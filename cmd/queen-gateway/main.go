@@ -41,6 +41,7 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_JWT_AUDIENCE", Default: "", Help: "end clients: required aud (unset = not checked)"},
 	{Name: "QUEEN_JWT_TENANT_CLAIM", Default: "tenant", Help: "end clients: the claim naming the tenant"},
 	{Name: "QUEEN_JWT_ALLOW_NO_EXP", Default: "false", Help: "end clients: true accepts tokens without an exp claim"},
+	{Name: "QUEEN_OPERATOR_TENANT", Default: "", Help: "with JWT identity: only an admin of this tenant may use the admin routes and /metrics (unset: any admin token, so a tenant's own admins could change plans)"},
 	{Name: "QUEEN_EVENT_LOOPS", Default: "0", Help: "event loops (0 = GOMAXPROCS)"},
 	{Name: "QUEEN_IDLE_TIMEOUT_S", Default: "120", Help: "close a client connection idle this long"},
 	{Name: "QUEEN_MAX_BODY_BYTES", Default: "67108864", Help: "largest request body (64 MiB)"},
@@ -124,17 +125,18 @@ func run(getenv func(string) string) error {
 		}
 	}
 	cfg := gateway.Config{
-		Addr:          net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
-		Upstreams:     upstreams,
-		Secret:        ev.Str("QUEEN_GATEWAY_SECRET"),
-		Auth:          auth,
-		Routes:        table,
-		Loops:         int(ev.Int64("QUEEN_EVENT_LOOPS")),
-		PollInterval:  time.Duration(ev.Int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
-		FlushInterval: time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
-		IdleTimeout:   time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		MaxBodyBytes:  ev.Int64("QUEEN_MAX_BODY_BYTES"),
-		Logger:        log,
+		Addr:           net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
+		Upstreams:      upstreams,
+		Secret:         ev.Str("QUEEN_GATEWAY_SECRET"),
+		OperatorTenant: ev.Str("QUEEN_OPERATOR_TENANT"),
+		Auth:           auth,
+		Routes:         table,
+		Loops:          int(ev.Int64("QUEEN_EVENT_LOOPS")),
+		PollInterval:   time.Duration(ev.Int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
+		FlushInterval:  time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
+		IdleTimeout:    time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		MaxBodyBytes:   ev.Int64("QUEEN_MAX_BODY_BYTES"),
+		Logger:         log,
 	}
 	if err := ev.Err(); err != nil {
 		return err
@@ -156,6 +158,9 @@ func run(getenv func(string) string) error {
 	}
 	bld := buildinfo.Read(version, commit)
 	log.Info("serving", "addr", g.Addr().String(), "upstreams", upstreams, "identity", auth.Mode(), "version", bld.Version)
+	if auth.Mode() == identity.ModeJWT && cfg.OperatorTenant == "" {
+		log.Warn("QUEEN_OPERATOR_TENANT is unset: any token with the admin role, of any tenant, may change plans and tenants")
+	}
 	if auth.Mode() == identity.ModeNone {
 		log.Info("no end-client identity (no QUEEN_JWT_* set): every client is tenant default; the admin routes and /metrics answer loopback clients only")
 	}
