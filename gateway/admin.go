@@ -81,6 +81,7 @@ func (cc *clientConn) admin(req *wire.Request) {
 			cc.serve()
 			cc.markWrite()
 			cc.ls.writeListed()
+			cc.ls.flushOwn()
 			return nil
 		}
 		_ = cc.ls.loop.Execute(context.Background(), gnet.RunnableFunc(done))

@@ -45,10 +45,11 @@ type clientConn struct {
 	listed     bool   // in the loop's list of clients to write
 	closeAfter bool   // close once the answers so far have left
 	isClosed   bool
-	busy       bool // an admin route is being answered off the loop
-	held       bool // the next request waits for the answers in flight
-	upIdx      int  // the broker this client's requests go to first
-	up         *upConn
+	busy       bool    // an admin route is being answered off the loop
+	held       bool    // the next request waits for the answers in flight
+	upIdx      int     // the broker this client's requests go to first
+	up         *upConn // where its requests in flight are
+	own        *upConn // its own connection, once it needed one (upstream.go)
 	inFlight   int
 	lastActive int64
 }
@@ -86,6 +87,7 @@ func (cc *clientConn) onTraffic() gnet.Action {
 	if !cc.busy && !cc.held {
 		cc.serve()
 	}
+	cc.ls.flushOwn()
 	return cc.write()
 }
 
@@ -221,14 +223,16 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	// over for downFor after a failed dial, not for up to a second more.
 	now := time.Now().UnixNano()
 	up := cc.upIdx
-	if up < 0 || cc.ls.downUntil[up] > now {
+	if cc.own != nil {
+		up = cc.own.up
+	} else if up < 0 || cc.ls.downUntil[up] > now {
 		if up = cc.ls.pick(now); up < 0 {
 			return cc.refuse(req, errForwardFailed, 1)
 		}
 		cc.upIdx = up
 	}
-	if cc.inFlight > 0 && (dedicated || cc.up.dedicated || cc.up.up != up || cc.inFlight >= maxInFlight) {
-		return false
+	if cc.inFlight > 0 && (cc.inFlight >= maxInFlight || cc.own == nil && (dedicated || cc.up.up != up)) {
+		return false // after the answers in flight (on a shared connection)
 	}
 
 	// Admission: the allowance, the rate, a slot.
@@ -242,10 +246,13 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 
 	var u *upConn
 	switch {
-	case cc.inFlight > 0:
-		u = cc.up
+	case cc.own != nil:
+		u = cc.own
 	case dedicated:
 		u = cc.ls.dedicatedConn(up)
+		u.owner, cc.own = cc, u
+	case cc.inFlight > 0:
+		u = cc.up
 	default:
 		u = cc.ls.sharedConn(up)
 	}
@@ -439,25 +446,28 @@ func (cc *clientConn) closed() {
 		cc.ls.parsers.Put(cc.p)
 		cc.p = nil
 	}
-	u := cc.up
-	if u == nil {
-		return
-	}
-	for _, ex := range u.queue {
-		if ex != nil && ex.cc == cc {
-			ex.cc = nil
-			if ex.slot {
-				ex.slot = false
-				ex.ts.parked.Add(-1)
+	if u := cc.up; u != nil {
+		for _, ex := range u.queue {
+			if ex != nil && ex.cc == cc {
+				ex.cc = nil
+				if ex.slot {
+					ex.slot = false
+					ex.ts.parked.Add(-1)
+				}
 			}
 		}
 	}
-	if u.dedicated {
-		if u.c != nil {
-			_ = u.c.Close()
-		} else {
-			u.dead = true // opened closes it
+	if u := cc.own; u != nil {
+		cc.own = nil
+		if len(u.queue) > 0 && u.c != nil {
+			u.owner = nil
+			_ = u.c.Close() // OnClose: failed; the broker ends a parked pop with it
+		} else if len(u.queue) > 0 {
+			u.owner = nil
+			u.dead = true // being dialled: opened closes it
 			u.ls.forget(u)
+		} else {
+			u.release()
 		}
 	}
 }

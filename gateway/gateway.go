@@ -240,7 +240,8 @@ type loopState struct {
 	downUntil []int64
 	next      int // round robin over the upstreams for new clients
 
-	dirty        []*upConn // connections with requests to write this round
+	dirty        []*upConn // shared connections with requests to write this poll (flush, a task)
+	dirtyOwn     []*upConn // clients' own connections with requests to write (flushOwn)
 	flushPending bool
 	flushTask    gnet.RunnableFunc
 

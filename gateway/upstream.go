@@ -17,12 +17,17 @@ import (
 // and pops that do not wait, pipelined: the requests of every client of the
 // loop are written once per poll (one write for all of them) and their
 // answers come back in order, so the broker reads and writes once for many
-// requests. A request that may take long (a waiting pop, a declaration
-// written to the store, a status read that a cell fans out) gets a
-// dedicated connection of its own instead, so that it never holds up
-// another client's answers; dedicated connections are kept for reuse once
-// answered. All of it runs on the loop: no goroutine per request and none
-// per parked pop; a dial alone runs off the loop.
+// requests. The first request of a client that may take long (a waiting
+// pop, a declaration written to the store, a status read that a cell fans
+// out) gives the client a dedicated connection of its own instead, so that
+// it never holds up another client's answers; from then on every request of
+// that client goes on it, pipelined in the client's own order, as it would
+// to the broker directly (a request/reply client sends its push and its
+// waiting pop in one write, and they leave in one). A client's own
+// connection goes back to a pool of idle ones when the client closes with
+// nothing in flight, and is closed when something is (a parked pop ends at
+// the broker with it). All of it runs on the loop: no goroutine per request
+// and none per parked pop; a dial alone runs off the loop.
 //
 // A client's requests in flight are all on one connection (clientConn.up),
 // so its answers come back in its order without being buffered.
@@ -72,8 +77,9 @@ func parseUpstream(s string) (upstreamAddr, error) {
 // upConn is one connection to a broker. Touched only on its loop.
 type upConn struct {
 	ls        *loopState
-	up        int  // index in Gateway.upstreams
-	dedicated bool // carries one request at a time (see above)
+	up        int         // index in Gateway.upstreams
+	dedicated bool        // a client's own (see above); shared ones are pipelined for every client
+	owner     *clientConn // the client a dedicated connection is lent to, nil while idle
 	c         gnet.Conn
 	out       []byte // requests of this round, written by flush
 	listed    bool   // in ls.dirty
@@ -168,6 +174,7 @@ func (u *upConn) opened(c gnet.Conn) {
 	}
 	if len(u.out) > 0 {
 		u.markDirty()
+		u.ls.flushOwn()
 	}
 }
 
@@ -190,6 +197,13 @@ func (u *upConn) markDirty() {
 	}
 	u.listed = true
 	ls := u.ls
+	if u.dedicated {
+		// One client's: nothing to gather from other clients, so it is
+		// written at the end of the event being handled (flushOwn), which
+		// spares the task's wake-up.
+		ls.dirtyOwn = append(ls.dirtyOwn, u)
+		return
+	}
 	if !ls.flushPending {
 		ls.flushPending = true
 		_ = ls.loop.Execute(context.Background(), ls.flushTask)
@@ -197,28 +211,46 @@ func (u *upConn) markDirty() {
 	ls.dirty = append(ls.dirty, u)
 }
 
-// flush writes every listed connection's output: one write each.
+// flush writes every listed shared connection's output: one write each.
 func (ls *loopState) flush(context.Context) error {
 	ls.flushPending = false
-	for i, u := range ls.dirty {
-		ls.dirty[i] = nil
-		u.listed = false
-		if u.c == nil || u.dead || len(u.out) == 0 {
-			continue // one being dialled keeps its output until opened
-		}
-		_, err := u.c.Write(u.out)
-		u.sent = len(u.queue)
-		if cap(u.out) > 1<<20 {
-			u.out = nil
-		} else {
-			u.out = u.out[:0]
-		}
-		if err != nil {
-			_ = u.c.Close() // OnClose: failed
-		}
-	}
-	ls.dirty = ls.dirty[:0]
+	ls.dirty = writeAll(ls.dirty)
 	return nil
+}
+
+// flushOwn writes the clients' own connections given requests during the
+// event being handled; every event handler of the loop ends with it.
+func (ls *loopState) flushOwn() {
+	if len(ls.dirtyOwn) > 0 {
+		ls.dirtyOwn = writeAll(ls.dirtyOwn)
+	}
+}
+
+// writeAll writes each listed connection's output and empties the list.
+func writeAll(list []*upConn) []*upConn {
+	for i, u := range list {
+		list[i] = nil
+		u.listed = false
+		u.write()
+	}
+	return list[:0]
+}
+
+// write hands the connection's output to the socket in one write.
+func (u *upConn) write() {
+	if u.c == nil || u.dead || len(u.out) == 0 {
+		return // one being dialled keeps its output until opened
+	}
+	_, err := u.c.Write(u.out)
+	u.sent = len(u.queue)
+	if cap(u.out) > 1<<20 {
+		u.out = nil
+	} else {
+		u.out = u.out[:0]
+	}
+	if err != nil {
+		_ = u.c.Close() // OnClose: failed
+	}
 }
 
 // onTraffic reads the broker's answers and hands each to its client.
@@ -272,20 +304,27 @@ func (u *upConn) onTraffic() gnet.Action {
 	}
 	ls := u.ls
 	ls.writeListed()
+	ls.flushOwn()
 	if closeAfter {
 		return gnet.Close
-	}
-	if u.dedicated && len(u.queue) == 0 {
-		u.release()
 	}
 	return gnet.None
 }
 
-// release puts an answered dedicated connection back for reuse.
+// release takes back a dedicated connection from a client that closed
+// with nothing in flight on it, for the next client that needs one.
 func (u *upConn) release() {
 	ls := u.ls
-	if u.dead || len(ls.idle[u.up]) >= maxIdleDedicated {
-		_ = u.c.Close()
+	u.owner = nil
+	if u.dead {
+		return
+	}
+	if len(ls.idle[u.up]) >= maxIdleDedicated || u.c == nil {
+		u.dead = true // a dial in flight closes it when it opens
+		ls.forget(u)
+		if u.c != nil {
+			_ = u.c.Close()
+		}
 		return
 	}
 	ls.idle[u.up] = append(ls.idle[u.up], u)
@@ -302,6 +341,11 @@ func (u *upConn) failed(error) {
 	u.dead = true
 	ls := u.ls
 	ls.forget(u)
+	owner := u.owner
+	if owner != nil && owner.own == u {
+		owner.own = nil
+	}
+	u.owner = nil
 	queue, sent, out := u.queue, u.sent, u.out
 	u.queue, u.out, u.sent = nil, nil, 0
 	var resume []*clientConn
@@ -319,6 +363,9 @@ func (u *upConn) failed(error) {
 			var to *upConn
 			if u.dedicated {
 				to = ls.dedicatedConn(up)
+				if owner != nil && !owner.isClosed {
+					to.owner, owner.own, owner.upIdx = owner, to, up
+				}
 			} else {
 				to = ls.sharedConn(up)
 			}
@@ -342,19 +389,26 @@ func (u *upConn) failed(error) {
 		cc.answeredAll()
 	}
 	ls.writeListed()
+	ls.flushOwn()
 }
 
 // closeIdleUpstreams closes the loop's broker connections that have had
-// nothing in flight for upstreamIdle.
+// nothing in flight for upstreamIdle: shared, idle and clients' own.
 func (ls *loopState) closeIdleUpstreams(now int64) {
+	closeIfIdle := func(u *upConn) {
+		if u != nil && len(u.queue) == 0 && u.c != nil && now-u.lastUsed > int64(upstreamIdle) {
+			_ = u.c.Close() // OnClose: failed, which forgets it
+		}
+	}
 	for _, lists := range [][][]*upConn{ls.shared, ls.idle} {
 		for _, list := range lists {
 			for _, u := range list {
-				if len(u.queue) == 0 && u.c != nil && now-u.lastUsed > int64(upstreamIdle) {
-					_ = u.c.Close() // OnClose: failed, which forgets it
-				}
+				closeIfIdle(u)
 			}
 		}
+	}
+	for cc := range ls.clients {
+		closeIfIdle(cc.own)
 	}
 }
 
