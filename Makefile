@@ -35,7 +35,7 @@ COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEA
 LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN ?= bin/queen
 
-.PHONY: help build run generate test bench bench-peers bench-sdk bench-compare bench-ab fuzz lint profile reliability mutate
+.PHONY: help build run generate test bench bench-peers bench-sdk bench-gateway bench-compare bench-ab fuzz lint profile reliability mutate
 
 help:
 	@echo "build          build the broker into BIN ($(BIN)), queenctl and queen-gateway beside it, stamped with VERSION and COMMIT"
@@ -45,6 +45,7 @@ help:
 	@echo "bench          micro-benchmarks of engine and arena"
 	@echo "bench-peers    every bench/ scenario against the broker, Redis and NATS, 3 rounds, one table of medians"
 	@echo "bench-sdk      request/reply through the SDKs: queen-mq vs nats.js vs ioredis, Go SDK vs nats.go vs go-redis, one table"
+	@echo "bench-gateway  request/reply and throughput through queen-gateway vs the broker directly, one table"
 	@echo "bench-compare  micro-benchmarks of engine, arena, wire: working tree vs REV, benchstat"
 	@echo "bench-ab       one scenario end to end, broker A vs broker B alternating (REV_A, ENV_B, ...)"
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
@@ -109,6 +110,12 @@ bench-peers:
 # BROKER_PORT, REDIS_PORT, NATS_PORT, BROKER_ENV, QUEENBENCH_FLAGS, NODE_FLAGS.
 bench-sdk:
 	bash bench/sdk.sh
+
+# Through the multi-tenant gateway against the broker directly (bench/gateway.sh).
+# Knobs: SCENARIOS, ROUNDS, D, WARMUP, OUT, BROKER_PORT, GATEWAY_PORT, BROKER_ENV,
+# GATEWAY_ENV, QUEENBENCH_FLAGS.
+bench-gateway:
+	bash bench/gateway.sh
 
 # make bench-compare REV=HEAD~1 [COUNT=10] [BENCH=regexp] [PKGS="./engine ./arena ./wire"]
 bench-compare:

@@ -17,6 +17,7 @@ import (
 type broker struct {
 	addr, ns string
 	respAddr string // the responders' (reqreply); addr when not set
+	token    string // sent as a bearer token on every request (-token); empty: none
 	size     int
 }
 
@@ -26,7 +27,7 @@ const (
 )
 
 func newBroker(cfg *Config) (*broker, error) {
-	b := &broker{addr: cfg.Addr, respAddr: cfg.RespAddr, ns: cfg.NS, size: cfg.Size}
+	b := &broker{addr: cfg.Addr, respAddr: cfg.RespAddr, ns: cfg.NS, token: cfg.Token, size: cfg.Size}
 	if b.respAddr == "" {
 		b.respAddr = b.addr
 	}
@@ -51,7 +52,17 @@ func newBroker(cfg *Config) (*broker, error) {
 
 func (b *broker) close() {}
 
-func (b *broker) dial(bufSize int) (*rawhttp.Conn, error) { return rawhttp.Dial(b.addr, bufSize) }
+func (b *broker) dial(bufSize int) (*rawhttp.Conn, error) { return b.dialAt(b.addr, bufSize) }
+
+// dialAt connects to addr with the run's bearer token set.
+func (b *broker) dialAt(addr string, bufSize int) (*rawhttp.Conn, error) {
+	c, err := rawhttp.Dial(addr, bufSize)
+	if err != nil {
+		return nil, err
+	}
+	c.SetBearer(b.token)
+	return c, nil
+}
 
 func (b *broker) queue(name string) string { return b.ns + "-" + name }
 
@@ -208,7 +219,7 @@ func splitRequest(p []byte) (inbox, data []byte, ok bool) {
 }
 
 func (b *broker) rrServe(ctx context.Context, id, batch int, ready func()) error {
-	c, err := rawhttp.Dial(b.respAddr, 0)
+	c, err := b.dialAt(b.respAddr, 0)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,16 @@ type Config struct {
 	// the responders use (another member of a cell, so that every round
 	// trip is relayed); empty: Addr.
 	RespAddr string
+	// BehindPID is a process behind the target (the broker behind a
+	// gateway): its CPU over the measured window is reported as cpu.behind,
+	// so one run gives what each hop costs. 0: none.
+	BehindPID int
+	// Label names the run in its report (-label), for tables that compare
+	// runs of one scenario against one target made in different setups.
+	Label string
+	// Token, when set, is sent as "Authorization: Bearer <Token>" on every
+	// request to the broker target (a broker in jwt mode, or a gateway).
+	Token string
 
 	// Client is how the broker target is driven: "raw" (bench/internal/rawhttp,
 	// the tool's own pipelining client) or "sdk" (the Go SDK, package client).

@@ -133,7 +133,7 @@ func runFlow(ctx context.Context, cfg *Config, t target, m *meter, res *Result, 
 	}
 
 	w := newWindow(cfg)
-	cpu := cpuOver(ctx, cfg.PID, w)
+	cpu := cpuOver(ctx, cfg, w)
 	m.setPhase("warmup")
 	go func() { sleepUntil(ctx, w.start); m.setPhase("measure") }()
 	cr := newCredit(cfg.Window, l.groups)

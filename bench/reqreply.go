@@ -78,7 +78,7 @@ func runReqReply(ctx context.Context, cfg *Config, t target, m *meter, res *Resu
 	}
 
 	w := newWindow(cfg)
-	cpu := cpuOver(ctx, cfg.PID, w)
+	cpu := cpuOver(ctx, cfg, w)
 	m.setPhase("warmup")
 	go func() { sleepUntil(ctx, w.start); m.setPhase("measure") }()
 

@@ -32,6 +32,7 @@ type Result struct {
 	Scenario string         `json:"scenario"`
 	Target   string         `json:"target"`
 	Client   string         `json:"client,omitempty"` // broker: "raw" or "sdk" (-client)
+	Label    string         `json:"label,omitempty"`  // -label
 	Addr     string         `json:"addr"`
 	Params   map[string]any `json:"params"`
 
@@ -89,6 +90,11 @@ type CPU struct {
 	// sockets.
 	TargetSys float64 `json:"targetSys"`
 	TargetRW  int64   `json:"targetReadWriteSyscalls"`
+	// Behind is the CPU of the process behind the target (-behind-pid: the
+	// broker behind a gateway) and BehindRW its read/write system calls,
+	// -1 when not asked for or unknown.
+	Behind   float64 `json:"behind"`
+	BehindRW int64   `json:"behindReadWriteSyscalls"`
 }
 
 type histT = hdrhistogram.Histogram

@@ -71,10 +71,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("%s at %s: %w", cfg.Target, cfg.Addr, err)
 	}
 	defer t.close()
-	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1, TargetSys: -1, TargetRW: -1}}
+	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}}
 	if cfg.Target == "broker" {
 		res.Client = cfg.Client
 	}
+	res.Label = cfg.Label
 	if cfg.PID == 0 {
 		if pid, err := pidByAddr(cfg.Addr); err == nil {
 			cfg.PID = pid
@@ -132,17 +133,19 @@ func newWindow(cfg *Config) window {
 func (w window) in(t int64) bool  { return t >= w.start && t < w.end }
 func (w window) seconds() float64 { return float64(w.end-w.start) / 1e9 }
 
-// cpuMark is a reading of the CPU time used so far by this process and the
-// target, and of the target's read/write system calls.
+// cpuMark is a reading of the CPU time used so far by this process, the
+// target and the process behind it, and of the target's read/write system
+// calls.
 type cpuMark struct {
-	pid               int
+	pid, behindPID    int
 	wall              int64
 	self, target, sys float64 // target and sys are -1 when unknown
-	rw                int64   // -1 when unknown
+	behind            float64 // -1 when unknown or not asked for
+	rw, behindRW      int64   // -1 when unknown
 }
 
-func markCPU(pid int) cpuMark {
-	m := cpuMark{pid: pid, wall: now(), self: selfCPUSeconds(), target: -1, sys: -1, rw: -1}
+func markCPU(pid, behindPID int) cpuMark {
+	m := cpuMark{pid: pid, behindPID: behindPID, wall: now(), self: selfCPUSeconds(), target: -1, sys: -1, behind: -1, rw: -1, behindRW: -1}
 	if pid > 0 {
 		if t, s, err := cpuSeconds(pid); err == nil {
 			m.target, m.sys = t, s
@@ -151,17 +154,25 @@ func markCPU(pid int) cpuMark {
 			m.rw = n
 		}
 	}
+	if behindPID > 0 {
+		if t, _, err := cpuSeconds(behindPID); err == nil {
+			m.behind = t
+		}
+		if n, err := readWriteSyscalls(behindPID); err == nil {
+			m.behindRW = n
+		}
+	}
 	return m
 }
 
 // since is the CPU used since the mark, in cores.
 func (m cpuMark) since() CPU {
-	end := markCPU(m.pid)
+	end := markCPU(m.pid, m.behindPID)
 	wall := float64(end.wall-m.wall) / 1e9
 	if wall <= 0 {
-		return CPU{Target: -1, TargetSys: -1, TargetRW: -1}
+		return CPU{Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}
 	}
-	c := CPU{Client: (end.self - m.self) / wall, Target: -1, TargetSys: -1, TargetRW: -1}
+	c := CPU{Client: (end.self - m.self) / wall, Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}
 	if m.target >= 0 && end.target >= 0 {
 		c.Target = (end.target - m.target) / wall
 		c.TargetSys = (end.sys - m.sys) / wall
@@ -169,16 +180,22 @@ func (m cpuMark) since() CPU {
 	if m.rw >= 0 && end.rw >= 0 {
 		c.TargetRW = end.rw - m.rw
 	}
+	if m.behind >= 0 && end.behind >= 0 {
+		c.Behind = (end.behind - m.behind) / wall
+	}
+	if m.behindRW >= 0 && end.behindRW >= 0 {
+		c.BehindRW = end.behindRW - m.behindRW
+	}
 	return c
 }
 
 // cpuOver measures the CPU used over w in the background; the returned
 // function waits for the end of w and gives it.
-func cpuOver(ctx context.Context, pid int, w window) func() CPU {
+func cpuOver(ctx context.Context, cfg *Config, w window) func() CPU {
 	ch := make(chan CPU, 1)
 	go func() {
 		sleepUntil(ctx, w.start)
-		m := markCPU(pid)
+		m := markCPU(cfg.PID, cfg.BehindPID)
 		sleepUntil(ctx, w.end)
 		ch <- m.since()
 	}()

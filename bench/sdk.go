@@ -28,11 +28,15 @@ type brokerSDK struct {
 
 func newBrokerSDK(cfg *Config) (*brokerSDK, error) {
 	url := "http://" + cfg.Addr
-	req, err := client.New(url)
+	var opts []client.Option
+	if cfg.Token != "" {
+		opts = append(opts, client.WithToken(cfg.Token))
+	}
+	req, err := client.New(url, opts...)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.New(url)
+	resp, err := client.New(url, opts...)
 	if err != nil {
 		_ = req.Close(context.Background())
 		return nil, err

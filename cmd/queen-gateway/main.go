@@ -21,6 +21,7 @@ import (
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
 	"github.com/queenmq/ephemeral/internal/envconf"
+	"github.com/queenmq/ephemeral/internal/pprofserve"
 )
 
 // settings lists every variable, in the order --help prints them.
@@ -46,6 +47,7 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_IDLE_TIMEOUT_S", Default: "120", Help: "close a client connection idle this long"},
 	{Name: "QUEEN_MAX_BODY_BYTES", Default: "67108864", Help: "largest request body (64 MiB)"},
 	{Name: "QUEEN_LOG_LEVEL", Default: "info", Help: "debug, info, warn or error"},
+	{Name: "QUEEN_PPROF_ADDR", Default: "", Help: "serve net/http/pprof at this separate address, e.g. 127.0.0.1:6061 (unset = off); also samples mutex and block profiles"},
 }
 
 func main() {
@@ -140,6 +142,11 @@ func run(getenv func(string) string) error {
 	}
 	if err := ev.Err(); err != nil {
 		return err
+	}
+	if a := ev.Str("QUEEN_PPROF_ADDR"); a != "" {
+		if err := pprofserve.Serve(a, log); err != nil {
+			return fmt.Errorf("QUEEN_PPROF_ADDR: %w", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

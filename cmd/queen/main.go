@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -22,6 +19,7 @@ import (
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
+	"github.com/queenmq/ephemeral/internal/pprofserve"
 	"github.com/queenmq/ephemeral/server"
 	"github.com/queenmq/ephemeral/store/storeenv"
 )
@@ -133,7 +131,7 @@ func run(getenv func(string) string) error {
 	}
 
 	if a := ev.Str("QUEEN_PPROF_ADDR"); a != "" {
-		if err := servePprof(a, log); err != nil {
+		if err := pprofserve.Serve(a, log); err != nil {
 			return fmt.Errorf("QUEEN_PPROF_ADDR: %w", err)
 		}
 	}
@@ -242,25 +240,3 @@ func inflightDefault(budget int64) int64 {
 // servePprof serves net/http/pprof on its own listener, apart from the
 // broker's port (D15), and turns on sampling of mutex contention and of
 // blocking so that those two profiles have something in them.
-func servePprof(addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	runtime.SetMutexProfileFraction(10)  // one contention event in 10
-	runtime.SetBlockProfileRate(100_000) // one sample per 100 µs spent blocked
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil {
-			log.Warn("pprof listener stopped", "err", err)
-		}
-	}()
-	log.Info("serving pprof", "addr", ln.Addr().String())
-	return nil
-}

@@ -35,6 +35,11 @@ func main() {
 		sdkTable  = flag.Bool("sdk-table", false, "print the SDK table (make bench-sdk) of the reports and JavaScript result lines named as arguments, and run nothing")
 		quiet     = flag.Bool("q", false, "no progress line")
 		cpuProf   = flag.String("cpuprofile", "", "write the load tool's own CPU profile here (to see what a client costs)")
+		gwTable   = flag.Bool("gateway-table", false, "print the gateway table (make bench-gateway) of the JSON reports named as arguments, and run nothing")
+		mint      = flag.Bool("mint-token", false, "print an HS256 token signed with -jwt-secret for -jwt-tenant and -jwt-role, valid for a day, and run nothing")
+		jwtSecret = flag.String("jwt-secret", "", "-mint-token: the HS256 secret (the broker's or gateway's QUEEN_JWT_SECRET)")
+		jwtTenant = flag.String("jwt-tenant", "bench", "-mint-token: the tenant claim")
+		jwtRole   = flag.String("jwt-role", "read-write", "-mint-token: the role claim")
 	)
 	for _, t := range bench.Targets {
 		addrs[t] = flag.String(t+"-addr", bench.DefaultAddr[t], "address of "+t+" when several targets run")
@@ -42,6 +47,9 @@ func main() {
 	flag.StringVar(&cfg.Client, "client", cfg.Client, "how the broker is driven: raw (the tool's raw HTTP client) or sdk (the Go SDK, package client; reqreply only)")
 	flag.StringVar(&cfg.Inbox, "inbox", "", "reqreply: where replies go: requester (one inbox per requester) or request (a fresh one per round trip); default requester, request with -client sdk")
 	flag.StringVar(&cfg.RespAddr, "resp-addr", "", "reqreply with the raw client: address the responders use (another member of a cell: every round trip relayed); default -addr")
+	flag.StringVar(&cfg.Label, "label", "", "a name for this run in the report (make bench-gateway: direct or gateway)")
+	flag.StringVar(&cfg.Token, "token", "", "broker target: send \"Authorization: Bearer TOKEN\" on every request (a broker in jwt mode, a gateway)")
+	flag.IntVar(&cfg.BehindPID, "behind-pid", 0, "process id of what stands behind the target (the broker behind a gateway): its CPU over the window is reported too")
 	flag.IntVar(&cfg.PID, "pid", 0, "process id of the target, for RSS and CPU (one target only; default: the process listening on the address)")
 	flag.DurationVar(&cfg.Duration, "d", cfg.Duration, "measured duration (inboxes: the longest creation phase)")
 	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the measured window")
@@ -66,6 +74,17 @@ func main() {
 	}
 	if *sdkTable {
 		os.Exit(printSDKTable(flag.Args()))
+	}
+	if *gwTable {
+		os.Exit(printGatewayTable(flag.Args()))
+	}
+	if *mint {
+		tok, err := bench.MintToken(*jwtSecret, *jwtTenant, *jwtRole, 24*time.Hour)
+		if err != nil {
+			fatal(err.Error())
+		}
+		fmt.Println(tok)
+		os.Exit(0)
 	}
 	scs := split(*scenarios)
 	if len(scs) == 1 && scs[0] == "all" {
@@ -154,7 +173,11 @@ func summary(r *bench.Result) {
 		}
 		fmt.Println()
 	}
-	fmt.Printf("  cpu, cores: load tool %.2f, target %.2f; load tool %.1f us per op\n", r.CPU.Client, r.CPU.Target, r.CPU.ClientPerOp)
+	fmt.Printf("  cpu, cores: load tool %.2f, target %.2f", r.CPU.Client, r.CPU.Target)
+	if r.CPU.Behind >= 0 {
+		fmt.Printf(", behind the target %.2f", r.CPU.Behind)
+	}
+	fmt.Printf("; load tool %.1f us per op\n", r.CPU.ClientPerOp)
 	for _, n := range r.Notes {
 		fmt.Println("  note:", n)
 	}
@@ -195,6 +218,22 @@ func printSDKTable(files []string) int {
 		all = append(all, runs...)
 	}
 	bench.PrintSDKTable(os.Stdout, all)
+	return 0
+}
+
+func printGatewayTable(files []string) int {
+	if len(files) == 0 {
+		fatal("-gateway-table needs queenbench reports as arguments")
+	}
+	var all []*bench.Result
+	for _, f := range files {
+		r, err := bench.ReadReport(f)
+		if err != nil {
+			fatal(err.Error())
+		}
+		all = append(all, r.Results...)
+	}
+	bench.PrintGatewayTable(os.Stdout, all)
 	return 0
 }
 

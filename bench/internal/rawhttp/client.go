@@ -28,6 +28,9 @@ type Conn struct {
 	w    *bufio.Writer
 	r    *bufio.Reader
 	host string
+	// auth is "Authorization: Bearer <token>\r\n" when a token was set,
+	// written into every request; empty otherwise.
+	auth []byte
 	num  [20]byte
 	body []byte
 	// Close is set when the last response said "Connection: close".
@@ -55,6 +58,15 @@ func NewConn(nc net.Conn, host string, bufSize int) *Conn {
 	return &Conn{nc: nc, w: bufio.NewWriterSize(nc, bufSize), r: bufio.NewReaderSize(nc, bufSize), host: host}
 }
 
+// SetBearer sends "Authorization: Bearer token" on every later request
+// (none when token is empty).
+func (c *Conn) SetBearer(token string) {
+	c.auth = nil
+	if token != "" {
+		c.auth = []byte("Authorization: Bearer " + token + "\r\n")
+	}
+}
+
 // NetConn is the underlying connection (to set deadlines or close it).
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
@@ -67,7 +79,9 @@ func (c *Conn) WriteGet(target []byte) {
 	c.w.Write(target)
 	c.w.WriteString(" HTTP/1.1\r\nHost: ")
 	c.w.WriteString(c.host)
-	c.w.WriteString("\r\n\r\n")
+	c.w.WriteString("\r\n")
+	c.w.Write(c.auth)
+	c.w.WriteString("\r\n")
 }
 
 // WritePost buffers a POST of a JSON body to path.
@@ -76,7 +90,9 @@ func (c *Conn) WritePost(path string, body []byte) {
 	c.w.WriteString(path)
 	c.w.WriteString(" HTTP/1.1\r\nHost: ")
 	c.w.WriteString(c.host)
-	c.w.WriteString("\r\nContent-Type: application/json\r\nContent-Length: ")
+	c.w.WriteString("\r\n")
+	c.w.Write(c.auth)
+	c.w.WriteString("Content-Type: application/json\r\nContent-Length: ")
 	c.w.Write(strconv.AppendInt(c.num[:0], int64(len(body)), 10))
 	c.w.WriteString("\r\n\r\n")
 	c.w.Write(body)

@@ -1,6 +1,7 @@
 package rawhttp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -99,6 +100,50 @@ func TestReadRejectsUnframed(t *testing.T) {
 	_ = c.Flush()
 	if _, _, err := c.Read(); err == nil {
 		t.Fatal("a chunked answer was accepted")
+	}
+}
+
+// recordConn keeps what the client writes.
+type recordConn struct {
+	*fakeConn
+	written bytes.Buffer
+}
+
+func (r *recordConn) Write(p []byte) (int, error) {
+	r.written.Write(p)
+	return r.fakeConn.Write(p)
+}
+
+// SetBearer puts the token on every request, GET and POST, and the requests
+// stay well framed (net/http reads them back); without it none carries one.
+func TestSetBearer(t *testing.T) {
+	for _, token := range []string{"tok.en", ""} {
+		rc := &recordConn{fakeConn: newFakeConn(pushed)}
+		c := NewConn(rc, "x", 0)
+		c.SetBearer(token)
+		c.WriteGet([]byte("/health"))
+		c.WritePost("/api/v1/ephemeral/push", pushBody)
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(&rc.written)
+		for _, method := range []string{"GET", "POST"} {
+			req, err := http.ReadRequest(r)
+			if err != nil {
+				t.Fatalf("token %q: %s request unreadable: %v", token, method, err)
+			}
+			body, _ := io.ReadAll(req.Body)
+			want := ""
+			if token != "" {
+				want = "Bearer " + token
+			}
+			if req.Method != method || req.Header.Get("Authorization") != want {
+				t.Fatalf("token %q: %s with Authorization %q, want %s with %q", token, req.Method, req.Header.Get("Authorization"), method, want)
+			}
+			if method == "POST" && !bytes.Equal(body, pushBody) {
+				t.Fatalf("POST body %q", body)
+			}
+		}
 	}
 }
 

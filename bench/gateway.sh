@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# make bench-gateway: request/reply and batched throughput through the
+# multi-tenant gateway against the broker directly, in one run and one table
+# (docs/gateway.md; BENCHMARKS.md, "The gateway against the broker
+# directly").
+#
+# Both paths carry the same JWT: "direct" is a broker in jwt mode verifying
+# it itself; "gateway" is a gateway verifying it (plan gate, allowance, rate,
+# slots and metering on, every limit unlimited) in front of a broker in
+# gateway mode with a grant for the tenant. Each run starts fresh processes
+# on private loopback ports and stops exactly those; the two paths alternate
+# within a round and swap order between rounds. queenbench measures the
+# target's CPU over the window and, through the gateway, the broker's behind
+# it (-behind-pid), so one run gives both hops' cost per operation.
+#
+# Scenarios: reqreply (32 requesters, 4 responders: the machine loaded, so
+# its p50 is mostly queueing for CPU), reqreply-1 (one requester and one
+# responder: nothing waits for a core, so the p50 is the transport time a
+# hop adds) and throughput (batches of 100).
+#
+# Knobs (environment): SCENARIOS ("reqreply reqreply-1 throughput"),
+# ROUNDS (3), D (measured seconds per run, 5), WARMUP (1), OUT (result
+# directory, bench/results/<UTC time>-gateway), BROKER_PORT (19640),
+# GATEWAY_PORT (19630; each the first port tried), BROKER_ENV and
+# GATEWAY_ENV (extra VAR=value), QUEENBENCH_FLAGS (passed on).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCENARIOS=${SCENARIOS:-reqreply reqreply-1 throughput}
+ROUNDS=${ROUNDS:-3}
+D=${D:-5}
+D=${D%s}
+WARMUP=${WARMUP:-1}
+WARMUP=${WARMUP%s}
+BROKER_PORT=${BROKER_PORT:-19640}
+GATEWAY_PORT=${GATEWAY_PORT:-19630}
+BROKER_ENV=${BROKER_ENV:-}
+GATEWAY_ENV=${GATEWAY_ENV:-}
+QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
+OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)-gateway}
+
+name=bench-gateway
+tmp=$(mktemp -d)
+# shellcheck source=bench/servers.sh
+. bench/servers.sh
+
+cleanup() {
+	stop_all
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+command -v curl >/dev/null || {
+	echo "$name: curl is needed for the admin calls" >&2
+	exit 1
+}
+
+echo "== building the broker, the gateway and queenbench"
+go build -o "$tmp/queen" ./cmd/queen
+go build -o "$tmp/queen-gateway" ./cmd/queen-gateway
+(cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
+mkdir -p "$OUT"
+
+secret() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+jwt_secret=$(secret)
+gateway_secret=$(secret)
+admin_token=$(secret)
+tenant=bench
+client_token=$("$tmp/queenbench" -mint-token -jwt-secret "$jwt_secret" -jwt-tenant "$tenant" -jwt-role read-write)
+ops_token=$("$tmp/queenbench" -mint-token -jwt-secret "$jwt_secret" -jwt-tenant ops -jwt-role admin)
+
+echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== ${SCENARIOS// /, }; D=${D}s, warmup ${WARMUP}s, $ROUNDS rounds; results in $OUT"
+
+# admin METHOD URL TOKEN BODY: an admin call that must answer 2xx.
+admin() {
+	curl -fsS -o /dev/null -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' -d "$4" "$2" || {
+		echo "$name: $1 $2 failed; logs in $tmp:" >&2
+		tail -n 20 "$tmp"/*.log >&2 || true
+		return 1
+	}
+}
+
+# start_gateway PORT UPSTREAM: a fresh gateway, its embedded catalog in a new
+# directory.
+start_gateway() {
+	local port=$1
+	port_free "$port"
+	rm -rf "$tmp/gateway-data"
+	# shellcheck disable=SC2086 # GATEWAY_ENV is a list of VAR=value
+	env HOST=127.0.0.1 PORT="$port" QUEEN_DATA_DIR="$tmp/gateway-data" QUEEN_LOG_LEVEL=warn \
+		QUEEN_GATEWAY_UPSTREAMS="$2" QUEEN_GATEWAY_SECRET="$gateway_secret" \
+		QUEEN_JWT_SECRET="$jwt_secret" QUEEN_OPERATOR_TENANT=ops $GATEWAY_ENV \
+		"$tmp/queen-gateway" >>"$tmp/gateway.log" 2>&1 &
+	started_pid=$!
+	pids+=("$started_pid")
+}
+
+# run SCENARIO PATH ROUND: one run, its report in $OUT/SCENARIO-PATH-ROUND.json.
+run() {
+	local sc=$1 path=$2 round=$3 bport gport broker_pid target_pid addr behind=()
+	bport=$(free_port "$BROKER_PORT")
+	if [ "$path" = direct ]; then
+		# shellcheck disable=SC2086 # BROKER_ENV is a list of VAR=value
+		start_broker "$bport" QUEEN_AUTH_MODE=jwt QUEEN_JWT_SECRET="$jwt_secret" $BROKER_ENV
+		wait_port "$bport"
+		target_pid=$started_pid
+		addr=127.0.0.1:$bport
+	else
+		# shellcheck disable=SC2086 # BROKER_ENV is a list of VAR=value
+		start_broker "$bport" QUEEN_AUTH_MODE=gateway QUEEN_GATEWAY_SECRET="$gateway_secret" \
+			QUEEN_ADMIN_TOKEN="$admin_token" $BROKER_ENV
+		wait_port "$bport"
+		broker_pid=$started_pid
+		admin PUT "http://127.0.0.1:$bport/api/v1/system/ephemeral/grants/$tenant" "$admin_token" \
+			'{"maxBytes":0,"maxQueues":0,"messagesPerSecond":0}'
+		gport=$(free_port "$GATEWAY_PORT")
+		start_gateway "$gport" "http://127.0.0.1:$bport"
+		wait_port "$gport"
+		target_pid=$started_pid
+		admin PUT "http://127.0.0.1:$gport/api/v1/gateway/plans/bench" "$ops_token" '{"features":{"ephemeral":true}}'
+		admin PUT "http://127.0.0.1:$gport/api/v1/gateway/tenants/$tenant" "$ops_token" '{"plan":"bench"}'
+		addr=127.0.0.1:$gport
+		behind=(-behind-pid "$broker_pid")
+	fi
+	local out="$OUT/$sc-$path-$round" ok=0 flags=(-scenario "$sc")
+	[ "$sc" = reqreply-1 ] && flags=(-scenario reqreply -c 1 -w 1)
+	# shellcheck disable=SC2086 # QUEENBENCH_FLAGS is a list of flags
+	"$tmp/queenbench" -q "${flags[@]}" -label "$path" -token "$client_token" -addr "$addr" \
+		-pid "$target_pid" "${behind[@]}" -d "${D}s" -warmup "${WARMUP}s" \
+		-out "$out.json" $QUEENBENCH_FLAGS >"$out.txt" 2>"$out.err" || ok=$?
+	stop_all
+	if [ "$ok" != 0 ]; then
+		echo "   $sc $path: FAILED (exit $ok); $(tail -n 3 "$out.err" | tr '\n' ' ')"
+		status=1
+	fi
+	sed -n '1,3p' "$out.txt" | sed "s/^/   $path: /"
+	[ -s "$out.err" ] || rm -f "$out.err"
+}
+
+status=0
+for round in $(seq "$ROUNDS"); do
+	order=(direct gateway)
+	[ $((round % 2)) = 0 ] && order=(gateway direct)
+	echo "== round $round of $ROUNDS: ${order[*]}"
+	for sc in $SCENARIOS; do
+		for path in "${order[@]}"; do
+			run "$sc" "$path" "$round"
+		done
+	done
+done
+
+echo
+echo "== through the gateway against the broker directly, medians of $ROUNDS rounds (results in $OUT)"
+"$tmp/queenbench" -gateway-table "$OUT"/*.json | tee "$OUT/table.md"
+echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit $status
