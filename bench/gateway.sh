@@ -40,16 +40,8 @@ QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
 OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)-gateway}
 
 name=bench-gateway
-tmp=$(mktemp -d)
 # shellcheck source=bench/servers.sh
-. bench/servers.sh
-
-cleanup() {
-	stop_all
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. bench/servers.sh # sets tmp, and stops what it started on exit
 
 command -v curl >/dev/null || {
 	echo "$name: curl is needed for the admin calls" >&2

@@ -31,16 +31,8 @@ OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
 
 name=bench-peers
-tmp=$(mktemp -d)
 # shellcheck source=bench/servers.sh
-. bench/servers.sh
-
-cleanup() {
-	stop_all
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. bench/servers.sh # sets tmp, and stops what it started on exit
 install_peers
 
 start_all() {

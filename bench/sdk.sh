@@ -42,16 +42,8 @@ QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
 NODE_FLAGS=${NODE_FLAGS:-}
 
 name=bench-sdk
-tmp=$(mktemp -d)
 # shellcheck source=bench/servers.sh
-. bench/servers.sh
-
-cleanup() {
-	stop_all
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. bench/servers.sh # sets tmp, and stops what it started on exit
 
 for c in $CLIENTS; do
 	case $c in

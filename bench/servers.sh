@@ -1,11 +1,20 @@
-# Sourced by bench/peers.sh and bench/sdk.sh: installing Redis and NATS,
-# and starting and stopping the broker, redis-server and nats-server on
-# private loopback ports. The caller sets `name` (for messages) and `tmp` (a
-# temporary directory holding the broker binary `$tmp/queen`, the logs and
-# the stores), and traps EXIT to call stop_all.
+# Sourced by bench/peers.sh, bench/sdk.sh and bench/gateway.sh: installing
+# Redis and NATS, and starting and stopping the broker, redis-server and
+# nats-server on private loopback ports. The caller sets `name` (for
+# messages) before sourcing it; sourcing makes `tmp` (a temporary directory
+# for the broker binary `$tmp/queen`, the logs and the stores) and traps
+# EXIT to stop every process started here and remove `tmp`.
 #
 # Every process started here is recorded in `pids` and `started_pid` is the
 # last one; stop_all stops exactly those, by PID.
+
+tmp=$(mktemp -d)
+cleanup() {
+	stop_all
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 find_nats() { command -v nats-server || { [ -x /usr/sbin/nats-server ] && echo /usr/sbin/nats-server; } || true; }
 
