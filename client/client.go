@@ -355,6 +355,17 @@ func (c *Client) Configure(ctx context.Context, queue string, opts QueueOptions)
 	return &out, nil
 }
 
+// Payloads turns a slice of any type into what [Client.Push] takes, so a
+// []Event is pushed as client.Payloads(events...) without a loop. Each
+// element is marshalled to JSON by Push (a json.RawMessage is sent as is).
+func Payloads[T any](items ...T) []any {
+	out := make([]any, len(items))
+	for i, it := range items {
+		out[i] = it
+	}
+	return out
+}
+
 // encodePayloads marshals payloads for the buffer, which keeps them until
 // a batch leaves.
 func encodePayloads(payloads []any) ([]json.RawMessage, error) {
@@ -380,7 +391,8 @@ func encodePayloads(payloads []any) ([]json.RawMessage, error) {
 }
 
 // Push appends payloads (each marshalled to JSON; a json.RawMessage is sent
-// as is) to queue, wrapped as {payload}. The push is all or nothing; the
+// as is; [Payloads] makes them from a slice of any type) to queue, wrapped
+// as {payload}. The push is all or nothing; the
 // queue is created implicitly when it does not exist.
 //
 // With opts.Buffered, the messages are queued in the client and sent in

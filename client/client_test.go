@@ -714,3 +714,37 @@ func TestAckIDs(t *testing.T) {
 		}
 	}
 }
+
+// Payloads pushes a typed slice: each element arrives as its own message,
+// marshalled as encoding/json would, in order.
+func TestPushPayloadsOfAType(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx := testCtx(t)
+	type event struct {
+		User   string `json:"user"`
+		Typing bool   `json:"typing"`
+	}
+	events := []event{{"alice", true}, {"bob", false}}
+	res, err := c.Push(ctx, "typed", Payloads(events...), PushOptions{})
+	if err != nil || res.Pushed != 2 {
+		t.Fatalf("Push = %+v, %v; want 2 pushed", res, err)
+	}
+	popped, err := c.Pop(ctx, "typed", PopOptions{Batch: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(popped.Messages) != 2 {
+		t.Fatalf("popped %d messages, want 2", len(popped.Messages))
+	}
+	for i, m := range popped.Messages {
+		want, _ := json.Marshal(events[i])
+		if string(m.Payload) != string(want) {
+			t.Errorf("message %d payload %s, want %s", i, m.Payload, want)
+		}
+	}
+	if got := Payloads[int](); len(got) != 0 {
+		t.Errorf("Payloads() = %v, want empty", got)
+	}
+}
