@@ -18,11 +18,17 @@
 # responder: nothing waits for a core, so the p50 is the transport time a
 # hop adds) and throughput (batches of 100).
 #
+# PIN=1 gives the gateway a core of its own (taskset: the broker and the load
+# tool on CPU 0, the gateway on CPU 1, on both paths), as a gateway on a
+# host of its own would have: the hop's cost without the gateway taking
+# cycles from the broker and the load tool. Unpinned, all three share the
+# machine's cores.
+#
 # Knobs (environment): SCENARIOS ("reqreply reqreply-1 throughput"),
 # ROUNDS (3), D (measured seconds per run, 5), WARMUP (1), OUT (result
 # directory, bench/results/<UTC time>-gateway), BROKER_PORT (19640),
 # GATEWAY_PORT (19630; each the first port tried), BROKER_ENV and
-# GATEWAY_ENV (extra VAR=value), QUEENBENCH_FLAGS (passed on).
+# GATEWAY_ENV (extra VAR=value), QUEENBENCH_FLAGS (passed on), PIN (0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,11 +43,23 @@ GATEWAY_PORT=${GATEWAY_PORT:-19630}
 BROKER_ENV=${BROKER_ENV:-}
 GATEWAY_ENV=${GATEWAY_ENV:-}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
-OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)-gateway}
+PIN=${PIN:-0}
+OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)-gateway$([ "$PIN" = 1 ] && echo -pinned)}
 
 name=bench-gateway
 # shellcheck source=bench/servers.sh
 . bench/servers.sh # sets tmp, and stops what it started on exit
+
+load_wrap=() gateway_wrap=()
+if [ "$PIN" = 1 ]; then
+	[ "$(nproc)" -ge 2 ] || {
+		echo "$name: PIN=1 needs two CPUs" >&2
+		exit 1
+	}
+	broker_cpus=0 # start_broker (servers.sh)
+	load_wrap=(taskset -c 0)
+	gateway_wrap=(taskset -c 1)
+fi
 
 command -v curl >/dev/null || {
 	echo "$name: curl is needed for the admin calls" >&2
@@ -63,7 +81,7 @@ client_token=$("$tmp/queenbench" -mint-token -jwt-secret "$jwt_secret" -jwt-tena
 ops_token=$("$tmp/queenbench" -mint-token -jwt-secret "$jwt_secret" -jwt-tenant ops -jwt-role admin)
 
 echo "== machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== ${SCENARIOS// /, }; D=${D}s, warmup ${WARMUP}s, $ROUNDS rounds; results in $OUT"
+echo "== ${SCENARIOS// /, }; D=${D}s, warmup ${WARMUP}s, $ROUNDS rounds$([ "$PIN" = 1 ] && echo "; pinned: broker and load tool on CPU 0, gateway on CPU 1"); results in $OUT"
 
 # admin METHOD URL TOKEN BODY: an admin call that must answer 2xx.
 admin() {
@@ -84,7 +102,7 @@ start_gateway() {
 	env HOST=127.0.0.1 PORT="$port" QUEEN_DATA_DIR="$tmp/gateway-data" QUEEN_LOG_LEVEL=warn \
 		QUEEN_GATEWAY_UPSTREAMS="$2" QUEEN_GATEWAY_SECRET="$gateway_secret" \
 		QUEEN_JWT_SECRET="$jwt_secret" QUEEN_OPERATOR_TENANT=ops $GATEWAY_ENV \
-		"$tmp/queen-gateway" >>"$tmp/gateway.log" 2>&1 &
+		"${gateway_wrap[@]}" "$tmp/queen-gateway" >>"$tmp/gateway.log" 2>&1 &
 	started_pid=$!
 	pids+=("$started_pid")
 }
@@ -119,7 +137,7 @@ run() {
 	local out="$OUT/$sc-$path-$round" ok=0 flags=(-scenario "$sc")
 	[ "$sc" = reqreply-1 ] && flags=(-scenario reqreply -c 1 -w 1)
 	# shellcheck disable=SC2086 # QUEENBENCH_FLAGS is a list of flags
-	"$tmp/queenbench" -q "${flags[@]}" -label "$path" -token "$client_token" -addr "$addr" \
+	"${load_wrap[@]}" "$tmp/queenbench" -q "${flags[@]}" -label "$path" -token "$client_token" -addr "$addr" \
 		-pid "$target_pid" "${behind[@]}" -d "${D}s" -warmup "${WARMUP}s" \
 		-out "$out.json" $QUEENBENCH_FLAGS >"$out.txt" 2>"$out.err" || ok=$?
 	stop_all

@@ -82,13 +82,15 @@ free_port() {
 }
 
 # start_broker PORT [VAR=value ...]: a fresh broker, embedded store in a new
-# directory, the extra environment variables given.
+# directory, the extra environment variables given; on the CPUs listed in
+# broker_cpus (taskset -c) when the caller set it.
 start_broker() {
 	local port=$1
 	shift
 	port_free "$port"
 	rm -rf "$tmp/data"
-	env HOST=127.0.0.1 PORT="$port" QUEEN_DATA_DIR="$tmp/data" QUEEN_LOG_LEVEL=warn "$@" \
+	# shellcheck disable=SC2086 # broker_cpus is one word when set
+	${broker_cpus:+taskset -c $broker_cpus} env HOST=127.0.0.1 PORT="$port" QUEEN_DATA_DIR="$tmp/data" QUEEN_LOG_LEVEL=warn "$@" \
 		"$tmp/queen" >>"$tmp/queen.log" 2>&1 &
 	started_pid=$!
 	pids+=("$started_pid")
