@@ -306,3 +306,79 @@ func TestCheckDeclareTakesNothing(t *testing.T) {
 		t.Fatalf("cell bytes %d after CheckDeclare, want %d", got, before)
 	}
 }
+
+// engine.md (what the budgets count): rings are charged by capacity, as
+// they grow (to the next power of two that holds the push) and as they
+// shrink (to a quarter once a ring of more than 64 slots holds less than an
+// eighth of them; none once a ring of more than 8 holds nothing).
+func TestRingIsChargedByCapacityAsItGrowsAndShrinks(t *testing.T) {
+	h := newHarness(t, nil)
+	c := &h.e.charge
+	slots := func(q string) int64 {
+		t.Helper()
+		rest := h.e.CellBytes() - h.infoOf(q).Bytes - c.ofQueue(q) - c.ofPartition("p")
+		if rest%c.slot != 0 {
+			t.Fatalf("%d bytes charged beyond payload, queue and partition: not whole slots", rest)
+		}
+		return rest / c.slot
+	}
+	maxLength := func(n int64) {
+		h.configure("q", declare(HasPolicy|HasMaxLength, Options{Policy: PolicyDropOldest, MaxLength: n}))
+	}
+	step := func(what string, want int64) {
+		t.Helper()
+		if got := slots("q"); got != want {
+			t.Fatalf("%s: a ring of %d slots, want %d", what, got, want)
+		}
+	}
+	maxLength(1000)
+	h.push("q", "p", "a", "b")
+	step("2 messages", 2)
+	h.push("q", "p", "c", "d")
+	step("4 messages", 4)
+	h.push("q", "p", numbered("m", 123)...)
+	step("127 messages", 128)
+	maxLength(16)
+	h.push("q", "p", "x") // 128 held, 112 dropped: 16 held, an eighth exactly
+	step("16 held of 128", 128)
+	maxLength(15)
+	h.push("q", "p", "y") // 15 held: less than an eighth
+	step("15 held of 128", 32)
+	maxLength(1000)
+	h.push("q", "p", numbered("n", 40)...) // 55 held
+	step("55 held", 64)
+	maxLength(7)
+	h.push("q", "p", "z") // 7 held of 64: not more than 64 slots
+	step("7 held of 64", 64)
+	if _, err := h.e.Reset("default", "q"); err != nil {
+		t.Fatal(err)
+	}
+	step("nothing held of 64", 0)
+
+	h = newHarness(t, nil)
+	h.push("q2", "p", numbered("m", 5)...)
+	if got := slots("q2"); got != 8 {
+		t.Fatalf("5 messages: a ring of %d slots, want 8", got)
+	}
+	if _, err := h.e.Reset("default", "q2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := slots("q2"); got != 8 {
+		t.Fatalf("nothing held of 8: a ring of %d slots, want 8 kept", got)
+	}
+}
+
+// D7, engine.md (what the budgets count): a push is admitted when its
+// payload and the ring growth it causes fill the bound exactly.
+func TestPushGrowingTheRingFillsTheBoundExactly(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b") // a ring of 2
+	limit := h.e.CellBytes() + 2 + 2*h.e.charge.slot
+	h.e.SetTenantLimits("default", limit, 0)
+	if n, err := h.pushErr("q", "p", "c", "d"); err != nil || n != 2 {
+		t.Fatalf("a push filling the allowance with its ring growth: n=%d err=%v, want admitted", n, err)
+	}
+	if got := h.e.CellBytes(); got != limit {
+		t.Fatalf("cell bytes %d, want %d", got, limit)
+	}
+}
