@@ -535,3 +535,18 @@ func TestWindowReusesItsRoomBeforeGrowing(t *testing.T) {
 		t.Fatalf("cell bytes %d after the second lease, want %d (the window's room reused)", got, before)
 	}
 }
+
+// D1: a lease ends exactly leaseSeconds after its pop: a pop at that
+// instant gets the message back with attempts + 1.
+func TestLeaseEndsAtExactlyLeaseSeconds(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasLeaseSeconds, Options{LeaseSeconds: 5}))
+	h.push("q", "p", "a")
+	h.pop(PopRequest{Queue: "q", Group: "g"})
+	h.clk.Add(5 * time.Second)
+	h.e.now.Store(h.clk.Now()) // engine time has come, the wheel has not ticked yet
+	got := h.pop(PopRequest{Queue: "q", Group: "g"})
+	if payloadsOf(got) != "a" || attemptsOf(got) != "1" {
+		t.Fatalf("pop at the lease's end: %q attempts %s, want a with 1", payloadsOf(got), attemptsOf(got))
+	}
+}

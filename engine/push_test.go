@@ -656,3 +656,17 @@ func TestQueueAllowanceAnswersBeforeTheBrokerTotal(t *testing.T) {
 		t.Fatalf("pop creating a second queue: %v, want the queue allowance", err)
 	}
 }
+
+// D7: an empty push passes no bound: it makes its partition even when the
+// queue is over a bound lowered below what it holds.
+func TestEmptyPushToOverfullQueueMakesItsPartition(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	h.configure("q", declare(HasMaxLength, Options{MaxLength: 1}))
+	if n, err := h.pushErr("q", "p2"); err != nil || n != 0 {
+		t.Fatalf("empty push: n=%d err=%v, want 0 and no refusal", n, err)
+	}
+	if qi := h.infoOf("q"); qi.Partitions != 2 {
+		t.Fatalf("%d partitions, want p2 made", qi.Partitions)
+	}
+}
