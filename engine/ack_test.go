@@ -451,3 +451,102 @@ func TestFailedMessageWaitsForLeaseRelease(t *testing.T) {
 		t.Fatalf("after release: done=%v got %q attempts %s", c.done, payloadsOf(c.msgs), attemptsOf(c.msgs))
 	}
 }
+
+// D2: redeliveries come back in seq order, no more than the batch asks for,
+// each with its own attempts.
+func TestRedeliveriesRespectTheBatchAndTheirOrder(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b", "c")
+	ms := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2})
+	h.ack("q", "g", AckFailed, ms...)
+	got := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 1})
+	if payloadsOf(got) != "a" || attemptsOf(got) != "1" {
+		t.Fatalf("batch 1 after two failures: %q attempts %s, want a with 1", payloadsOf(got), attemptsOf(got))
+	}
+	h.ack("q", "g", AckFailed, got...)
+	got = h.pop(PopRequest{Queue: "q", Group: "g", Batch: 3})
+	if payloadsOf(got) != "a,b,c" || attemptsOf(got) != "2,1,0" {
+		t.Fatalf("batch 3: %q attempts %s, want a,b,c with 2,1,0", payloadsOf(got), attemptsOf(got))
+	}
+}
+
+// D2: an id of a message held but not yet delivered to the group is not in
+// its lease: unknown, and the lease is untouched.
+func TestAckOfUndeliveredMessageIsUnknown(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	ms := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 1})
+	next := string(h.e.AppendID(nil, "p", ms[0].Seq+1))
+	if out := outcomes(h.ackIDs("q", "g", AckCompleted, next)); out != "[unknown]" {
+		t.Fatalf("ack of the undelivered b: %s, want [unknown]", out)
+	}
+	if out := outcomes(h.ack("q", "g", AckCompleted, ms...)); out != "[acked]" {
+		t.Fatalf("ack of a: %s, want [acked]", out)
+	}
+}
+
+// D13: a parked pop wakes for what it can take. A lease released by another
+// group makes nothing available to it: it stays parked, after a message it
+// had failed was redelivered and settled, or was dropped while waiting for
+// redelivery.
+func TestParkedPopStaysParkedAfterRedeliveries(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		h := newHarness(t, nil)
+		h.configure("q", declare(HasPolicy|HasMaxLength, Options{Policy: PolicyDropOldest, MaxLength: 1}))
+		h.push("q", "p", "a")
+		h.ack("q", "g", AckFailed, h.pop(PopRequest{Queue: "q", Group: "g"})...)
+		want := "a"
+		if dropped {
+			h.push("q", "p", "b") // drops a, waiting for redelivery
+			want = "b"
+		}
+		ms := h.pop(PopRequest{Queue: "q", Group: "g"})
+		if payloadsOf(ms) != want {
+			t.Fatalf("dropped=%v: g got %q, want %s", dropped, payloadsOf(ms), want)
+		}
+		h.ack("q", "g", AckCompleted, ms...)
+		c, _ := h.park(PopRequest{Queue: "q", Partition: "p", Group: "g"})
+		h.ack("q", "other", AckCompleted, h.pop(PopRequest{Queue: "q", Group: "other"})...)
+		if c.isDone() {
+			t.Fatalf("dropped=%v: the parked pop was answered (%d) by another group's release", dropped, c.completed)
+		}
+		h.push("q", "p", "z")
+		if !c.isDone() || payloadsOf(c.msgs) != "z" {
+			t.Fatalf("dropped=%v: parked pop got %q (done %v), want z", dropped, payloadsOf(c.msgs), c.isDone())
+		}
+	}
+}
+
+// engine.md (what the budgets count): a window reuses the room at its front
+// before it grows, so a lease that follows a partly settled one charges no
+// more entries.
+func TestWindowReusesItsRoomBeforeGrowing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	ms := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2})
+	h.ack("q", "g", AckCompleted, ms[0])
+	h.ack("q", "g", AckFailed, ms[1])
+	h.push("q", "p", "c")
+	before := h.e.CellBytes()
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2})); got != "b,c" {
+		t.Fatalf("got %q, want b,c", got)
+	}
+	if got := h.e.CellBytes(); got != before {
+		t.Fatalf("cell bytes %d after the second lease, want %d (the window's room reused)", got, before)
+	}
+}
+
+// D1: a lease ends exactly leaseSeconds after its pop: a pop at that
+// instant gets the message back with attempts + 1.
+func TestLeaseEndsAtExactlyLeaseSeconds(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasLeaseSeconds, Options{LeaseSeconds: 5}))
+	h.push("q", "p", "a")
+	h.pop(PopRequest{Queue: "q", Group: "g"})
+	h.clk.Add(5 * time.Second)
+	h.e.now.Store(h.clk.Now()) // engine time has come, the wheel has not ticked yet
+	got := h.pop(PopRequest{Queue: "q", Group: "g"})
+	if payloadsOf(got) != "a" || attemptsOf(got) != "1" {
+		t.Fatalf("pop at the lease's end: %q attempts %s, want a with 1", payloadsOf(got), attemptsOf(got))
+	}
+}

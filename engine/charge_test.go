@@ -204,3 +204,181 @@ func tenantFootprint(e *Engine, name string) int64 {
 	})
 	return n
 }
+
+// D5, engine.md (what the budgets count): the names a queue, a partition
+// and a group keep are charged byte for byte on top of the object's fixed
+// charge (names longer than one byte, so that a per-byte charge multiplied
+// and one divided differ).
+func TestNamesAreChargedByteForByte(t *testing.T) {
+	h := newHarness(t, nil)
+	c := &h.e.charge
+	h.push("queue-7", "part-12", "abc") // 7 and 7 bytes of names
+	want := 3 + (c.queue + 7) + (c.partition + 7) + 2*c.slot
+	if got := h.e.CellBytes(); got != want {
+		t.Fatalf("after a push creating queue-7/part-12: cell bytes %d, want %d", got, want)
+	}
+	h.pop(PopRequest{Queue: "queue-7", Group: "group-abcd", AutoAck: true}) // 10 bytes; autoAck keeps no window
+	want += (c.group + 10) + c.cursor
+	if got := h.e.CellBytes(); got != want {
+		t.Fatalf("after a pop creating group-abcd: cell bytes %d, want %d", got, want)
+	}
+	if got := tenantFootprint(h.e, "default"); got != want {
+		t.Fatalf("tenant footprint %d, want %d", got, want)
+	}
+}
+
+// D7, engine.md (what the budgets count): a dropOldest push is checked on
+// what it adds net of what it drops, its ring growth included. Each case is
+// run against the tenant's allowance and against the broker's total.
+func TestDropOldestPushIsCheckedNetOfItsDrops(t *testing.T) {
+	limits := map[string]struct {
+		set  func(h *harness, max int64)
+		want error
+	}{
+		"tenant": {func(h *harness, max int64) { h.e.SetTenantLimits("default", max, 0) }, ErrTenantBytes},
+		"broker": {func(h *harness, max int64) { h.e.cfg.MaxBytes = max }, ErrBrokerFull},
+	}
+	for name, l := range limits {
+		t.Run(name, func(t *testing.T) {
+			// A push that drops as many bytes as it adds but grows the ring
+			// (2 slots held in a ring of 2, one more appended before the drop)
+			// is refused at the bound: the growth counts.
+			h := newHarness(t, nil)
+			h.configure("q", declare(HasPolicy|HasMaxLength, Options{Policy: PolicyDropOldest, MaxLength: 2}))
+			h.push("q", "p", "a", "b")
+			l.set(h, h.e.CellBytes())
+			if _, err := h.pushErr("q", "p", "c"); err != l.want {
+				t.Fatalf("a push growing the ring at the bound: %v, want %v", err, l.want)
+			}
+
+			// With room in the ring, a push of 2 bytes that drops 1 adds 1:
+			// admitted when that fills the bound exactly.
+			h = newHarness(t, nil)
+			h.configure("q", declare(HasPolicy|HasMaxLength, Options{Policy: PolicyDropOldest, MaxLength: 3}))
+			h.push("q", "p", "a", "b", "c") // a ring of 4
+			before := h.e.CellBytes()
+			l.set(h, before+1)
+			if n, err := h.pushErr("q", "p", "dd"); err != nil || n != 1 {
+				t.Fatalf("a push adding 1 byte net at 1 byte of room: n=%d err=%v, want admitted", n, err)
+			}
+			if got := h.e.CellBytes(); got != before+1 {
+				t.Fatalf("cell bytes %d, want %d", got, before+1)
+			}
+
+			// A push that adds no more than it drops is admitted even over a
+			// bound lowered below what is held.
+			l.set(h, h.e.CellBytes()-1)
+			if n, err := h.pushErr("q", "p", "e"); err != nil || n != 1 {
+				t.Fatalf("a push adding nothing net over the bound: n=%d err=%v, want admitted", n, err)
+			}
+			if qi := h.infoOf("q"); qi.Depth != 3 || qi.Bytes != 4 {
+				t.Fatalf("depth %d bytes %d, want c,dd,e held: 3 messages, 4 bytes", qi.Depth, qi.Bytes)
+			}
+		})
+	}
+}
+
+// D7: a push refused by the broker's total leaves the tenant's footprint as
+// it was (the tenant's part of the reservation is given back too).
+func TestBrokerRefusalLeavesTheTenantFootprint(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a")
+	h.e.cfg.MaxBytes = h.e.CellBytes()
+	before := tenantFootprint(h.e, "default")
+	if err := pushErr(h, "q", "p", "b"); err != ErrBrokerFull {
+		t.Fatalf("push past the broker total: %v, want ErrBrokerFull", err)
+	}
+	if got := tenantFootprint(h.e, "default"); got != before {
+		t.Fatalf("tenant footprint %d after the refusal, want %d", got, before)
+	}
+}
+
+// D14, engine.md (what the budgets count): CheckDeclare asks whether a
+// configure would fit without taking anything.
+func TestCheckDeclareTakesNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a")
+	before := h.e.CellBytes()
+	if err := h.e.CheckDeclare("default", "new-queue"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.e.CellBytes(); got != before {
+		t.Fatalf("cell bytes %d after CheckDeclare, want %d", got, before)
+	}
+}
+
+// engine.md (what the budgets count): rings are charged by capacity, as
+// they grow (to the next power of two that holds the push) and as they
+// shrink (to a quarter once a ring of more than 64 slots holds less than an
+// eighth of them; none once a ring of more than 8 holds nothing).
+func TestRingIsChargedByCapacityAsItGrowsAndShrinks(t *testing.T) {
+	h := newHarness(t, nil)
+	c := &h.e.charge
+	slots := func(q string) int64 {
+		t.Helper()
+		rest := h.e.CellBytes() - h.infoOf(q).Bytes - c.ofQueue(q) - c.ofPartition("p")
+		if rest%c.slot != 0 {
+			t.Fatalf("%d bytes charged beyond payload, queue and partition: not whole slots", rest)
+		}
+		return rest / c.slot
+	}
+	maxLength := func(n int64) {
+		h.configure("q", declare(HasPolicy|HasMaxLength, Options{Policy: PolicyDropOldest, MaxLength: n}))
+	}
+	step := func(what string, want int64) {
+		t.Helper()
+		if got := slots("q"); got != want {
+			t.Fatalf("%s: a ring of %d slots, want %d", what, got, want)
+		}
+	}
+	maxLength(1000)
+	h.push("q", "p", "a", "b")
+	step("2 messages", 2)
+	h.push("q", "p", "c", "d")
+	step("4 messages", 4)
+	h.push("q", "p", numbered("m", 123)...)
+	step("127 messages", 128)
+	maxLength(16)
+	h.push("q", "p", "x") // 128 held, 112 dropped: 16 held, an eighth exactly
+	step("16 held of 128", 128)
+	maxLength(15)
+	h.push("q", "p", "y") // 15 held: less than an eighth
+	step("15 held of 128", 32)
+	maxLength(1000)
+	h.push("q", "p", numbered("n", 40)...) // 55 held
+	step("55 held", 64)
+	maxLength(7)
+	h.push("q", "p", "z") // 7 held of 64: not more than 64 slots
+	step("7 held of 64", 64)
+	if _, err := h.e.Reset("default", "q"); err != nil {
+		t.Fatal(err)
+	}
+	step("nothing held of 64", 0)
+
+	h = newHarness(t, nil)
+	h.push("q2", "p", numbered("m", 5)...)
+	if got := slots("q2"); got != 8 {
+		t.Fatalf("5 messages: a ring of %d slots, want 8", got)
+	}
+	if _, err := h.e.Reset("default", "q2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := slots("q2"); got != 8 {
+		t.Fatalf("nothing held of 8: a ring of %d slots, want 8 kept", got)
+	}
+}
+
+// D7, engine.md (what the budgets count): a push is admitted when its
+// payload and the ring growth it causes fill the bound exactly.
+func TestPushGrowingTheRingFillsTheBoundExactly(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b") // a ring of 2
+	limit := h.e.CellBytes() + 2 + 2*h.e.charge.slot
+	h.e.SetTenantLimits("default", limit, 0)
+	if n, err := h.pushErr("q", "p", "c", "d"); err != nil || n != 2 {
+		t.Fatalf("a push filling the allowance with its ring growth: n=%d err=%v, want admitted", n, err)
+	}
+	if got := h.e.CellBytes(); got != limit {
+		t.Fatalf("cell bytes %d, want %d", got, limit)
+	}
+}

@@ -55,3 +55,43 @@ func BenchmarkParseID(b *testing.B) {
 		}
 	}
 }
+
+// D6: a stale id is told from a foreign one by its shape alone. An
+// incarnation is lowercase hex of 1 to 16 digits ('f' and 16 digits
+// included); an id without a partition does not parse.
+func TestParseIDStaleShapes(t *testing.T) {
+	e := New(Config{Incarnation: 0xabcdef123456, Clock: NewManualClock()})
+	defer e.Close()
+	for _, tc := range []struct {
+		id   string
+		kind idKind
+	}{
+		{"e:fff:p:1", idStale},
+		{"e:0123456789abcdef:p:1", idStale},    // 16 digits
+		{"e:0123456789abcdef0:p:1", idForeign}, // 17
+		{"e:abc::5", idForeign},                // no partition
+		{"e:abc:p:", idForeign},                // no seq
+		{"e:a:b:1", idStale},
+	} {
+		if kind, _, _ := e.parseID(tc.id); kind != tc.kind {
+			t.Errorf("parseID(%q) = %v, want %v", tc.id, kind, tc.kind)
+		}
+	}
+}
+
+// D6: the incarnation is 48 random bits, 12 hex digits, new at every start.
+func TestIncarnationsAreRandom48Bits(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 16; i++ {
+		e := New(Config{Clock: NewManualClock()})
+		inc := e.Incarnation()
+		e.Close()
+		if len(inc) != 12 || !isHex(inc) {
+			t.Fatalf("incarnation %q, want 12 hex digits", inc)
+		}
+		if seen[inc] {
+			t.Fatalf("incarnation %q drawn twice in 16 starts", inc)
+		}
+		seen[inc] = true
+	}
+}

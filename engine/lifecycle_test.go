@@ -388,3 +388,88 @@ func TestDueIndexFilesExactlyTheLiveQueues(t *testing.T) {
 		t.Fatalf("after a move the due index files %d queues, %d are live", n, live)
 	}
 }
+
+// engine.md (empty inboxes under memory pressure): pressure starts past 3/4
+// of the broker total, not at 3/4 exactly.
+func TestPressureStartsPastThreeQuarters(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("inbox", "", "reply")
+	h.pop(PopRequest{Queue: "inbox", AutoAck: true})
+	h.advance(2 * time.Second) // quiet for longer than spareIdle
+	if pad := (3 - h.e.CellBytes()%3) % 3; pad > 0 {
+		h.e.Charge(pad)
+	}
+	h.e.cfg.MaxBytes = h.e.CellBytes() / 3 * 4 // the footprint is 3/4 of it exactly
+	h.e.Sweep(h.e.nowNanos())
+	if !h.listed("inbox") {
+		t.Fatal("an empty inbox was collected at 3/4 of the total exactly")
+	}
+	h.e.Charge(1)
+	h.e.Sweep(h.e.nowNanos())
+	if h.listed("inbox") {
+		t.Fatal("an empty inbox quiet for 2 s was kept past 3/4 of the total")
+	}
+}
+
+// D8, D4: a queue or a group that was active since it was filed is looked at
+// again when its own idle time ends, not a whole idle time after the visit.
+func TestCollectionFollowsTheLastActivity(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("inbox", "", "reply")
+	h.pop(PopRequest{Queue: "inbox", AutoAck: true})
+	h.configure("declared", OptionSet{})
+	h.push("declared", "", "x")
+	h.pop(PopRequest{Queue: "declared", Group: "g", AutoAck: true})
+	h.advance(100 * time.Second)
+	h.pop(PopRequest{Queue: "inbox", AutoAck: true})                // activity at 100 s
+	h.pop(PopRequest{Queue: "declared", Group: "g", AutoAck: true}) // and for g
+	h.advance(201 * time.Second)                                    // the visit at 300 s finds both active
+	if !h.listed("inbox") || h.infoOf("declared").Groups != 1 {
+		t.Fatal("collected before 300 s of idleness")
+	}
+	h.advance(101 * time.Second) // 402 s: idle for 302 s
+	if h.listed("inbox") {
+		t.Fatal("the inbox idle for 302 s was not collected")
+	}
+	if n := h.infoOf("declared").Groups; n != 0 {
+		t.Fatalf("%d groups, want g idle for 302 s forgotten", n)
+	}
+}
+
+// engine.md (empty inboxes under memory pressure): the sweep runs every
+// SweepEvery, so an inbox quiet for spareIdle under pressure goes at the
+// first sweep after that, not before.
+func TestSweepRunsEverySweepEvery(t *testing.T) {
+	h := newHarness(t, nil)
+	h.advance(500 * time.Millisecond)
+	h.push("inbox", "", "reply")
+	h.pop(PopRequest{Queue: "inbox", AutoAck: true}) // quiet from 0.5 s
+	h.e.cfg.MaxBytes = h.e.CellBytes() * 5 / 4       // under pressure
+	for i := 0; i < 140; i++ {
+		h.advance(10 * time.Millisecond) // 1.9 s: swept at 1 s only
+	}
+	if !h.listed("inbox") {
+		t.Fatal("the inbox was collected before the sweep at 2 s")
+	}
+	h.advance(100 * time.Millisecond)
+	if h.listed("inbox") {
+		t.Fatal("the inbox quiet for 1.5 s was not collected by the sweep at 2 s")
+	}
+}
+
+// D8: an implicit queue without groups pushed to since it was filed (its
+// messages gone by ttl) is collected when its own idle time ends.
+func TestCollectionFollowsTheLastPush(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Defaults.TTLSeconds = 1 })
+	h.push("inbox", "", "a")
+	h.advance(100 * time.Second)
+	h.push("inbox", "", "b") // activity at 100 s; b outlives its ttl at 101 s
+	h.advance(201 * time.Second)
+	if !h.listed("inbox") {
+		t.Fatal("collected 201 s after its last push")
+	}
+	h.advance(101 * time.Second)
+	if h.listed("inbox") {
+		t.Fatal("the inbox idle for 302 s was not collected")
+	}
+}

@@ -78,3 +78,24 @@ func TestFallenFootprintReturnsMemory(t *testing.T) {
 		t.Fatalf("FreeOSMemory called %d times with nothing more freed, want 1", freed)
 	}
 }
+
+// docs/engine.md (memory goes back when the load falls): the arena keeps a
+// sixteenth of the broker total in free segments, between 2 and 64.
+func TestSpareSegmentsAreASixteenthOfTheTotal(t *testing.T) {
+	for _, tc := range []struct {
+		total int64
+		seg   int
+		want  int
+	}{
+		{64 << 20, 1 << 20, 4},
+		{256 << 20, 1 << 20, 16},
+		{256 << 20, 0, 16}, // the default segment size, 1 MiB
+		{4 << 30, 1 << 20, 64},
+		{8 << 20, 1 << 20, 2},
+		{64 << 20, 2 << 20, 2},
+	} {
+		if got := spareSegments(tc.total, tc.seg); got != tc.want {
+			t.Errorf("spareSegments(%d, %d) = %d, want %d", tc.total, tc.seg, got, tc.want)
+		}
+	}
+}

@@ -86,3 +86,21 @@ func TestDeclaredGauges(t *testing.T) {
 		t.Fatalf("DeclaredGauges: %+v, want [%+v]", got, want)
 	}
 }
+
+// D5: a declared queue's depth gauge counts pending messages only, as the
+// listing's depth does.
+func TestDeclaredGaugesDepthIsPending(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", OptionSet{})
+	h.push("q", "p", "a", "b", "c")
+	h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2, AutoAck: true}) // 2 reclaimable
+	var depth int64 = -1
+	h.e.DeclaredGauges(func(_, queue string, g QueueGauges) {
+		if queue == "q" {
+			depth = g.Depth
+		}
+	})
+	if depth != 1 || h.infoOf("q").Depth != 1 {
+		t.Fatalf("gauge depth %d, listing depth %d; want 1 pending", depth, h.infoOf("q").Depth)
+	}
+}

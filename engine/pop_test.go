@@ -296,3 +296,19 @@ func TestAutoAckPopOfRedeliverySettlesIt(t *testing.T) {
 		t.Fatalf("after lease time got %q attempts %s, want only b(1), never a again", payloadsOf(ms), attemptsOf(ms))
 	}
 }
+
+// D1, D5: a pop without partition stops at its batch: it takes no lease and
+// makes no cursor in the partitions it did not need.
+func TestWildcardPopStopsAtItsBatch(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "a", "1")
+	h.push("q", "b", "2")
+	before := h.e.CellBytes()
+	if got := h.pop(PopRequest{Queue: "q", Group: "g", Batch: 1, AutoAck: true}); len(got) != 1 {
+		t.Fatalf("got %d messages, want 1", len(got))
+	}
+	c := &h.e.charge
+	if got, want := h.e.CellBytes()-before, c.ofGroup("g")+c.cursor; got != want {
+		t.Fatalf("the pop charged %d bytes, want %d: one group and one cursor", got, want)
+	}
+}

@@ -656,3 +656,94 @@ func TestQueueAllowanceAnswersBeforeTheBrokerTotal(t *testing.T) {
 		t.Fatalf("pop creating a second queue: %v, want the queue allowance", err)
 	}
 }
+
+// D7: an empty push passes no bound: it makes its partition even when the
+// queue is over a bound lowered below what it holds.
+func TestEmptyPushToOverfullQueueMakesItsPartition(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	h.configure("q", declare(HasMaxLength, Options{MaxLength: 1}))
+	if n, err := h.pushErr("q", "p2"); err != nil || n != 0 {
+		t.Fatalf("empty push: n=%d err=%v, want 0 and no refusal", n, err)
+	}
+	if qi := h.infoOf("q"); qi.Partitions != 2 {
+		t.Fatalf("%d partitions, want p2 made", qi.Partitions)
+	}
+}
+
+// D7: under dropOldest on maxBytes, a push drops exactly the oldest messages
+// that make its room, counting each one's own size: no more once the queue
+// fits exactly, from the partition's head first, then the push's own oldest.
+func TestDropOldestOnMaxBytesDropsExactlyTheRoom(t *testing.T) {
+	bytesBound := func(n int64) OptionSet {
+		return declare(HasPolicy|HasMaxBytes, Options{Policy: PolicyDropOldest, MaxBytes: n})
+	}
+	held := func(h *harness) string {
+		return payloadsOf(h.pop(PopRequest{Queue: "q", Group: "check", Batch: 100, AutoAck: true}))
+	}
+	h := newHarness(t, nil)
+	h.configure("q", bytesBound(4))
+	h.push("q", "p", "ab", "cd")
+	h.push("q", "p", "ef") // over by 2: ab goes, and the queue fits exactly
+	if got := held(h); got != "cd,ef" {
+		t.Fatalf("held %q, want cd,ef", got)
+	}
+
+	h = newHarness(t, nil)
+	h.configure("q", bytesBound(2))
+	h.push("q", "p", "ab", "cd") // over by 2 with nothing held: the push's own ab goes
+	if got := held(h); got != "cd" {
+		t.Fatalf("held %q, want cd", got)
+	}
+
+	// Sizes counted slot by slot, in a full ring whose seqs do not start at 0.
+	h = newHarness(t, nil)
+	h.push("gone", "p", "x")
+	h.e.Delete("default", "gone") // later partitions start above its seqs
+	h.configure("q", bytesBound(7))
+	h.push("q", "p", "a", "b", "c", "dddd") // a ring of 4, full
+	h.push("q", "p", "eee")                 // over by 3: a, b and c go
+	if got := held(h); got != "dddd,eee" {
+		t.Fatalf("held %q, want dddd,eee", got)
+	}
+}
+
+// D7: a dropOldest push that drops held messages and some of its own is
+// checked against the tenant's allowance net of both.
+func TestDropOldestPushIsCreditedBothDrops(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasPolicy|HasMaxBytes, Options{Policy: PolicyDropOldest, MaxBytes: 2}))
+	h.push("q", "p", "a", "b")
+	h.push("q", "p", "c") // a ring of 4 holding b, c
+	h.e.SetTenantLimits("default", h.e.CellBytes(), 0)
+	if n, err := h.pushErr("q", "p", "dd", "ee"); err != nil || n != 2 {
+		t.Fatalf("a push adding as much as it drops: n=%d err=%v, want admitted", n, err)
+	}
+	if qi := h.infoOf("q"); qi.Depth != 1 || qi.Bytes != 2 {
+		t.Fatalf("depth %d bytes %d, want ee alone", qi.Depth, qi.Bytes)
+	}
+}
+
+// D3, D7: a push that fills maxBytes exactly frees no reclaimable message.
+func TestPushFillingTheBoundExactlyKeepsReclaimable(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxBytes, Options{MaxBytes: 4}))
+	h.push("q", "p", "ab")
+	h.pop(PopRequest{Queue: "q", Group: "g", AutoAck: true}) // ab reclaimable
+	h.push("q", "p", "cd")
+	if b := h.infoOf("q").Bytes; b != 4 {
+		t.Fatalf("queue bytes %d, want 4: the reclaimable ab kept", b)
+	}
+}
+
+// D7: when the other partitions alone are over maxBytes (a bound lowered by
+// configure), a dropOldest push trims their heads too.
+func TestDropOldestTrimsOtherPartitionsOverMaxBytes(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p1", "aaaa", "bbbb")
+	h.configure("q", declare(HasPolicy|HasMaxBytes, Options{Policy: PolicyDropOldest, MaxBytes: 4}))
+	h.push("q", "p2", "c")
+	if qi := h.infoOf("q"); qi.Bytes != 4 || qi.Drops.Bounds != 2 {
+		t.Fatalf("bytes %d bounds drops %d, want 4 (bbbb) and 2 (c, aaaa)", qi.Bytes, qi.Drops.Bounds)
+	}
+}

@@ -199,3 +199,35 @@ func TestImplicitShareIsAtLeastOne(t *testing.T) {
 		t.Fatalf("second implicit queue on a share of 1: %v", err)
 	}
 }
+
+// docs/engine.md (the queue allowance): 0 is unlimited, divided or not:
+// implicit queues are created and declared without limit.
+func TestUnlimitedDividedAllowanceAdmitsEveryKind(t *testing.T) {
+	h := newHarness(t, nil)
+	h.e.SetTenantLimitsShared("default", 0, 0, 3)
+	h.push("i", "", "a")
+	h.configure("i", OptionSet{}) // declared from implicit
+	h.configure("d", OptionSet{})
+	h.push("j", "", "a")
+	h.counts(2, 1)
+}
+
+// docs/engine.md (the queue allowance): declaring an implicit queue that
+// brings the declared ones to the divided allowance exactly is admitted;
+// undivided, declaring an implicit queue is always admitted (it is counted
+// already), even after the allowance was lowered below what is held.
+func TestDeclaringAnImplicitQueueAtTheAllowance(t *testing.T) {
+	h := newHarness(t, nil)
+	h.e.SetTenantLimitsShared("default", 0, 2, 2)
+	h.configure("d", OptionSet{})
+	h.push("i", "", "a")
+	h.configure("i", OptionSet{}) // 2 declared of 2
+	h.counts(2, 0)
+
+	h = newHarness(t, nil)
+	h.configure("d", OptionSet{})
+	h.push("i", "", "a")
+	h.e.SetTenantLimits("default", 0, 1)
+	h.configure("i", OptionSet{})
+	h.counts(2, 0)
+}

@@ -372,3 +372,25 @@ func TestDropBeforeAnyGroupThenAckMovesTheReclaimPoint(t *testing.T) {
 		t.Fatalf("depth %d after acking both, want 0", qi.Depth)
 	}
 }
+
+// D3: the sweep frees reclaimable messages once the footprint passes 7/8
+// of the broker total, not at 7/8 exactly.
+func TestSweepFreesReclaimableAboveSevenEighths(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", OptionSet{}) // declared: the sweep never collects it
+	h.push("q", "p", "abc")
+	h.pop(PopRequest{Queue: "q", Group: "g", AutoAck: true}) // reclaimable
+	if pad := (7 - h.e.CellBytes()%7) % 7; pad > 0 {
+		h.e.Charge(pad)
+	}
+	h.e.cfg.MaxBytes = h.e.CellBytes() / 7 * 8 // the footprint is 7/8 of it exactly
+	h.e.Sweep(h.clk.Now())
+	if b := h.infoOf("q").Bytes; b != 3 {
+		t.Fatalf("at 7/8 of the total: queue bytes %d, want the reclaimable 3 kept", b)
+	}
+	h.e.Charge(1)
+	h.e.Sweep(h.clk.Now())
+	if b := h.infoOf("q").Bytes; b != 0 {
+		t.Fatalf("past 7/8 of the total: queue bytes %d, want the reclaimable message freed", b)
+	}
+}

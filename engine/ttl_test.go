@@ -131,3 +131,14 @@ func payloadLen(ps ...string) int64 {
 	}
 	return n
 }
+
+// ttl: a message exactly ttlSeconds old is dropped at that instant.
+func TestTTLDropsAtExactlyTheLimit(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasTTLSeconds, Options{TTLSeconds: 1}))
+	h.push("q", "p", "a")
+	h.advance(time.Second)
+	if qi := h.infoOf("q"); qi.Depth != 0 || qi.Drops.TTL != 1 {
+		t.Fatalf("after exactly 1 s: depth %d ttl drops %d, want 0 and 1", qi.Depth, qi.Drops.TTL)
+	}
+}

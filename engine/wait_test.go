@@ -388,3 +388,20 @@ func TestWindowEndingWithNothingLeftParksAgain(t *testing.T) {
 		t.Fatalf("at its timeout: done=%v completed=%d", c.done, c.completed)
 	}
 }
+
+// D13: one push can complete more parked pops than fit the engine's inline
+// list of them (8): every one is answered.
+func TestOnePushCompletesManyParkedPops(t *testing.T) {
+	h := newHarness(t, nil)
+	var cs []*collector
+	for i := 0; i < 12; i++ {
+		c, _ := h.park(PopRequest{Queue: "q", Partition: "p", Group: fmt.Sprintf("g%d", i), AutoAck: true})
+		cs = append(cs, c)
+	}
+	h.push("q", "p", "m")
+	for i, c := range cs {
+		if !c.isDone() || payloadsOf(c.msgs) != "m" {
+			t.Fatalf("parked pop %d: done %v, got %q; want m", i, c.isDone(), payloadsOf(c.msgs))
+		}
+	}
+}
