@@ -105,3 +105,20 @@ func TestAckDecodeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A body that ends where an element or a member's value is due is a 400
+// naming what was missing ("nothing"), never a read past the body's end.
+func TestAckDecodeTruncated(t *testing.T) {
+	cases := map[string]string{
+		`{"queue":"q","acks":[`:                               `acks[0] must be an object {"id": ..., "status": ...}, not nothing`,
+		`{"queue":"q","acks":[{"id":`:                         "acks[0].id must be a string, not nothing",
+		`{"queue":"q","acks":[{"id":"a","error":`:             "acks[0].error must be a string, not nothing",
+		`{"queue":"q","acks":[{"id":"a"},{"id":"b","status":`: "acks[1].status must be completed, failed or retry, not nothing",
+	}
+	var b AckBody
+	for body, frag := range cases {
+		if e := wantErr(t, b.Decode([]byte(body)), 400, frag); e.Code != CodeBadRequest {
+			t.Errorf("%s: code %s", body, e.Code)
+		}
+	}
+}
