@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -516,6 +517,61 @@ func TestParseChunkFramingBounds(t *testing.T) {
 	}
 	if out := parseStream(t, Limits{}, []byte(b.String()), nil); !strings.Contains(out.Err, "chunked framing exceeds") {
 		t.Errorf("%+v", out.Err)
+	}
+}
+
+// A chunk-size line may be exactly maxChunkLine bytes before its CRLF,
+// whole or split anywhere; one byte more is refused.
+func TestParseChunkLineAtTheBound(t *testing.T) {
+	line := func(n int) string { return "1;" + strings.Repeat("a", n-2) }
+	head := "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	raw := head + line(maxChunkLine) + "\r\nx\r\n0\r\n\r\n"
+	for _, cuts := range [][]int{nil, everyByte(len(raw))} {
+		if out := parseStream(t, Limits{}, []byte(raw), cuts); out.Err != "" || len(out.Reqs) != 1 || out.Reqs[0].Body != "x" {
+			t.Errorf("a chunk-size line of %d bytes: %+v", maxChunkLine, out)
+		}
+	}
+	raw = head + line(maxChunkLine+1) + "\r\nx\r\n0\r\n\r\n"
+	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != fmt.Sprintf("chunk-size line exceeds %d bytes", maxChunkLine) {
+		t.Errorf("a chunk-size line of %d bytes: %+v", maxChunkLine+1, out.Err)
+	}
+}
+
+// A header named exactly "X-Queen-" is an X-Queen-* header: a second one
+// is refused like any other.
+func TestParseXQueenPrefixAlone(t *testing.T) {
+	_, err := parseOne(t, "GET / HTTP/1.1\r\nX-Queen-: a\r\nx-queen-: b\r\n\r\n")
+	wantErr(t, err, 400, `two "x-queen-" headers`)
+}
+
+// The framing of one chunked body (chunk-size lines and the CRLF after
+// each chunk's data, the last chunk's line included) may be exactly
+// maxChunkFraming bytes; one byte more is refused.
+func TestParseChunkFramingAtTheBound(t *testing.T) {
+	build := func(framing int) (raw string, chunks int) {
+		var b strings.Builder
+		b.WriteString("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+		rem := framing - len("0\r\n")
+		for rem > 0 {
+			// "1;" + ext + CRLF, one data byte, CRLF: len(ext)+6 bytes of framing.
+			k := 1000
+			if rem <= 2000 {
+				k = rem - 6
+			}
+			b.WriteString("1;" + strings.Repeat("e", k) + "\r\nx\r\n")
+			rem -= k + 6
+			chunks++
+		}
+		b.WriteString("0\r\n\r\n")
+		return b.String(), chunks
+	}
+	raw, n := build(maxChunkFraming)
+	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != "" || len(out.Reqs) != 1 || out.Reqs[0].Body != strings.Repeat("x", n) {
+		t.Errorf("framing of exactly %d bytes: %d requests, %q", maxChunkFraming, len(out.Reqs), out.Err)
+	}
+	raw, _ = build(maxChunkFraming + 1)
+	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != fmt.Sprintf("chunked framing exceeds %d bytes; send larger chunks", maxChunkFraming) {
+		t.Errorf("framing of %d bytes: %q", maxChunkFraming+1, out.Err)
 	}
 }
 
