@@ -437,6 +437,12 @@ func TestParseRefusals(t *testing.T) {
 		{"chunk ext bare CR", post + "Transfer-Encoding: chunked\r\n\r\n3;a\rb\r\nabc\r\n0\r\n\r\n", "malformed chunk extension"},
 		{"chunk data no CRLF", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n", "not followed by CRLF"},
 		{"chunk data LF only", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n", "not followed by CRLF"},
+		// The stream ends one or two bytes after the data: the bytes there
+		// are already wrong, so the answer does not wait for more.
+		{"chunk data then one wrong byte", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcx", "not followed by CRLF"},
+		{"chunk data then CR and a wrong byte", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\rx", "not followed by CRLF"},
+		{"chunk ext quoted-string ends in a backslash", post + "Transfer-Encoding: chunked\r\n\r\n3;a=\"\\\r\nabc\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"chunk ext quoted-pair of a control", post + "Transfer-Encoding: chunked\r\n\r\n3;a=\"\\\x01\"\r\nabc\r\n0\r\n\r\n", "malformed chunk extension"},
 		{"chunk over max body", post + "Transfer-Encoding: chunked\r\n\r\n4000001\r\n", "exceeds the body limit"},
 		{"chunk size overflow", post + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffffffffff\r\n", "exceeds the body limit"},
 		{"trailer obs-fold", post + "Transfer-Encoding: chunked\r\n\r\n0\r\nA: b\r\n c\r\n\r\n", "obs-fold"},
@@ -495,6 +501,10 @@ func TestParseLimits(t *testing.T) {
 	refused("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", "exceeds the body limit of 10 bytes")
 	ok("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n")
 	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n6\r\n", "chunked body exceeds the body limit of 10 bytes")
+	// One chunk of exactly MaxBody bytes fits; a size whose digits pass
+	// MaxBody on the way (a0 = 160: a, then 160) does not.
+	ok("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n0\r\n\r\n")
+	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\na0\r\n", "chunked body exceeds the body limit of 10 bytes")
 	// Trailers have their own budget of the same size.
 	ok("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n")
 	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", "more than 3 trailer lines")
