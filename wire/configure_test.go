@@ -92,6 +92,7 @@ func TestConfigureDecodeRefusals(t *testing.T) {
 		// Cut where a value is due: refused, never read past the end.
 		`{"queue":"q","options":`:                 "options must be an object, not nothing",
 		`{"queue":"q","options":{"windowBuffer":`: `options.windowBuffer must be an object {"ms": ..., "count": ...}, not nothing`,
+		`{"queue":"q","options":{"ttlSeconds":`:   "options.ttlSeconds must be a non-negative integer, not nothing",
 	}
 	var b ConfigureBody
 	for body, frag := range cases {

@@ -153,6 +153,10 @@ func TestPushDecodeRefusals(t *testing.T) {
 		`{"queue":"q" "messages":[]}`:                                  "expected ',' or '}'",
 		`{queue:"q"}`:                                                  "expected a string key",
 		`{"queue":"q","messages":[]`:                                   "expected ',' or '}' at the end of the body",
+		// Cut where a value is due: refused, never read past the end.
+		`{"queue":`:                 "queue must be a string, not nothing",
+		`{"queue":"q","messages":`:  "messages must be an array, not nothing",
+		`{"queue":"q","messages":[`: `messages[0] must be an object {"payload": ...}, not nothing`,
 		`{"queue":"q","messages":[{"payload":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}]}`: "nests deeper than 1024 levels",
 	}
 	var b PushBody
