@@ -122,3 +122,14 @@ func TestAckDecodeTruncated(t *testing.T) {
 		}
 	}
 }
+
+// A refusal echoes at most 64 bytes of what the client sent: a value of
+// exactly 64 bytes whole, a longer one cut there and marked with "...".
+func TestRefusalQuotesAtMost64Bytes(t *testing.T) {
+	var b AckBody
+	v := strings.Repeat("a", 64)
+	wantErr(t, b.Decode([]byte(`{"queue":"q","acks":[{"id":"x","status":"`+v+`"}]}`)), 400,
+		`acks[0].status is "`+v+`"; it must be`)
+	wantErr(t, b.Decode([]byte(`{"queue":"q","acks":[{"id":"x","status":"`+v+`b"}]}`)), 400,
+		`acks[0].status is "`+v+`"...; it must be`)
+}
