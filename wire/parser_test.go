@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -53,6 +54,14 @@ func TestParseHeaderWhitespaceTrimmed(t *testing.T) {
 	}
 	if v, ok := req.Header("x-b"); !ok || len(v) != 0 {
 		t.Errorf("x-b %q %v", v, ok)
+	}
+	// A value of whitespace only is empty.
+	blank, err := parseOne(t, "GET / HTTP/1.1\r\nX-C: \t \r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := blank.Header("x-c"); !ok || len(v) != 0 {
+		t.Errorf("x-c %q %v", v, ok)
 	}
 	if string(req.Body) != "abc" {
 		t.Errorf("body %q", req.Body)
@@ -402,6 +411,8 @@ func TestParseRefusals(t *testing.T) {
 		{"whitespace after request line", get + " Host: x\r\n\r\n", "obs-fold"},
 		{"space in name", get + "Bad Header: x\r\n\r\n", "carries the byte ' '"},
 		{"space before colon", get + "Host : x\r\n\r\n", "whitespace between"},
+		{"tab before colon", get + "Host\t: x\r\n\r\n", "whitespace between a header name and its colon"},
+		{"bad name char before colon", get + "X(: x\r\n\r\n", "header name carries the byte '('"},
 		{"no colon", get + "Host\r\n\r\n", "no colon"},
 		{"empty name", get + ": x\r\n\r\n", "empty header name"},
 		{"bad name char", get + "X(a): x\r\n\r\n", "carries the byte '('"},
@@ -582,6 +593,36 @@ func TestParseChunkFramingAtTheBound(t *testing.T) {
 	raw, _ = build(maxChunkFraming + 1)
 	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != fmt.Sprintf("chunked framing exceeds %d bytes; send larger chunks", maxChunkFraming) {
 		t.Errorf("framing of %d bytes: %q", maxChunkFraming+1, out.Err)
+	}
+}
+
+// With a body limit near the top of int64 (QUEEN_MAX_BODY_BYTES set to
+// "no limit"), a Content-Length that reaches past it once the head's length
+// is added is a body still to come, and Need says the buffer must grow
+// without end: the sum must not wrap around.
+func TestParseContentLengthNearMaxInt64(t *testing.T) {
+	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 10} {
+		p := NewParser(Limits{MaxBody: math.MaxInt64})
+		raw := []byte(fmt.Sprintf("POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\nabc", cl))
+		req, n, err := p.Parse(raw)
+		if req != nil || n != 0 || err != nil {
+			t.Fatalf("Content-Length %d: %v, %d, %v; want a body still to come", cl, req, n, err)
+		}
+		if !p.InBody() {
+			t.Errorf("Content-Length %d: not in the body", cl)
+		}
+		if need := p.Need(); need != math.MaxInt64 {
+			t.Errorf("Content-Length %d: Need() = %d, want %d", cl, need, int64(math.MaxInt64))
+		}
+	}
+	// Below the top, Need is exact.
+	p := NewParser(Limits{MaxBody: math.MaxInt64})
+	head := fmt.Sprintf("POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n", int64(math.MaxInt64-100))
+	if req, _, err := p.Parse([]byte(head)); req != nil || err != nil {
+		t.Fatal(req, err)
+	}
+	if need, want := p.Need(), int64(len(head))+math.MaxInt64-100; need != want {
+		t.Errorf("Need() = %d, want %d", need, want)
 	}
 }
 
