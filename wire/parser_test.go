@@ -386,6 +386,7 @@ func TestParseRefusals(t *testing.T) {
 		{"CL inner space", post + "Content-Length: 1 2\r\n\r\n", "not a non-negative integer"},
 		{"CL empty", post + "Content-Length:\r\n\r\n", "empty Content-Length"},
 		{"CL overflow", post + "Content-Length: 99999999999999999999999999\r\n\r\n", "exceeds the body limit"},
+		{"CL just past int64", post + "Content-Length: 9223372036854775810\r\n\r\n", "Content-Length \"9223372036854775810\" exceeds the body limit"},
 		{"CL over max body", post + "Content-Length: 67108865\r\n\r\n", "exceeds the body limit of 67108864"},
 		{"TE gzip", post + "Transfer-Encoding: gzip\r\n\r\n", "only chunked"},
 		{"TE list", post + "Transfer-Encoding: gzip, chunked\r\n\r\n", "only chunked"},
