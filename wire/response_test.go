@@ -103,6 +103,7 @@ func TestAppendString(t *testing.T) {
 		"café 日本 🎉":        `"café 日本 🎉"`,
 		"bad\xffutf8\xc3":  `"bad\ufffdutf8\ufffd"`,
 		"\u2028":           "\"\u2028\"",
+		"a\x80b":           `"a\ufffdb"`, // the first byte past ASCII, alone
 	}
 	for in, want := range cases {
 		if got := string(AppendString(nil, in)); got != want {
