@@ -182,3 +182,57 @@ func TestPushDecodeNameLength(t *testing.T) {
 	wantErr(t, b.Decode([]byte(fmt.Sprintf(`{"queue":"%s","messages":[]}`, strings.Repeat("q", 513)))), 400, "queue is 513 bytes")
 	wantErr(t, b.Decode([]byte(fmt.Sprintf(`{"queue":"q","partition":"%s","messages":[]}`, strings.Repeat("é", 257)))), 400, "partition is 514 bytes")
 }
+
+// A body cut anywhere inside a payload is refused with the precise
+// message, whichever walker reaches the end first: never read past it,
+// never "invalid value" (the fast walker's disagreement with the careful one).
+func TestPushDecodeCutInsideAPayload(t *testing.T) {
+	const end = "at the end of the body"
+	cases := map[string]string{
+		"[":        "expected a value " + end,
+		"[ ":       "expected a value " + end,
+		"[[":       "expected a value " + end,
+		"[1,":      "expected a value " + end,
+		"[1, ":     "expected a value " + end,
+		`{"a":`:    "expected a value " + end,
+		"{":        "expected a string key " + end,
+		"{ ":       "expected a string key " + end,
+		`{"a":1,`:  "expected a string key " + end,
+		`{"a"`:     "expected ':' after a key " + end,
+		`{"a" `:    "expected ':' after a key " + end,
+		"[1":       "unterminated object or array " + end,
+		"[1 ":      "unterminated object or array " + end,
+		"[true":    "unterminated object or array " + end,
+		`{"a":1`:   "unterminated object or array " + end,
+		`{"a":1 `:  "unterminated object or array " + end,
+		"true":     "expected ',' or '}' " + end,
+		"false":    "expected ',' or '}' " + end,
+		"null":     "expected ',' or '}' " + end,
+		"1":        "expected ',' or '}' " + end,
+		"12":       "expected ',' or '}' " + end,
+		"-0":       "expected ',' or '}' " + end,
+		"t":        "invalid literal at byte 36",
+		"tru":      "invalid literal at byte 36",
+		"fals":     "invalid literal at byte 36",
+		"nul":      "invalid literal at byte 36",
+		"[fals":    "invalid literal at byte 37",
+		`{"a":nul`: "invalid literal at byte 41",
+		"-":        "invalid number " + end,
+		"1.":       "invalid number " + end,
+		"1e":       "invalid number " + end,
+		"1e+":      "invalid number " + end,
+		`"a`:       "unterminated string " + end,
+		`"\`:       "unterminated string " + end,
+		`"\n`:      "unterminated string " + end,
+		`"\u0041`:  "unterminated string " + end,
+		`"\u00`:    `invalid \u escape at byte 37`,
+		`"\u004`:   `invalid \u escape at byte 37`,
+	}
+	var b PushBody
+	for payload, want := range cases {
+		err := b.Decode([]byte(`{"queue":"q","messages":[{"payload":` + payload))
+		if e := wantErr(t, err, 400); e.Msg != "the push body is not valid JSON: "+want {
+			t.Errorf("payload %q: %q, want %q", payload, e.Msg, want)
+		}
+	}
+}
