@@ -230,9 +230,25 @@ func TestPushDecodeCutInsideAPayload(t *testing.T) {
 	}
 	var b PushBody
 	for payload, want := range cases {
-		err := b.Decode([]byte(`{"queue":"q","messages":[{"payload":` + payload))
+		// The body ends where its slice's capacity does, so that a read
+		// past its end cannot land in spare capacity unnoticed.
+		body := []byte(`{"queue":"q","messages":[{"payload":` + payload)
+		err := b.Decode(body[:len(body):len(body)])
 		if e := wantErr(t, err, 400); e.Msg != "the push body is not valid JSON: "+want {
 			t.Errorf("payload %q: %q, want %q", payload, e.Msg, want)
 		}
+	}
+}
+
+// A \u escape is four hex digits, any of them 0 to f in either case, in
+// any position: the payload is accepted and kept as sent.
+func TestPushDecodePayloadEscapes(t *testing.T) {
+	const payload = `"\u0000\u1234\u5678\u9abc\udef0\uABCD\uEF09\u0a0B\u00e9 \" \\ \/ \b \f \n \r \t"`
+	var b PushBody
+	if err := b.Decode([]byte(`{"queue":"q","messages":[{"payload":` + payload + `}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Payloads) != 1 || string(b.Payloads[0]) != payload {
+		t.Errorf("payloads %q", b.Payloads)
 	}
 }
