@@ -114,6 +114,9 @@ func TestAckDecodeTruncated(t *testing.T) {
 		`{"queue":"q","acks":[{"id":`:                         "acks[0].id must be a string, not nothing",
 		`{"queue":"q","acks":[{"id":"a","error":`:             "acks[0].error must be a string, not nothing",
 		`{"queue":"q","acks":[{"id":"a"},{"id":"b","status":`: "acks[1].status must be completed, failed or retry, not nothing",
+		// A null that ends the body is a null (absent), then a cut body.
+		`{"queue":"q","group":null`:                    "the ack body is not valid JSON: expected ',' or '}' at the end of the body",
+		`{"queue":"q","acks":[{"id":"a","status":null`: "the ack body is not valid JSON: expected ',' or '}' at the end of the body",
 	}
 	var b AckBody
 	for body, frag := range cases {

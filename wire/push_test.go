@@ -221,6 +221,12 @@ func TestPushDecodeCutInsideAPayload(t *testing.T) {
 		"1.":       "invalid number " + end,
 		"1e":       "invalid number " + end,
 		"1e+":      "invalid number " + end,
+		"1.5":      "expected ',' or '}' " + end,
+		"1e5":      "expected ',' or '}' " + end,
+		"1.5e-5":   "expected ',' or '}' " + end,
+		"[1.5":     "unterminated object or array " + end,
+		"[1e5":     "unterminated object or array " + end,
+		"[-12":     "unterminated object or array " + end,
 		`"a`:       "unterminated string " + end,
 		`"\`:       "unterminated string " + end,
 		`"\n`:      "unterminated string " + end,
@@ -250,5 +256,62 @@ func TestPushDecodePayloadEscapes(t *testing.T) {
 	}
 	if len(b.Payloads) != 1 || string(b.Payloads[0]) != payload {
 		t.Errorf("payloads %q", b.Payloads)
+	}
+}
+
+// Numbers with every digit at the edges of 0-9, in the integer, the
+// fraction and the exponent, are payloads kept as sent.
+func TestPushDecodeNumberPayloads(t *testing.T) {
+	numbers := []string{"0", "9", "-0", "-9", "10", "19", "90", "1234567890", "0.0", "0.9", "9.09", "90.90",
+		"1e0", "1e9", "1E09", "1e+0", "1e-9", "1E+90", "-0.0e+00", "90.90E-90"}
+	var body strings.Builder
+	body.WriteString(`{"queue":"q","messages":[`)
+	for i, n := range numbers {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString(`{"payload":` + n + `}`)
+	}
+	body.WriteString(`]}`)
+	var b PushBody
+	if err := b.Decode([]byte(body.String())); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Payloads) != len(numbers) {
+		t.Fatalf("%d payloads", len(b.Payloads))
+	}
+	for i, n := range numbers {
+		if string(b.Payloads[i]) != n {
+			t.Errorf("payload %d = %q, want %q", i, b.Payloads[i], n)
+		}
+	}
+}
+
+// A payload that is not JSON is refused at the byte where it stops being
+// JSON, after numbers with 0s and 9s, and inside containers nested around
+// the 64th level (where the walkers' bit stacks change words).
+func TestPushDecodeRefusalPositions(t *testing.T) {
+	cases := map[string]string{
+		"[1.09x]":     "expected ',' or ']' at byte 41",
+		"[1e09x]":     "expected ',' or ']' at byte 41",
+		"[1E+90x]":    "expected ',' or ']' at byte 42",
+		"[90x]":       "expected ',' or ']' at byte 39",
+		"[-09]":       "expected ',' or ']' at byte 39",
+		"[0.90e-09x]": "expected ',' or ']' at byte 45",
+		// An array after an object at the same depth, and the reverse.
+		`[{},[1}]`:                              "expected ',' or ']' at byte 42",
+		`[[],{"a":1]}]`:                         "expected ',' or '}' at byte 46",
+		strings.Repeat("[", 62) + `{"a":1x`:     "expected ',' or '}' at byte 104",
+		strings.Repeat("[", 63) + `{"a":1x`:     "expected ',' or '}' at byte 105",
+		strings.Repeat("[", 64) + `{"a":1x`:     "expected ',' or '}' at byte 106",
+		strings.Repeat(`{"a":`, 63) + `[1x`:     "expected ',' or ']' at byte 353",
+		strings.Repeat(`{"a":`, 62) + `{"b":1x`: "expected ',' or '}' at byte 352",
+	}
+	var b PushBody
+	for payload, want := range cases {
+		err := b.Decode([]byte(`{"queue":"q","messages":[{"payload":` + payload + "}]}"))
+		if e := wantErr(t, err, 400); e.Msg != "the push body is not valid JSON: "+want {
+			t.Errorf("payload %.20q: %q, want %q", payload, e.Msg, want)
+		}
 	}
 }
