@@ -750,3 +750,25 @@ func TestParserBodyStillArriving(t *testing.T) {
 		t.Fatalf("Want between requests: %d %v", data, line)
 	}
 }
+
+// Header lookups ignore ASCII case on both sides, A to Z included.
+func TestHeaderLookupFoldsEveryLetter(t *testing.T) {
+	req, err := parseOne(t, "GET / HTTP/1.1\r\nX-AZ: upper\r\nx-za: lower\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"x-az": "upper", "X-AZ": "upper", "X-ZA": "lower", "x-za": "lower"} {
+		if v, ok := req.Header(name); !ok || string(v) != want {
+			t.Errorf("Header(%q) = %q, %v; want %q", name, v, ok, want)
+		}
+	}
+}
+
+// A Method outside the known ones prints as OTHER.
+func TestMethodStringOutOfRange(t *testing.T) {
+	for _, m := range []Method{MethodOther, MethodOptions + 1, 255} {
+		if m.String() != "OTHER" {
+			t.Errorf("Method(%d).String() = %q", m, m.String())
+		}
+	}
+}
