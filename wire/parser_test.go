@@ -425,6 +425,7 @@ func TestParseRefusals(t *testing.T) {
 		// Request line.
 		{"no version", "GET /\r\n\r\n", "malformed request line"},
 		{"double space", "GET  / HTTP/1.1\r\n\r\n", "malformed request line"},
+		{"no target", "GET  HTTP/1.1\r\n\r\n", "malformed request line"},
 		{"trailing token", "GET / HTTP/1.1 x\r\n\r\n", "malformed request line"},
 		{"HTTP/2", "GET / HTTP/2.0\r\n\r\n", "not supported"},
 		{"HTTP/1.2", "GET / HTTP/1.2\r\n\r\n", "not supported"},
