@@ -105,3 +105,34 @@ func TestAckDecodeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A body that ends where an element or a member's value is due is a 400
+// naming what was missing ("nothing"), never a read past the body's end.
+func TestAckDecodeTruncated(t *testing.T) {
+	cases := map[string]string{
+		`{"queue":"q","acks":[`:                               `acks[0] must be an object {"id": ..., "status": ...}, not nothing`,
+		`{"queue":"q","acks":[{"id":`:                         "acks[0].id must be a string, not nothing",
+		`{"queue":"q","acks":[{"id":"a","error":`:             "acks[0].error must be a string, not nothing",
+		`{"queue":"q","acks":[{"id":"a"},{"id":"b","status":`: "acks[1].status must be completed, failed or retry, not nothing",
+		// A null that ends the body is a null (absent), then a cut body.
+		`{"queue":"q","group":null`:                    "the ack body is not valid JSON: expected ',' or '}' at the end of the body",
+		`{"queue":"q","acks":[{"id":"a","status":null`: "the ack body is not valid JSON: expected ',' or '}' at the end of the body",
+	}
+	var b AckBody
+	for body, frag := range cases {
+		if e := wantErr(t, b.Decode([]byte(body)), 400, frag); e.Code != CodeBadRequest {
+			t.Errorf("%s: code %s", body, e.Code)
+		}
+	}
+}
+
+// A refusal echoes at most 64 bytes of what the client sent: a value of
+// exactly 64 bytes whole, a longer one cut there and marked with "...".
+func TestRefusalQuotesAtMost64Bytes(t *testing.T) {
+	var b AckBody
+	v := strings.Repeat("a", 64)
+	wantErr(t, b.Decode([]byte(`{"queue":"q","acks":[{"id":"x","status":"`+v+`"}]}`)), 400,
+		`acks[0].status is "`+v+`"; it must be`)
+	wantErr(t, b.Decode([]byte(`{"queue":"q","acks":[{"id":"x","status":"`+v+`b"}]}`)), 400,
+		`acks[0].status is "`+v+`"...; it must be`)
+}

@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // P3: nothing allocates per request or per message in steady state. These
 // pin it (they run under -race too).
@@ -93,4 +96,30 @@ func TestSteadyStateIsAllocationFree(t *testing.T) {
 	pinZero(t, "write an error answer", func() {
 		out = AppendError(out[:0], Head{}, e)
 	})
+}
+
+// decisions.md, memory: a scratch arena of up to 64 KiB is kept for the
+// next request, a larger one is not. An ack id whose decoding takes exactly
+// 64 KiB of arena is decoded again and again without allocating (the arena
+// is kept, and its room fits the id exactly); one byte more allocates each
+// time.
+func TestScratchArenaRetainedUpTo64KiB(t *testing.T) {
+	body := func(raw int) []byte {
+		id := `\n` + strings.Repeat("a", raw-2) // raw bytes between the quotes
+		return []byte(`{"queue":"q","acks":[{"id":"` + id + `"}]}`)
+	}
+	var b AckBody
+	exact := body(retainScratch)
+	pinZero(t, "an ack id that takes the whole arena", func() {
+		if err := b.Decode(exact); err != nil || len(b.Acks[0].ID) != retainScratch-1 {
+			t.Fatal(err)
+		}
+	})
+	over := body(retainScratch + 1)
+	if err := b.Decode(over); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(10, func() { _ = b.Decode(over) }); allocs == 0 {
+		t.Error("an arena above 64 KiB is kept between requests")
+	}
 }

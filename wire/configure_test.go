@@ -89,6 +89,10 @@ func TestConfigureDecodeRefusals(t *testing.T) {
 		`{"queue":"q","options":{"windowBuffer":{"ms":1,"count":-2}}}`:        "options.windowBuffer.count must be a non-negative integer",
 		`{"queue":"q","options":{"windowBuffer":[20,50]}}`:                    "options.windowBuffer must be an object",
 		`{"queue":"q","options":{"windowBuffer":null}}`:                       "options.windowBuffer must be an object",
+		// Cut where a value is due: refused, never read past the end.
+		`{"queue":"q","options":`:                 "options must be an object, not nothing",
+		`{"queue":"q","options":{"windowBuffer":`: `options.windowBuffer must be an object {"ms": ..., "count": ...}, not nothing`,
+		`{"queue":"q","options":{"ttlSeconds":`:   "options.ttlSeconds must be a non-negative integer, not nothing",
 	}
 	var b ConfigureBody
 	for body, frag := range cases {
@@ -107,4 +111,6 @@ func TestConfigureDecodeRefusals(t *testing.T) {
 	wantErr(t, err, 400, "data after the JSON object")
 	_, err = ParseOptions([]byte(`[]`))
 	wantErr(t, err, 400, "options must be an object")
+	_, err = ParseOptions([]byte(" "))
+	wantErr(t, err, 400, "options must be an object, not nothing")
 }

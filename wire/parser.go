@@ -1,6 +1,9 @@
 package wire
 
-import "bytes"
+import (
+	"bytes"
+	"math"
+)
 
 // stage is where the parser is in the pending request.
 type stage uint8
@@ -127,6 +130,9 @@ func (p *Parser) ReadingHead() bool { return p.stage <= stageHeaders }
 // cannot know: inside a head, in a chunked body, or between requests.
 func (p *Parser) Need() int64 {
 	if p.err == nil && p.stage == stageBody {
+		if p.contentLength > math.MaxInt64-int64(p.bodyStart) {
+			return math.MaxInt64 // a length past int64: no buffer reaches it
+		}
 		return int64(p.bodyStart) + p.contentLength
 	}
 	return 0
@@ -269,11 +275,13 @@ func (p *Parser) advance(buf []byte, lim Limits) (bool, *Error) {
 			}
 
 		case stageBody:
-			end := int64(p.bodyStart) + p.contentLength
-			if int64(len(buf)) < end {
+			// Compared as what is buffered against what is due, so that a
+			// Content-Length near the top of int64 (with MaxBody as large)
+			// cannot wrap the sum around.
+			if int64(len(buf)-p.bodyStart) < p.contentLength {
 				return false, nil
 			}
-			p.pos = int(end)
+			p.pos = p.bodyStart + int(p.contentLength)
 			return true, nil
 
 		case stageChunkSize, stageChunkData, stageChunkEnd, stageTrailers:

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,6 +54,14 @@ func TestParseHeaderWhitespaceTrimmed(t *testing.T) {
 	}
 	if v, ok := req.Header("x-b"); !ok || len(v) != 0 {
 		t.Errorf("x-b %q %v", v, ok)
+	}
+	// A value of whitespace only is empty.
+	blank, err := parseOne(t, "GET / HTTP/1.1\r\nX-C: \t \r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := blank.Header("x-c"); !ok || len(v) != 0 {
+		t.Errorf("x-c %q %v", v, ok)
 	}
 	if string(req.Body) != "abc" {
 		t.Errorf("body %q", req.Body)
@@ -376,6 +386,7 @@ func TestParseRefusals(t *testing.T) {
 		{"CL inner space", post + "Content-Length: 1 2\r\n\r\n", "not a non-negative integer"},
 		{"CL empty", post + "Content-Length:\r\n\r\n", "empty Content-Length"},
 		{"CL overflow", post + "Content-Length: 99999999999999999999999999\r\n\r\n", "exceeds the body limit"},
+		{"CL just past int64", post + "Content-Length: 9223372036854775810\r\n\r\n", "Content-Length \"9223372036854775810\" exceeds the body limit"},
 		{"CL over max body", post + "Content-Length: 67108865\r\n\r\n", "exceeds the body limit of 67108864"},
 		{"TE gzip", post + "Transfer-Encoding: gzip\r\n\r\n", "only chunked"},
 		{"TE list", post + "Transfer-Encoding: gzip, chunked\r\n\r\n", "only chunked"},
@@ -401,6 +412,8 @@ func TestParseRefusals(t *testing.T) {
 		{"whitespace after request line", get + " Host: x\r\n\r\n", "obs-fold"},
 		{"space in name", get + "Bad Header: x\r\n\r\n", "carries the byte ' '"},
 		{"space before colon", get + "Host : x\r\n\r\n", "whitespace between"},
+		{"tab before colon", get + "Host\t: x\r\n\r\n", "whitespace between a header name and its colon"},
+		{"bad name char before colon", get + "X(: x\r\n\r\n", "header name carries the byte '('"},
 		{"no colon", get + "Host\r\n\r\n", "no colon"},
 		{"empty name", get + ": x\r\n\r\n", "empty header name"},
 		{"bad name char", get + "X(a): x\r\n\r\n", "carries the byte '('"},
@@ -412,6 +425,7 @@ func TestParseRefusals(t *testing.T) {
 		// Request line.
 		{"no version", "GET /\r\n\r\n", "malformed request line"},
 		{"double space", "GET  / HTTP/1.1\r\n\r\n", "malformed request line"},
+		{"no target", "GET  HTTP/1.1\r\n\r\n", "malformed request line"},
 		{"trailing token", "GET / HTTP/1.1 x\r\n\r\n", "malformed request line"},
 		{"HTTP/2", "GET / HTTP/2.0\r\n\r\n", "not supported"},
 		{"HTTP/1.2", "GET / HTTP/1.2\r\n\r\n", "not supported"},
@@ -436,6 +450,12 @@ func TestParseRefusals(t *testing.T) {
 		{"chunk ext bare CR", post + "Transfer-Encoding: chunked\r\n\r\n3;a\rb\r\nabc\r\n0\r\n\r\n", "malformed chunk extension"},
 		{"chunk data no CRLF", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n", "not followed by CRLF"},
 		{"chunk data LF only", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n", "not followed by CRLF"},
+		// The stream ends one or two bytes after the data: the bytes there
+		// are already wrong, so the answer does not wait for more.
+		{"chunk data then one wrong byte", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcx", "not followed by CRLF"},
+		{"chunk data then CR and a wrong byte", post + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\rx", "not followed by CRLF"},
+		{"chunk ext quoted-string ends in a backslash", post + "Transfer-Encoding: chunked\r\n\r\n3;a=\"\\\r\nabc\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"chunk ext quoted-pair of a control", post + "Transfer-Encoding: chunked\r\n\r\n3;a=\"\\\x01\"\r\nabc\r\n0\r\n\r\n", "malformed chunk extension"},
 		{"chunk over max body", post + "Transfer-Encoding: chunked\r\n\r\n4000001\r\n", "exceeds the body limit"},
 		{"chunk size overflow", post + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffffffffff\r\n", "exceeds the body limit"},
 		{"trailer obs-fold", post + "Transfer-Encoding: chunked\r\n\r\n0\r\nA: b\r\n c\r\n\r\n", "obs-fold"},
@@ -494,6 +514,10 @@ func TestParseLimits(t *testing.T) {
 	refused("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", "exceeds the body limit of 10 bytes")
 	ok("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n")
 	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n6\r\n", "chunked body exceeds the body limit of 10 bytes")
+	// One chunk of exactly MaxBody bytes fits; a size whose digits pass
+	// MaxBody on the way (a0 = 160: a, then 160) does not.
+	ok("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n0\r\n\r\n")
+	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\na0\r\n", "chunked body exceeds the body limit of 10 bytes")
 	// Trailers have their own budget of the same size.
 	ok("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n")
 	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", "more than 3 trailer lines")
@@ -516,6 +540,91 @@ func TestParseChunkFramingBounds(t *testing.T) {
 	}
 	if out := parseStream(t, Limits{}, []byte(b.String()), nil); !strings.Contains(out.Err, "chunked framing exceeds") {
 		t.Errorf("%+v", out.Err)
+	}
+}
+
+// A chunk-size line may be exactly maxChunkLine bytes before its CRLF,
+// whole or split anywhere; one byte more is refused.
+func TestParseChunkLineAtTheBound(t *testing.T) {
+	line := func(n int) string { return "1;" + strings.Repeat("a", n-2) }
+	head := "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	raw := head + line(maxChunkLine) + "\r\nx\r\n0\r\n\r\n"
+	for _, cuts := range [][]int{nil, everyByte(len(raw))} {
+		if out := parseStream(t, Limits{}, []byte(raw), cuts); out.Err != "" || len(out.Reqs) != 1 || out.Reqs[0].Body != "x" {
+			t.Errorf("a chunk-size line of %d bytes: %+v", maxChunkLine, out)
+		}
+	}
+	raw = head + line(maxChunkLine+1) + "\r\nx\r\n0\r\n\r\n"
+	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != fmt.Sprintf("chunk-size line exceeds %d bytes", maxChunkLine) {
+		t.Errorf("a chunk-size line of %d bytes: %+v", maxChunkLine+1, out.Err)
+	}
+}
+
+// A header named exactly "X-Queen-" is an X-Queen-* header: a second one
+// is refused like any other.
+func TestParseXQueenPrefixAlone(t *testing.T) {
+	_, err := parseOne(t, "GET / HTTP/1.1\r\nX-Queen-: a\r\nx-queen-: b\r\n\r\n")
+	wantErr(t, err, 400, `two "x-queen-" headers`)
+}
+
+// The framing of one chunked body (chunk-size lines and the CRLF after
+// each chunk's data, the last chunk's line included) may be exactly
+// maxChunkFraming bytes; one byte more is refused.
+func TestParseChunkFramingAtTheBound(t *testing.T) {
+	build := func(framing int) (raw string, chunks int) {
+		var b strings.Builder
+		b.WriteString("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+		rem := framing - len("0\r\n")
+		for rem > 0 {
+			// "1;" + ext + CRLF, one data byte, CRLF: len(ext)+6 bytes of framing.
+			k := 1000
+			if rem <= 2000 {
+				k = rem - 6
+			}
+			b.WriteString("1;" + strings.Repeat("e", k) + "\r\nx\r\n")
+			rem -= k + 6
+			chunks++
+		}
+		b.WriteString("0\r\n\r\n")
+		return b.String(), chunks
+	}
+	raw, n := build(maxChunkFraming)
+	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != "" || len(out.Reqs) != 1 || out.Reqs[0].Body != strings.Repeat("x", n) {
+		t.Errorf("framing of exactly %d bytes: %d requests, %q", maxChunkFraming, len(out.Reqs), out.Err)
+	}
+	raw, _ = build(maxChunkFraming + 1)
+	if out := parseStream(t, Limits{}, []byte(raw), nil); out.Err != fmt.Sprintf("chunked framing exceeds %d bytes; send larger chunks", maxChunkFraming) {
+		t.Errorf("framing of %d bytes: %q", maxChunkFraming+1, out.Err)
+	}
+}
+
+// With a body limit near the top of int64 (QUEEN_MAX_BODY_BYTES set to
+// "no limit"), a Content-Length that reaches past it once the head's length
+// is added is a body still to come, and Need says the buffer must grow
+// without end: the sum must not wrap around.
+func TestParseContentLengthNearMaxInt64(t *testing.T) {
+	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 10} {
+		p := NewParser(Limits{MaxBody: math.MaxInt64})
+		raw := []byte(fmt.Sprintf("POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\nabc", cl))
+		req, n, err := p.Parse(raw)
+		if req != nil || n != 0 || err != nil {
+			t.Fatalf("Content-Length %d: %v, %d, %v; want a body still to come", cl, req, n, err)
+		}
+		if !p.InBody() {
+			t.Errorf("Content-Length %d: not in the body", cl)
+		}
+		if need := p.Need(); need != math.MaxInt64 {
+			t.Errorf("Content-Length %d: Need() = %d, want %d", cl, need, int64(math.MaxInt64))
+		}
+	}
+	// Below the top, Need is exact.
+	p := NewParser(Limits{MaxBody: math.MaxInt64})
+	head := fmt.Sprintf("POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n", int64(math.MaxInt64-100))
+	if req, _, err := p.Parse([]byte(head)); req != nil || err != nil {
+		t.Fatal(req, err)
+	}
+	if need, want := p.Need(), int64(len(head))+math.MaxInt64-100; need != want {
+		t.Errorf("Need() = %d, want %d", need, want)
 	}
 }
 
@@ -640,5 +749,27 @@ func TestParserBodyStillArriving(t *testing.T) {
 	}
 	if data, line := p.Want(); data != 0 || line {
 		t.Fatalf("Want between requests: %d %v", data, line)
+	}
+}
+
+// Header lookups ignore ASCII case on both sides, A to Z included.
+func TestHeaderLookupFoldsEveryLetter(t *testing.T) {
+	req, err := parseOne(t, "GET / HTTP/1.1\r\nX-AZ: upper\r\nx-za: lower\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"x-az": "upper", "X-AZ": "upper", "X-ZA": "lower", "x-za": "lower"} {
+		if v, ok := req.Header(name); !ok || string(v) != want {
+			t.Errorf("Header(%q) = %q, %v; want %q", name, v, ok, want)
+		}
+	}
+}
+
+// A Method outside the known ones prints as OTHER.
+func TestMethodStringOutOfRange(t *testing.T) {
+	for _, m := range []Method{MethodOther, MethodOptions + 1, 255} {
+		if m.String() != "OTHER" {
+			t.Errorf("Method(%d).String() = %q", m, m.String())
+		}
 	}
 }

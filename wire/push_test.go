@@ -130,29 +130,36 @@ func TestPushDecodeRefusals(t *testing.T) {
 		`{"queue":"q","messages":[{"payload":1,"payload":2}]}`:         `messages[0] has the key "payload" twice`,
 		`{"queue":"q","messages":[{"payload":1 , "x":2}]}`:             `messages[0] has the key "x"`,
 		`{"queue":"q","messages":[{"payload":1 ]}`:                     "expected ',' or '}'",
-		`{"queue":"q","messages":[{ "x":1,"payload":1}]}`:              `messages[0] has the key "x"`,
-		`{"queue":"q","queue":"r","messages":[]}`:                      `has the key "queue" twice`,
-		`{"queue":"q","messages":[],"tenant":"t"}`:                     `unknown key "tenant" in the push body; the keys are queue, partition and messages`,
-		`{"queue":"q","messages":[{"payload":}]}`:                      "unexpected '}' at byte 36",
-		`{"queue":"q","messages":[{"payload":01}]}`:                    "expected ',' or '}'",
-		`{"queue":"q","messages":[{"payload":1.}]}`:                    "invalid number",
-		`{"queue":"q","messages":[{"payload":-}]}`:                     "invalid number",
-		`{"queue":"q","messages":[{"payload":nul}]}`:                   "invalid literal",
-		`{"queue":"q","messages":[{"payload":[1,]}]}`:                  "unexpected ']'",
-		`{"queue":"q","messages":[{"payload":{"a":1,}}]}`:              "expected a string key",
-		`{"queue":"q","messages":[{"payload":{"a" 1}}]}`:               "expected ':'",
-		`{"queue":"q","messages":[{"payload":[1 2]}]}`:                 "expected ',' or ']'",
-		`{"queue":"q","messages":[{"payload":"a` + "\x01" + `"}]}`:     "control character in a string",
-		`{"queue":"q","messages":[{"payload":"a` + "\xff" + `"}]}`:     "invalid UTF-8",
-		`{"queue":"q","messages":[{"payload":"\x"}]}`:                  "invalid escape",
-		`{"queue":"q","messages":[{"payload":"\u12"}]}`:                `invalid \u escape`,
-		`{"queue":"q","messages":[{"payload":"abc}]}`:                  "unterminated string",
-		`{"queue":"q","messages":[{"payload":{"a":1}`:                  "at the end of the body",
-		`{"queue":"q","messages":[{"payload":1}`:                       "at the end of the body",
-		`{"queue":"q","messages":[{"payload":'x'}]}`:                   "unexpected '\\''",
-		`{"queue":"q" "messages":[]}`:                                  "expected ',' or '}'",
-		`{queue:"q"}`:                                                  "expected a string key",
-		`{"queue":"q","messages":[]`:                                   "expected ',' or '}' at the end of the body",
+		// The members of a message not written compactly need their commas too.
+		`{"queue":"q","messages":[{ "payload":1 "x":2}]}`:          "expected ',' or '}' at byte 39",
+		`{"queue":"q","messages":[{ "payload":1 "payload":2}]}`:    "expected ',' or '}' at byte 39",
+		`{"queue":"q","messages":[{ "x":1,"payload":1}]}`:          `messages[0] has the key "x"`,
+		`{"queue":"q","queue":"r","messages":[]}`:                  `has the key "queue" twice`,
+		`{"queue":"q","messages":[],"tenant":"t"}`:                 `unknown key "tenant" in the push body; the keys are queue, partition and messages`,
+		`{"queue":"q","messages":[{"payload":}]}`:                  "unexpected '}' at byte 36",
+		`{"queue":"q","messages":[{"payload":01}]}`:                "expected ',' or '}'",
+		`{"queue":"q","messages":[{"payload":1.}]}`:                "invalid number",
+		`{"queue":"q","messages":[{"payload":-}]}`:                 "invalid number",
+		`{"queue":"q","messages":[{"payload":nul}]}`:               "invalid literal",
+		`{"queue":"q","messages":[{"payload":[1,]}]}`:              "unexpected ']'",
+		`{"queue":"q","messages":[{"payload":{"a":1,}}]}`:          "expected a string key",
+		`{"queue":"q","messages":[{"payload":{"a" 1}}]}`:           "expected ':'",
+		`{"queue":"q","messages":[{"payload":[1 2]}]}`:             "expected ',' or ']'",
+		`{"queue":"q","messages":[{"payload":"a` + "\x01" + `"}]}`: "control character in a string",
+		`{"queue":"q","messages":[{"payload":"a` + "\xff" + `"}]}`: "invalid UTF-8",
+		`{"queue":"q","messages":[{"payload":"\x"}]}`:              "invalid escape",
+		`{"queue":"q","messages":[{"payload":"\u12"}]}`:            `invalid \u escape`,
+		`{"queue":"q","messages":[{"payload":"abc}]}`:              "unterminated string",
+		`{"queue":"q","messages":[{"payload":{"a":1}`:              "at the end of the body",
+		`{"queue":"q","messages":[{"payload":1}`:                   "at the end of the body",
+		`{"queue":"q","messages":[{"payload":'x'}]}`:               "unexpected '\\''",
+		`{"queue":"q" "messages":[]}`:                              "expected ',' or '}'",
+		`{queue:"q"}`:                                              "expected a string key",
+		`{"queue":"q","messages":[]`:                               "expected ',' or '}' at the end of the body",
+		// Cut where a value is due: refused, never read past the end.
+		`{"queue":`:                 "queue must be a string, not nothing",
+		`{"queue":"q","messages":`:  "messages must be an array, not nothing",
+		`{"queue":"q","messages":[`: `messages[0] must be an object {"payload": ...}, not nothing`,
 		`{"queue":"q","messages":[{"payload":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}]}`: "nests deeper than 1024 levels",
 	}
 	var b PushBody
@@ -177,4 +184,138 @@ func TestPushDecodeNameLength(t *testing.T) {
 	}
 	wantErr(t, b.Decode([]byte(fmt.Sprintf(`{"queue":"%s","messages":[]}`, strings.Repeat("q", 513)))), 400, "queue is 513 bytes")
 	wantErr(t, b.Decode([]byte(fmt.Sprintf(`{"queue":"q","partition":"%s","messages":[]}`, strings.Repeat("é", 257)))), 400, "partition is 514 bytes")
+}
+
+// A body cut anywhere inside a payload is refused with the precise
+// message, whichever walker reaches the end first: never read past it,
+// never "invalid value" (the fast walker's disagreement with the careful one).
+func TestPushDecodeCutInsideAPayload(t *testing.T) {
+	const end = "at the end of the body"
+	cases := map[string]string{
+		"":         "expected a value " + end,
+		"[":        "expected a value " + end,
+		"[ ":       "expected a value " + end,
+		"[[":       "expected a value " + end,
+		"[1,":      "expected a value " + end,
+		"[1, ":     "expected a value " + end,
+		`{"a":`:    "expected a value " + end,
+		"{":        "expected a string key " + end,
+		"{ ":       "expected a string key " + end,
+		`{"a":1,`:  "expected a string key " + end,
+		`{"a"`:     "expected ':' after a key " + end,
+		`{"a" `:    "expected ':' after a key " + end,
+		"[1":       "unterminated object or array " + end,
+		"[1 ":      "unterminated object or array " + end,
+		"[true":    "unterminated object or array " + end,
+		`{"a":1`:   "unterminated object or array " + end,
+		`{"a":1 `:  "unterminated object or array " + end,
+		"true":     "expected ',' or '}' " + end,
+		"false":    "expected ',' or '}' " + end,
+		"null":     "expected ',' or '}' " + end,
+		"1":        "expected ',' or '}' " + end,
+		"12":       "expected ',' or '}' " + end,
+		"-0":       "expected ',' or '}' " + end,
+		"t":        "invalid literal at byte 36",
+		"tru":      "invalid literal at byte 36",
+		"fals":     "invalid literal at byte 36",
+		"nul":      "invalid literal at byte 36",
+		"[fals":    "invalid literal at byte 37",
+		`{"a":nul`: "invalid literal at byte 41",
+		"-":        "invalid number " + end,
+		"1.":       "invalid number " + end,
+		"1e":       "invalid number " + end,
+		"1e+":      "invalid number " + end,
+		"1.5":      "expected ',' or '}' " + end,
+		"1e5":      "expected ',' or '}' " + end,
+		"1.5e-5":   "expected ',' or '}' " + end,
+		"[1.5":     "unterminated object or array " + end,
+		"[1e5":     "unterminated object or array " + end,
+		"[-12":     "unterminated object or array " + end,
+		`"a`:       "unterminated string " + end,
+		`"\`:       "unterminated string " + end,
+		`"\n`:      "unterminated string " + end,
+		`"\u0041`:  "unterminated string " + end,
+		`"\u00`:    `invalid \u escape at byte 37`,
+		`"\u004`:   `invalid \u escape at byte 37`,
+	}
+	var b PushBody
+	for payload, want := range cases {
+		// The body ends where its slice's capacity does, so that a read
+		// past its end cannot land in spare capacity unnoticed.
+		body := []byte(`{"queue":"q","messages":[{"payload":` + payload)
+		err := b.Decode(body[:len(body):len(body)])
+		if e := wantErr(t, err, 400); e.Msg != "the push body is not valid JSON: "+want {
+			t.Errorf("payload %q: %q, want %q", payload, e.Msg, want)
+		}
+	}
+}
+
+// A \u escape is four hex digits, any of them 0 to f in either case, in
+// any position: the payload is accepted and kept as sent.
+func TestPushDecodePayloadEscapes(t *testing.T) {
+	const payload = `"\u0000\u1234\u5678\u9abc\udef0\uABCD\uEF09\u0a0B\u00e9 \" \\ \/ \b \f \n \r \t"`
+	var b PushBody
+	if err := b.Decode([]byte(`{"queue":"q","messages":[{"payload":` + payload + `}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Payloads) != 1 || string(b.Payloads[0]) != payload {
+		t.Errorf("payloads %q", b.Payloads)
+	}
+}
+
+// Numbers with every digit at the edges of 0-9, in the integer, the
+// fraction and the exponent, are payloads kept as sent.
+func TestPushDecodeNumberPayloads(t *testing.T) {
+	numbers := []string{"0", "9", "-0", "-9", "10", "19", "90", "1234567890", "0.0", "0.9", "9.09", "90.90",
+		"1e0", "1e9", "1E09", "1e+0", "1e-9", "1E+90", "-0.0e+00", "90.90E-90"}
+	var body strings.Builder
+	body.WriteString(`{"queue":"q","messages":[`)
+	for i, n := range numbers {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString(`{"payload":` + n + `}`)
+	}
+	body.WriteString(`]}`)
+	var b PushBody
+	if err := b.Decode([]byte(body.String())); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Payloads) != len(numbers) {
+		t.Fatalf("%d payloads", len(b.Payloads))
+	}
+	for i, n := range numbers {
+		if string(b.Payloads[i]) != n {
+			t.Errorf("payload %d = %q, want %q", i, b.Payloads[i], n)
+		}
+	}
+}
+
+// A payload that is not JSON is refused at the byte where it stops being
+// JSON, after numbers with 0s and 9s, and inside containers nested around
+// the 64th level (where the walkers' bit stacks change words).
+func TestPushDecodeRefusalPositions(t *testing.T) {
+	cases := map[string]string{
+		"[1.09x]":     "expected ',' or ']' at byte 41",
+		"[1e09x]":     "expected ',' or ']' at byte 41",
+		"[1E+90x]":    "expected ',' or ']' at byte 42",
+		"[90x]":       "expected ',' or ']' at byte 39",
+		"[-09]":       "expected ',' or ']' at byte 39",
+		"[0.90e-09x]": "expected ',' or ']' at byte 45",
+		// An array after an object at the same depth, and the reverse.
+		`[{},[1}]`:                              "expected ',' or ']' at byte 42",
+		`[[],{"a":1]}]`:                         "expected ',' or '}' at byte 46",
+		strings.Repeat("[", 62) + `{"a":1x`:     "expected ',' or '}' at byte 104",
+		strings.Repeat("[", 63) + `{"a":1x`:     "expected ',' or '}' at byte 105",
+		strings.Repeat("[", 64) + `{"a":1x`:     "expected ',' or '}' at byte 106",
+		strings.Repeat(`{"a":`, 63) + `[1x`:     "expected ',' or ']' at byte 353",
+		strings.Repeat(`{"a":`, 62) + `{"b":1x`: "expected ',' or '}' at byte 352",
+	}
+	var b PushBody
+	for payload, want := range cases {
+		err := b.Decode([]byte(`{"queue":"q","messages":[{"payload":` + payload + "}]}"))
+		if e := wantErr(t, err, 400); e.Msg != "the push body is not valid JSON: "+want {
+			t.Errorf("payload %.20q: %q, want %q", payload, e.Msg, want)
+		}
+	}
 }

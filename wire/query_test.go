@@ -149,3 +149,28 @@ func TestCheckName(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A malformed escape at the very start of a standalone query is refused
+// like one further in.
+func TestParseQueryBadEscapeAtByteZero(t *testing.T) {
+	for _, raw := range []string{"%zz=1", "%", "%4"} {
+		_, err := ParseQuery([]byte(raw))
+		wantErr(t, err, 400, "query string has a malformed percent-escape at byte 0")
+	}
+}
+
+// NameIs on an escaped name that is longer than the name asked for is
+// false, not a read past the name.
+func TestParamNameIsLongerEscapedName(t *testing.T) {
+	q, err := ParseQuery([]byte("queu%65x=1&queu%65=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := q.Params()
+	if !it.Next() || it.NameIs("queue") {
+		t.Error(`"queu%65x" is not "queue"`)
+	}
+	if !it.Next() || !it.NameIs("queue") {
+		t.Error(`"queu%65" is "queue"`)
+	}
+}

@@ -103,6 +103,12 @@ func TestAppendString(t *testing.T) {
 		"café 日本 🎉":        `"café 日本 🎉"`,
 		"bad\xffutf8\xc3":  `"bad\ufffdutf8\ufffd"`,
 		"\u2028":           "\"\u2028\"",
+		"a\x80b":           `"a\ufffdb"`, // the first byte past ASCII, alone
+		// The first and last code points of each UTF-8 length and range,
+		// kept; the sequences just outside them, replaced byte by byte.
+		"\u0080\u00bf\u07ff\u0800\u0fff\u1000\ud7ff\ue000\uffff":                             "\"\u0080\u00bf\u07ff\u0800\u0fff\u1000\ud7ff\ue000\uffff\"",
+		"\U00010000\U0003ffff\U00040000\U000fffff\U00100000\U0010ffff":                       "\"\U00010000\U0003ffff\U00040000\U000fffff\U00100000\U0010ffff\"",
+		"\xc1\xbf|\xc2\xc0|\xe0\x9f\xbf|\xed\xa0\x80|\xf0\x8f\xbf\xbf|\xf4\x90\x80\x80|\xf5": `"\ufffd\ufffd|\ufffd\ufffd|\ufffd\ufffd\ufffd|\ufffd\ufffd\ufffd|\ufffd\ufffd\ufffd\ufffd|\ufffd\ufffd\ufffd\ufffd|\ufffd"`,
 	}
 	for in, want := range cases {
 		if got := string(AppendString(nil, in)); got != want {

@@ -53,3 +53,11 @@ func TestStreamedAnswerReadsBack(t *testing.T) {
 		t.Fatalf("HTTP/1.0 answer: %q close %v length %d", body, resp.Close, resp.ContentLength)
 	}
 }
+
+// Without a Date the streamed head has no Date line at all.
+func TestStreamHeadWithoutDate(t *testing.T) {
+	const want = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+	if got := string(AppendStreamHead(nil, Head{Status: 200}, true)); got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

@@ -16,12 +16,16 @@ func TestParseLength(t *testing.T) {
 }
 
 func TestTrimCRLFAndEqualFold(t *testing.T) {
-	for in, want := range map[string]string{"a\r\n": "a", "a\n": "a", "a": "a", "\r\n": "", "a\r": "a"} {
+	for in, want := range map[string]string{"a\r\n": "a", "a\n": "a", "a": "a", "\r\n": "", "a\r": "a", "": "", "\n": "", "\r": ""} {
 		if got := string(TrimCRLF([]byte(in))); got != want {
 			t.Errorf("TrimCRLF(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if !EqualFold([]byte("Content-LENGTH"), "content-length") || EqualFold([]byte("content-lengthx"), "content-length") || EqualFold([]byte("Connection"), "close") {
 		t.Error("EqualFold")
+	}
+	// Every letter folds, A and Z included; the bytes beside them do not.
+	if !EqualFold([]byte("AZaz"), "azaz") || EqualFold([]byte("@"), "`") || EqualFold([]byte("["), "{") {
+		t.Error("EqualFold at the ends of the alphabet")
 	}
 }
