@@ -44,7 +44,9 @@ BROKER_ENV=${BROKER_ENV:-}
 GATEWAY_ENV=${GATEWAY_ENV:-}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
 PIN=${PIN:-0}
-OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)-gateway$([ "$PIN" = 1 ] && echo -pinned)}
+suffix=-gateway
+[ "$PIN" = 1 ] && suffix=-gateway-pinned
+OUT=${OUT:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)$suffix}
 
 name=bench-gateway
 # shellcheck source=bench/servers.sh
