@@ -282,32 +282,61 @@ func TestFrameLimits(t *testing.T) {
 }
 
 // The in-flight bounds: the client's per peer, the server's per connection.
+// Each is checked against a server that does not hit the other: a call the
+// server refuses completes and frees the client's slot, so with both bounds
+// in play the client's count would race the server's refusals.
 func TestBackpressureBounds(t *testing.T) {
-	o := newOwner()
-	_, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.MaxStreamsPerConn = 5 })
-	c := newClient(t, func(cfg *ClientConfig) { cfg.MaxInFlightPerPeer = 8; cfg.ConnsPerPeer = 1 })
-	got := make(chan error, 8)
-	for i := range 8 {
-		if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
-			t.Fatal(err)
+	t.Run("client", func(t *testing.T) {
+		o := newOwner()
+		_, addr := startServer(t, o, nil)
+		c := newClient(t, func(cfg *ClientConfig) { cfg.MaxInFlightPerPeer = 8; cfg.ConnsPerPeer = 1 })
+		got := make(chan error, 8)
+		for i := range 8 {
+			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("ninth call: %v", err)
-	}
-	for range 3 {
-		if err := <-got; !errors.Is(err, ErrOverloaded) || !ForwardFailed(err) {
-			t.Fatalf("over the server's bound: %v", err)
+		if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("ninth call: %v", err)
 		}
-	}
-	waitFor(t, "five parked", func() bool { return o.parkedCount() == 5 })
-	other := newClient(t, nil) // c's connection has no stream left for a release
-	for i := range 8 {
+		waitFor(t, "eight parked", func() bool { return o.parkedCount() == 8 })
+		releaseAll(t, addr, 8, 8, got)
+	})
+	t.Run("server", func(t *testing.T) {
+		o := newOwner()
+		_, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.MaxStreamsPerConn = 5 })
+		c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 1 })
+		got := make(chan error, 8)
+		for i := range 8 {
+			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			if err := <-got; !errors.Is(err, ErrOverloaded) || !ForwardFailed(err) {
+				t.Fatalf("over the server's bound: %v", err)
+			}
+		}
+		waitFor(t, "five parked", func() bool { return o.parkedCount() == 5 })
+		releaseAll(t, addr, 8, 5, got) // c's connection has no stream left for a release
+		if c.Dials() != 1 {
+			t.Fatalf("dials %d", c.Dials())
+		}
+	})
+}
+
+// releaseAll releases the calls parked as 0..n-1 through a client of its
+// own and waits for the answers of the parked ones (a release of a call the
+// server refused is answered and does nothing).
+func releaseAll(t *testing.T, addr string, n, parked int, got <-chan error) {
+	t.Helper()
+	other := newClient(t, nil)
+	for i := range n {
 		if _, err := other.Do(context.Background(), addr, req("/release", strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range 5 {
+	for range parked {
 		if err := <-got; err != nil {
 			t.Fatal(err)
 		}
