@@ -426,6 +426,7 @@ func TestParseRefusals(t *testing.T) {
 		{"no version", "GET /\r\n\r\n", "malformed request line"},
 		{"double space", "GET  / HTTP/1.1\r\n\r\n", "malformed request line"},
 		{"no target", "GET  HTTP/1.1\r\n\r\n", "malformed request line"},
+		{"no method", " / HTTP/1.1\r\n\r\n", "malformed request line"},
 		{"trailing token", "GET / HTTP/1.1 x\r\n\r\n", "malformed request line"},
 		{"HTTP/2", "GET / HTTP/2.0\r\n\r\n", "not supported"},
 		{"HTTP/1.2", "GET / HTTP/1.2\r\n\r\n", "not supported"},
@@ -771,5 +772,81 @@ func TestMethodStringOutOfRange(t *testing.T) {
 		if m.String() != "OTHER" {
 			t.Errorf("Method(%d).String() = %q", m, m.String())
 		}
+	}
+}
+
+// ReadingHead is true from the request line's first byte through the
+// blank line that ends the headers, and false once the body is due.
+func TestReadingHead(t *testing.T) {
+	p := NewParser(Limits{})
+	raw := []byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+	for _, n := range []int{0, 5, len("POST / HTTP/1.1\r\n"), len("POST / HTTP/1.1\r\nHost: x\r\n")} {
+		if req, _, err := p.Parse(raw[:n]); req != nil || err != nil {
+			t.Fatal(req, err)
+		}
+		if !p.ReadingHead() {
+			t.Errorf("after %d bytes: not reading the head", n)
+		}
+	}
+	if req, _, err := p.Parse(raw[:len(raw)-1]); req != nil || err != nil {
+		t.Fatal(req, err)
+	}
+	if p.ReadingHead() {
+		t.Error("reading the head inside the body")
+	}
+}
+
+// decisions.md, memory: a de-chunking buffer of up to 256 KiB is kept for
+// the next request, a larger one is dropped when its request completes.
+func TestParseChunkedBufferRetainedUpTo256KiB(t *testing.T) {
+	raw := []byte("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	for _, c := range []struct {
+		cap, kept int
+	}{{retainBody, retainBody}, {retainBody + 1, 0}} {
+		p := NewParser(Limits{})
+		p.body = make([]byte, 0, c.cap)
+		if req, _, err := p.Parse(raw); err != nil || string(req.Body) != "hello" {
+			t.Fatal(err)
+		}
+		if cap(p.body) != c.kept {
+			t.Errorf("a %d-byte buffer: %d bytes kept, want %d", c.cap, cap(p.body), c.kept)
+		}
+	}
+}
+
+// InBody holds through the whole chunked body, trailers included.
+func TestInBodyThroughTrailers(t *testing.T) {
+	p := NewParser(Limits{})
+	raw := []byte("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\n")
+	if req, _, err := p.Parse(raw); req != nil || err != nil {
+		t.Fatal(req, err)
+	}
+	if !p.InBody() {
+		t.Error("not in the body while its trailers arrive")
+	}
+	if req, _, err := p.Parse(append(raw, "\r\n"...)); req == nil || err != nil || p.InBody() {
+		t.Fatalf("%v %v, InBody %v", req, err, p.InBody())
+	}
+}
+
+// A head is refused when it passes MaxHeaderBytes, not when it reaches it:
+// with exactly MaxHeaderBytes bytes of a head not yet whole, "exceeds 64
+// bytes" would not be true yet (the same holds for a trailer section).
+func TestParseHeadAtExactlyTheLimitIsNotYetRefused(t *testing.T) {
+	lim := Limits{MaxHeaderBytes: 64}
+	head := "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 64-len("GET / HTTP/1.1\r\nX: \r\n\r")) + "\r\n\r"
+	if len(head) != 64 {
+		t.Fatal(len(head))
+	}
+	if out := parseStream(t, lim, []byte(head), nil); out.Err != "" || len(out.Reqs) != 0 {
+		t.Errorf("64 bytes of a head: %+v", out)
+	}
+	if out := parseStream(t, lim, []byte(head+"\n"), nil); out.Err != "request head exceeds 64 bytes" {
+		t.Errorf("65 bytes: %+v", out)
+	}
+	post := "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	trailers := post + "0\r\nA: " + strings.Repeat("a", 64-len("A: \r\n\r")) + "\r\n\r"
+	if out := parseStream(t, lim, []byte(trailers), nil); out.Err != "" || len(out.Reqs) != 0 {
+		t.Errorf("64 bytes of trailers: %+v", out)
 	}
 }
