@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("%s at %s: %w", cfg.Target, cfg.Addr, err)
 	}
 	defer t.close()
-	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: CPU{Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}}
+	res := &Result{Scenario: cfg.Scenario, Target: cfg.Target, Addr: cfg.Addr, CPU: unknownCPU()}
 	if cfg.Target == "broker" {
 		res.Client = cfg.Client
 	}
@@ -165,14 +165,20 @@ func markCPU(pid, behindPID int) cpuMark {
 	return m
 }
 
+// unknownCPU is a CPU with every reading of another process unknown (-1).
+func unknownCPU() CPU {
+	return CPU{Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}
+}
+
 // since is the CPU used since the mark, in cores.
 func (m cpuMark) since() CPU {
 	end := markCPU(m.pid, m.behindPID)
 	wall := float64(end.wall-m.wall) / 1e9
 	if wall <= 0 {
-		return CPU{Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}
+		return unknownCPU()
 	}
-	c := CPU{Client: (end.self - m.self) / wall, Target: -1, TargetSys: -1, TargetRW: -1, Behind: -1, BehindRW: -1}
+	c := unknownCPU()
+	c.Client = (end.self - m.self) / wall
 	if m.target >= 0 && end.target >= 0 {
 		c.Target = (end.target - m.target) / wall
 		c.TargetSys = (end.sys - m.sys) / wall
