@@ -175,3 +175,50 @@ func BenchmarkForgetIdleGroups(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRefusedPushFullBroker is a push to a new queue on a broker whose
+// total is spent by N queues of one message each, while a consumer elsewhere
+// keeps acking (one reclaimable byte at a time): the refusal must not cost a
+// walk of the N queues looking for reclaimable messages (D3), or a full
+// broker slows with every queue a client names (TestQueueNameFlood).
+func BenchmarkRefusedPushFullBroker(b *testing.B) {
+	for _, n := range scaleSizes {
+		b.Run(fmt.Sprintf("existing=%d", n), func(b *testing.B) { benchRefusedPushFullBroker(b, n) })
+	}
+}
+
+func benchRefusedPushFullBroker(b *testing.B, n int) {
+	e := New(Config{Clock: NewManualClock(), MaxBytes: 1 << 30})
+	b.Cleanup(e.Close)
+	one := batchOf(1, 1)
+	for _, q := range nameList("base", n) {
+		if _, err := e.Push("default", q, "", one); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The consumer's queue: each round, one message pushed, popped and acked
+	// becomes reclaimable, so the broker has reclaimable bytes to look for.
+	c := &idCollector{e: e}
+	r := PopRequest{Tenant: "default", Queue: "consumed", Batch: 1}
+	consume := func() {
+		if _, err := e.Push("default", "consumed", "", one); err != nil {
+			b.Fatal(err)
+		}
+		c.buf, c.items = c.buf[:0], c.items[:0]
+		e.Pop(&r, c)
+		e.Ack("default", "consumed", "", c.items, nil)
+	}
+	consume()
+	e.cfg.MaxBytes = e.footprint.Load() // full: no new queue fits
+	fresh := batchOf(1, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		consume()
+		b.StartTimer()
+		if _, err := e.Push("default", "new", "", fresh); err != ErrBrokerFull {
+			b.Fatalf("push to a full broker: %v, want ErrBrokerFull", err)
+		}
+	}
+}

@@ -121,19 +121,6 @@ func (e *Engine) Charge(n int64) { e.footprint.Add(n) }
 // Release gives back n bytes taken with Charge.
 func (e *Engine) Release(n int64) { e.footprint.Add(-n) }
 
-// reclaimIn frees the reclaimable messages of one scope: q's, t's or the
-// whole broker's.
-func (e *Engine) reclaimIn(scope reclaimScope, q *Queue, t *tenant) {
-	switch scope {
-	case reclaimQueue:
-		q.reclaimAll()
-	case reclaimTenant:
-		t.reclaimAll()
-	case reclaimBroker:
-		e.reclaimAll()
-	}
-}
-
 // accountBytes moves the payload gauges of a queue, and the footprint of
 // its tenant and the broker.
 func (q *Queue) accountBytes(held, reclaimable int64) {

@@ -219,6 +219,7 @@ func (p *partition) updateReclaim() {
 		p.reclaim = m
 		p.q.reclaimableMsgs.Add(n)
 		p.q.accountBytes(0, bytes)
+		p.q.noteReclaimable()
 	}
 	p.holders = 0
 	for _, c := range p.cursors {

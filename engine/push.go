@@ -308,36 +308,3 @@ func (q *Queue) trimOthers(skip *partition, opts *Options) {
 		q.trimAt.Store(uint64(k))
 	}
 }
-
-// reclaimAll frees every reclaimable message of the queue.
-func (q *Queue) reclaimAll() {
-	for _, p := range q.partitions() {
-		p.mu.Lock()
-		if p.reclaim > p.head {
-			p.freeHead(p.reclaim-p.head, causeNone)
-		}
-		p.mu.Unlock()
-	}
-}
-
-func (t *tenant) reclaimAll() {
-	t.queues.Range(func(_ string, q *Queue) bool {
-		if q.reclaimableMsgs.Load() > 0 {
-			q.reclaimAll()
-		}
-		return true
-	})
-}
-
-// reclaimAll frees every reclaimable message of the broker (D3: the broker
-// never refuses while reclaimable bytes could make the room).
-func (e *Engine) reclaimAll() {
-	e.reclaimMu.Lock()
-	defer e.reclaimMu.Unlock()
-	e.tenants.Range(func(_ string, t *tenant) bool {
-		if t.reclaimableBytes.Load() > 0 {
-			t.reclaimAll()
-		}
-		return true
-	})
-}

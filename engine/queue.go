@@ -42,6 +42,7 @@ type Queue struct {
 	bytes            atomic.Int64 // payload bytes held, reclaimable included
 	reclaimableMsgs  atomic.Int64 // reclaimable messages held (D3)
 	reclaimableBytes atomic.Int64 // payload bytes of the reclaimable messages
+	reclaimer        atomic.Bool  // in the tenant's reclaimers set (reclaim.go)
 	drops            [numCauses]atomic.Int64
 
 	lastActive atomic.Int64 // last push or pop (D8)
