@@ -190,6 +190,17 @@ func (a *Auth) IdentifyAs(req *wire.Request, prev string) (tenant string, level 
 	return a.jwt(req)
 }
 
+// GatewaySecret reports whether req carries the gateway secret of a
+// gateway-mode Auth (X-Queen-Gateway-Secret, compared in constant time);
+// false in every other mode.
+func (a *Auth) GatewaySecret(req *wire.Request) bool {
+	if a.Mode() != ModeGateway {
+		return false
+	}
+	sec, _ := req.Header("X-Queen-Gateway-Secret")
+	return subtle.ConstantTimeCompare(sec, a.gwSecret) == 1
+}
+
 func (a *Auth) gateway(req *wire.Request, prev string) (string, Level, *wire.Error) {
 	sec, _ := req.Header("X-Queen-Gateway-Secret")
 	if subtle.ConstantTimeCompare(sec, a.gwSecret) != 1 {

@@ -28,6 +28,13 @@ func (cs *conn) admit(req *wire.Request, need identity.Level) bool {
 		cs.out = s.appendError(cs.out, req.Head(0), werr)
 		return false
 	}
+	return cs.admitAs(req, need, tenant, level)
+}
+
+// admitAs is admit for a request whose identity is established already (a
+// gateway link's frame): the access level need, the kill switch, the grant.
+func (cs *conn) admitAs(req *wire.Request, need identity.Level, tenant string, level identity.Level) bool {
+	s := cs.s
 	if !level.Allows(need) {
 		cs.out = s.appendError(cs.out, req.Head(0), identity.ErrLevel)
 		return false

@@ -369,18 +369,24 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
 		cs.ts = s.tenantState(cs.tenant)
 		r.serve(cs, req, nil)
 	}
+	l.endStandIn(cs, id)
+}
+
+// endStandIn ends the serving of stream id's request on stand-in cs: its
+// answer joins the link's output, or, for a pop that parked, it waits in
+// the link's streams (answered through relayParked; a cancel frame lets it
+// go).
+func (l *relayLink) endStandIn(cs *conn, id uint64) {
 	if cs.state.Load() == stBusy {
-		// Parked: its answer comes through relayParked; a cancel frame
-		// lets it go.
 		l.streams[id] = cs
 	} else {
-		s.m.observe(cs.reqRoute, cs.reqStart)
+		l.s.m.observe(cs.reqRoute, cs.reqStart)
 		l.answer(id, cs.out)
 	}
 	// Connections of this loop whose parked pops this request completed.
 	cs.resumeDeferred()
 	if cs.state.Load() != stBusy {
-		ls.putStandIn(cs)
+		l.ls.putStandIn(cs)
 	}
 }
 

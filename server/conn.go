@@ -59,6 +59,9 @@ type conn struct {
 	relayID    uint64
 	relayHead  wire.Head
 	relayUntil int64
+	// toLink: the request just served upgraded the connection to a
+	// gateway link (gatewaylink.go), which it becomes once that is read.
+	toLink bool
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
@@ -186,6 +189,9 @@ func (cs *conn) serveBuffered() gnet.Action {
 			cs.big = nil
 		} else {
 			cs.c.Discard(n)
+		}
+		if cs.toLink {
+			return cs.becomeLink()
 		}
 		if !keepAlive {
 			cs.closeAfter = true

@@ -58,6 +58,8 @@ var families = []Family{
 		"Failed accepts (descriptor limit reached, for one); accepting pauses and retries."},
 	{"queen_ephemeral_accept_paused", "gauge", nil,
 		"1 while accepting is paused after an accept error, else 0."},
+	{"queen_ephemeral_gateway_links", "gauge", nil,
+		"Connections a gateway upgraded to a gateway link (not counted in queen_ephemeral_connections)."},
 	{"queen_ephemeral_inflight_request_bytes", "gauge", nil,
 		"Request body bytes being read by all connections together (bounded by QUEEN_MAX_INFLIGHT_BYTES)."},
 	{"queen_ephemeral_inflight_refusals_total", "counter", nil,

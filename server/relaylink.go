@@ -37,6 +37,7 @@ type linkRole uint8
 const (
 	linkDialled  linkRole = iota // this member dialled it: it carries our calls
 	linkAccepted                 // a peer dialled it: we serve its calls
+	linkGateway                  // a gateway upgraded a connection to it: we serve its calls (gatewaylink.go)
 )
 
 // maxRelayCalls bounds the calls waiting on one dialled link; one more is
@@ -137,11 +138,11 @@ func (l *relayLink) dial() {
 func (l *relayLink) opened(c gnet.Conn, s *Server) {
 	l.c = c
 	l.lastRead = time.Now().UnixNano()
-	if l.role == linkAccepted {
+	if l.role != linkDialled {
 		l.s = s
 		l.ls = s.scratchOf(c.EventLoop())
 		l.streams = map[uint64]*conn{}
-		s.cell.linkCount.Add(1)
+		l.countOpen(1)
 		return
 	}
 	if l.closed {
@@ -273,9 +274,12 @@ func (l *relayLink) onTraffic() gnet.Action {
 // frame acts on one frame; p is valid only during the call. It reports
 // false for a frame that breaks the protocol (the link is closed).
 func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
-	if l.role == linkAccepted {
+	if l.role != linkDialled {
 		switch typ {
 		case relay.FrameRequest:
+			if l.role == linkGateway {
+				return l.s.serveGatewayFrame(l, id, p)
+			}
 			return l.s.serveRelayed(l, id, p)
 		case relay.FrameCancel:
 			if cs := l.streams[id]; cs != nil {
@@ -352,10 +356,20 @@ func (l *relayLink) fail(err error) {
 		delete(l.streams, id)
 		l.s.e.Cancel(cs.sink.parked)
 	}
-	l.s.cell.linkCount.Add(-1)
+	l.countOpen(-1)
 	l.out = nil
 	if l.c != nil {
 		_ = l.c.Close()
+	}
+}
+
+// countOpen moves the gauge of open links of the link's kind: the cell's
+// relay links, or the gateway links.
+func (l *relayLink) countOpen(n int64) {
+	if l.role == linkGateway {
+		l.s.gatewayLinks.Add(n)
+	} else {
+		l.s.cell.linkCount.Add(n)
 	}
 }
 

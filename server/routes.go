@@ -45,6 +45,8 @@ func (cs *conn) dispatch(req *wire.Request) {
 		}
 	case bytes.Equal(path, []byte(cellPath)):
 		cs.cellStatus(req)
+	case bytes.Equal(path, []byte(gatewayLinkPath)):
+		cs.gatewayLink(req)
 	case bytes.HasPrefix(path, []byte(systemPath)):
 		cs.routeSystem(req, path)
 	case isDashboard(path):

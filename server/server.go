@@ -72,6 +72,7 @@ type Server struct {
 	cell         *cellState
 	relayFailed  atomic.Int64 // relayed requests answered 503 ephemeral_forward_failed
 	relayLost    atomic.Int64 // relayed requests whose client connection was closed unanswered (the owner may have acted)
+	gatewayLinks atomic.Int64 // gateway links open (gatewaylink.go)
 	listCounters              // streamed listings (liststream.go)
 
 	tm         transportMetrics

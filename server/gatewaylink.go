@@ -1,0 +1,134 @@
+package server
+
+import (
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// The gateway link (docs/gateway.md, "The link to a broker").
+//
+// A gateway in front of a broker in gateway mode may turn one of its
+// connections into a link: GET /api/v1/system/gateway-link with the gateway
+// secret and "Upgrade: queen-link" is answered 101, and from then on the
+// connection speaks the cell relay's frames (cell/relay) instead of HTTP.
+// Each request frame carries the tenant and access level the gateway
+// established and a push, pop or ack; its answer frame carries the broker's
+// whole HTTP answer. Answers come back in any order, so pops that wait
+// share the link with everything else: one connection per loop carries the
+// requests of every client of a gateway loop, and one read and one write
+// at each end serve many of them (the HTTP path gives each client with a
+// waiting pop a connection of its own).
+//
+// A link request passes the gates a gateway-mode HTTP request passes after
+// its identity: the access level, the kill switch and the grant (D7), then
+// its handler, which checks its shape and the tenant's rate. The link was
+// authenticated once, by the secret on the upgrade, as each HTTP request of
+// a gateway is by the secret it carries. A cancel frame lets a parked pop
+// go as a closed connection's is (D13), and so does the link's closing.
+//
+// A cell member offers no link (404): a request that lands on a member
+// that does not own its queue is relayed, which a link's stand-in cannot
+// be, so a gateway in front of a cell uses HTTP.
+
+const gatewayLinkPath = "/api/v1/system/gateway-link"
+
+// linkProtocol is the Upgrade token of the gateway link.
+const linkProtocol = "queen-link"
+
+var (
+	errNoGatewayLink = &wire.Error{Status: 404, Code: codeNoRoute, Msg: "this broker offers no gateway link: it is not in gateway mode, or it is a cell member"}
+	errLinkSecret    = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the gateway secret is missing or wrong"}
+	errLinkUpgrade   = &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: "a gateway link is asked for with Upgrade: " + linkProtocol}
+)
+
+var switchingProtocols = []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + linkProtocol + "\r\nConnection: Upgrade\r\n\r\n")
+
+// gatewayLink answers the upgrade to a gateway link; the connection
+// becomes the link once the answer is written (becomeLink).
+func (cs *conn) gatewayLink(req *wire.Request) {
+	s := cs.s
+	switch {
+	case !cs.method(req, wire.MethodGet):
+	case s.auth.Mode() != identity.ModeGateway || s.cell != nil:
+		cs.refuse(req, errNoGatewayLink)
+	case !s.auth.GatewaySecret(req):
+		cs.refuse(req, errLinkSecret)
+	case !upgradeTo(req, linkProtocol):
+		cs.refuse(req, errLinkUpgrade)
+	default:
+		cs.out = append(cs.out, switchingProtocols...)
+		cs.toLink = true
+	}
+}
+
+// upgradeTo reports whether req asks to upgrade to protocol.
+func upgradeTo(req *wire.Request, protocol string) bool {
+	v, ok := req.Header("Upgrade")
+	return ok && string(v) == protocol
+}
+
+// becomeLink turns the connection into a gateway link once its upgrade has
+// been served: the answers so far are written, and what the gateway sent
+// after the upgrade is read as frames.
+func (cs *conn) becomeLink() gnet.Action {
+	s, c := cs.s, cs.c
+	if len(cs.out) > 0 {
+		if _, err := c.Write(cs.out); err != nil {
+			return gnet.Close
+		}
+		cs.out = cs.out[:0]
+	}
+	if cs.p != nil {
+		cs.ls.parsers.Put(cs.p)
+		cs.p = nil
+	}
+	s.conns.Delete(cs)
+	s.openConns.Add(-1)
+	s.e.Release(s.cfg.ConnCharge)
+	l := &relayLink{s: s, role: linkGateway}
+	c.SetContext(l)
+	l.opened(c, s)
+	if c.InboundBuffered() > 0 {
+		return l.onTraffic()
+	}
+	return gnet.None
+}
+
+// serveGatewayFrame serves a request frame of a gateway link, on its loop,
+// as a gateway-mode request that landed here (see above). It reports false
+// for a frame that does not decode (the link is closed).
+func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
+	var rq relay.Request
+	if relay.DecodeRequest(p, &rq) != nil {
+		return false
+	}
+	ls := l.ls
+	cs := ls.standIn(s)
+	cs.relayLink, cs.relayID = l, id
+	cs.reqStart = time.Now()
+	req := relayedRequest(&ls.relayReq, &rq)
+	r := relayedRoute(req)
+	level := identity.Level(rq.Access)
+	switch {
+	case r == nil:
+		cs.refuse(req, errNoRoute)
+	case wire.CheckName("tenant", rq.Tenant) != nil:
+		cs.refuse(req, errLinkTenant)
+	default:
+		cs.reqRoute = r.id
+		if cs.admitAs(req, r.need, string(rq.Tenant), level) {
+			r.serve(cs, req, nil)
+		}
+	}
+	l.endStandIn(cs, id)
+	return true
+}
+
+// errLinkTenant: a link frame whose tenant is not a valid name, as
+// identity refuses a gateway header naming one.
+var errLinkTenant = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the tenant is not a valid name"}

@@ -1,0 +1,288 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/store"
+)
+
+// The gateway link (gatewaylink.go), driven over TCP as the gateway drives
+// it: an HTTP upgrade, then the relay's frames.
+
+const upgradeRequest = "GET /api/v1/system/gateway-link HTTP/1.1\r\nHost: b\r\nConnection: Upgrade\r\nUpgrade: queen-link\r\n"
+
+// testLink is a gateway's end of a link.
+type testLink struct {
+	c      net.Conn
+	nextID uint64
+}
+
+// dialLink upgrades a connection to ts with the given secret line (empty:
+// none) and returns the broker's answer to the upgrade and, on 101, the
+// link.
+func dialLink(t *testing.T, addr, secret string) (*http.Response, *testLink) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	head := upgradeRequest
+	if secret != "" {
+		head += "X-Queen-Gateway-Secret: " + secret + "\r\n"
+	}
+	if _, err := c.Write([]byte(head + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// One byte at a time up to the blank line: the frames that follow must
+	// not be read into a bufio.Reader's buffer.
+	var raw []byte
+	b := make([]byte, 1)
+	for !strings.HasSuffix(string(raw), "\r\n\r\n") {
+		if _, err := c.Read(b); err != nil {
+			t.Fatalf("reading the upgrade's answer: %v (so far %q)", err, raw)
+		}
+		raw = append(raw, b[0])
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 {
+		// The refusal's body follows: read it for the test.
+		resp, err = http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw)+readRest(c))), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, nil
+	}
+	return resp, &testLink{c: c}
+}
+
+// readRest reads what arrives on c within a short while.
+func readRest(c net.Conn) string {
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			return string(out)
+		}
+	}
+}
+
+// send writes one request frame and returns its stream id.
+func (l *testLink) send(t *testing.T, tenant string, access identity.Level, method, target, body string) uint64 {
+	t.Helper()
+	id := l.nextID
+	l.nextID++
+	f, err := relay.AppendRequest(nil, id, &relay.Request{Tenant: []byte(tenant), Access: uint8(access), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.c.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// answer reads one answer frame and parses the HTTP answer it carries.
+func (l *testLink) answer(t *testing.T) (id uint64, status int, body string) {
+	t.Helper()
+	typ, id, p := readFrame(t, l.c)
+	if typ != relay.FrameAnswer {
+		t.Fatalf("frame type %d, want an answer", typ)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(p))), nil)
+	if err != nil {
+		t.Fatalf("the answer frame's HTTP answer: %v in %q", err, p)
+	}
+	var sb strings.Builder
+	bufio.NewReader(resp.Body).WriteTo(&sb)
+	return id, resp.StatusCode, sb.String()
+}
+
+func startGatewayMode(t *testing.T, prepare func(*Server)) *testServer {
+	t.Helper()
+	return serveWith(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Auth: gatewayAuth(t)}, prepare)
+}
+
+// The upgrade is refused, in the specification's shape, without the
+// secret, outside gateway mode, and without the Upgrade header.
+func TestGatewayLinkUpgradeRefusals(t *testing.T) {
+	gw := startGatewayMode(t, nil)
+	none := startServer(t, engine.Config{})
+	for _, c := range []struct {
+		what, addr, secret, code string
+		status                   int
+	}{
+		{"no secret", gw.addr, "", codeUnauthorized, 401},
+		{"wrong secret", gw.addr, "nope", codeUnauthorized, 401},
+		{"mode none", none.addr, gwTestSecret, codeNoRoute, 404},
+	} {
+		resp, l := dialLink(t, c.addr, c.secret)
+		if l != nil || resp.StatusCode != c.status {
+			t.Fatalf("%s: %d, want %d", c.what, resp.StatusCode, c.status)
+		}
+		if code := errorCode(t, resp); code != c.code {
+			t.Fatalf("%s: code %q, want %q", c.what, code, c.code)
+		}
+	}
+	// Without the Upgrade header it is an ordinary request, refused 400.
+	c, _ := net.Dial("tcp", gw.addr)
+	defer c.Close()
+	c.Write([]byte("GET /api/v1/system/gateway-link HTTP/1.1\r\nHost: b\r\nX-Queen-Gateway-Secret: " + gwTestSecret + "\r\n\r\n"))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 400 || errorCode(t, resp) != codeSystemBadRequest {
+		t.Fatalf("no Upgrade header: %d, want 400 %s", resp.StatusCode, codeSystemBadRequest)
+	}
+}
+
+// Push, pop and ack on a link are served as the tenant the frame names;
+// answers come back by stream, in any order: a pop that parks is answered
+// after requests sent behind it.
+func TestGatewayLinkServesFramesOutOfOrder(t *testing.T) {
+	ts := startGatewayMode(t, nil)
+	_, l := dialLink(t, ts.addr, gwTestSecret)
+	if l == nil {
+		t.Fatal("upgrade refused")
+	}
+	waitUntil(t, "the link counted", func() bool { return ts.s.gatewayLinks.Load() == 1 })
+	popID := l.send(t, "acme", identity.ReadWrite, "GET", "/api/v1/ephemeral/pop?queue=q&wait=true&timeout=5000", "")
+	waitUntil(t, "the pop parked", func() bool { return parkedPops(ts.e) == 1 })
+	listID := l.send(t, "acme", identity.ReadWrite, "GET", "/api/v1/ephemeral/pop?queue=other", "")
+	if id, status, _ := l.answer(t); id != listID || status != 204 && status != 200 {
+		t.Fatalf("first answer: stream %d status %d, want the second pop's (%d), served while the first waits", id, status, listID)
+	}
+	pushID := l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":"hi"}]}`)
+	got := map[uint64]string{}
+	for range 2 {
+		id, status, body := l.answer(t)
+		got[id] = fmt.Sprint(status, " ", body)
+	}
+	if a := got[pushID]; !strings.HasPrefix(a, "201 ") {
+		t.Fatalf("the push's answer: %q, want 201", a)
+	}
+	if a := got[popID]; !strings.HasPrefix(a, "200 ") || !strings.Contains(a, `"hi"`) {
+		t.Fatalf("the parked pop's answer: %q, want 200 with the message", a)
+	}
+	// The ack of the delivered message, by id, on the link.
+	var pop struct{ Messages []struct{ ID string } }
+	json.Unmarshal([]byte(strings.TrimPrefix(got[popID], "200 ")), &pop)
+	if len(pop.Messages) != 1 {
+		t.Fatalf("the pop's messages: %+v", pop)
+	}
+	l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/ack", `{"queue":"q","acks":[{"id":"`+pop.Messages[0].ID+`"}]}`)
+	if _, status, body := l.answer(t); status != 200 || !strings.Contains(body, "acked") {
+		t.Fatalf("ack on the link: %d %s, want 200 acked", status, body)
+	}
+	// The queues are tenant acme's.
+	if qs := ts.e.Queues("acme", nil); len(qs) != 2 {
+		t.Fatalf("acme's queues: %+v, want q and other", qs)
+	}
+	if qs := ts.e.Queues(identity.DefaultTenant, nil); len(qs) != 0 {
+		t.Fatalf("the default tenant's queues: %+v, want none", qs)
+	}
+}
+
+// The gates after identity apply to link requests: the access level, the
+// grant, the kill switch (D7).
+func TestGatewayLinkRequestsPassTheGates(t *testing.T) {
+	ts := serveWith(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Auth: gatewayAuth(t), RequireGrant: true}, nil)
+	ts.s.setGrant("granted", &store.Grant{Tenant: "granted"})
+	_, l := dialLink(t, ts.addr, gwTestSecret)
+	push := `{"queue":"q","messages":[{"payload":1}]}`
+	for _, c := range []struct {
+		what, tenant string
+		level        identity.Level
+		status       int
+		code         string
+	}{
+		{"no grant", "ungranted", identity.ReadWrite, 403, codeFeatureGated},
+		{"read-only pushes", "granted", identity.ReadOnly, 403, codeForbidden},
+		{"granted", "granted", identity.ReadWrite, 201, ""},
+		{"an empty tenant", "", identity.ReadWrite, 401, codeUnauthorized},
+		{"a control character in the tenant", "a\x01b", identity.ReadWrite, 401, codeUnauthorized},
+	} {
+		l.send(t, c.tenant, c.level, "POST", "/api/v1/ephemeral/push", push)
+		_, status, body := l.answer(t)
+		if status != c.status || (c.code != "" && !strings.Contains(body, `"code":"`+c.code+`"`)) {
+			t.Fatalf("%s: %d %s, want %d %s", c.what, status, body, c.status, c.code)
+		}
+	}
+	// A route the link does not carry is 404.
+	l.send(t, "granted", identity.Admin, "GET", "/api/v1/ephemeral/queues", "")
+	if _, status, body := l.answer(t); status != 404 || !strings.Contains(body, codeNoRoute) {
+		t.Fatalf("listing on a link: %d %s, want 404 %s", status, body, codeNoRoute)
+	}
+	ts.s.paused.Store(true)
+	l.send(t, "granted", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push)
+	if _, status, body := l.answer(t); status != 503 || !strings.Contains(body, codeDisabled) {
+		t.Fatalf("kill switch: %d %s, want 503 %s", status, body, codeDisabled)
+	}
+}
+
+// A cancel frame, and the link's closing, let a parked pop go without
+// leasing what arrives later (D13).
+func TestGatewayLinkCancelAndCloseUnparkPops(t *testing.T) {
+	ts := startGatewayMode(t, nil)
+	for _, how := range []string{"cancel", "close"} {
+		_, l := dialLink(t, ts.addr, gwTestSecret)
+		queue := "q-" + how
+		id := l.send(t, "acme", identity.ReadWrite, "GET", "/api/v1/ephemeral/pop?queue="+queue+"&wait=true&timeout=30000", "")
+		waitUntil(t, how+": the pop parked", func() bool { return parkedPops(ts.e) == 1 })
+		if how == "cancel" {
+			l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+		} else {
+			l.c.Close()
+		}
+		waitUntil(t, how+": the pop unparked", func() bool { return parkedPops(ts.e) == 0 })
+		pushN(t, ts.addr, queue, 1, true)
+		a := gwDo(t, ts.addr, "GET", "/api/v1/ephemeral/pop?queue="+queue, "", true)
+		wantDelivered(t, how+": a pop after", a, 1)
+	}
+}
+
+// errorCode is the code field of a refusal's JSON body.
+func errorCode(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	var e struct{ Code string }
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatalf("the refusal's body: %v", err)
+	}
+	return e.Code
+}
+
+// A cell member offers no link.
+func TestGatewayLinkNotOfferedByACellMember(t *testing.T) {
+	o := startOwner(t)
+	rc, err := relay.NewClient(relay.ClientConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	ts := serveWith(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, Auth: gatewayAuth(t)}, func(s *Server) {
+		s.AttachCell(rc, RelayOptions{Secret: testSecret})
+		s.cell.m = twoMembers(o.addr)
+	})
+	resp, l := dialLink(t, ts.addr, gwTestSecret)
+	if l != nil || resp.StatusCode != 404 || errorCode(t, resp) != codeNoRoute {
+		t.Fatalf("upgrade on a cell member: %d, want 404 %s", resp.StatusCode, codeNoRoute)
+	}
+}
