@@ -77,8 +77,15 @@ type Membership struct {
 		listening                                                            atomic.Bool
 	}
 
-	cancel   context.CancelFunc
-	done     sync.WaitGroup
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	// stop ends the membership loop between two round trips, and ran is
+	// closed when it has: Stop deletes the row only then, so that no
+	// heartbeat still on its way to the database (a cancelled query may
+	// yet run there) can put the row back after the delete and show the
+	// member alive to the others for another member timeout.
+	stop     chan struct{}
+	ran      chan struct{}
 	stopOnce sync.Once
 }
 
@@ -143,6 +150,8 @@ func Start(opts Options) (*Membership, error) {
 		pool:    pool,
 		listen:  cc.Copy(),
 		refresh: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		ran:     make(chan struct{}),
 	}
 	m.gen = 1
 	m.view.Store(newView(m.gen, m.self, nil, true, 0, m.clock))
@@ -192,6 +201,8 @@ func (m *Membership) Stats() Stats {
 func (m *Membership) Stop(ctx context.Context) error {
 	var err error
 	m.stopOnce.Do(func() {
+		close(m.stop)
+		<-m.ran // the beat in flight, if any, has been answered
 		m.cancel()
 		m.done.Wait()
 		err = m.leave(ctx)
@@ -228,6 +239,7 @@ func (m *Membership) count(statements int) {
 // call and every publication happens here, one at a time.
 func (m *Membership) run(ctx context.Context) {
 	defer m.done.Done()
+	defer close(m.ran)
 	tick := time.NewTicker(m.opts.Heartbeat)
 	defer tick.Stop()
 	fence := time.NewTimer(m.opts.MemberTimeout)
@@ -236,6 +248,8 @@ func (m *Membership) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-m.stop:
 			return
 		case <-tick.C:
 			m.checkFence()
