@@ -50,8 +50,14 @@ type clientConn struct {
 	upIdx      int     // the broker this client's requests go to first
 	up         *upConn // where its requests in flight are
 	own        *upConn // its own connection, once it needed one (upstream.go)
-	inFlight   int
-	lastActive int64
+	// On the link (link.go): the link its requests in flight are on, those
+	// requests in order, and whether the last is a waiting pop (the next
+	// request waits behind it).
+	link        *linkConn
+	onLink      []*exchange
+	linkWaiting bool
+	inFlight    int
+	lastActive  int64
 }
 
 func newClientConn(g *Gateway, c gnet.Conn) *clientConn {
@@ -79,6 +85,18 @@ type exchange struct {
 	items int  // a push's items, held against the allowance
 	slot  bool // a waiting pop holding a parked-consumer slot
 	close bool // the client asked to close after this answer
+
+	// On a link (link.go): its stream, whether it is a waiting pop, and,
+	// once answered, the answer kept until its client's earlier answers
+	// have been given (done), with what it meters.
+	linkID    uint64
+	wait      bool
+	done      bool
+	resp      []byte // kept across recycling
+	status    int
+	delivered int
+	closes    bool   // the broker's answer says Connection: close
+	refusal   string // the code, when resp is the gateway's own refusal
 }
 
 // onTraffic serves what the client sent.
@@ -231,6 +249,14 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 		}
 		cc.upIdx = up
 	}
+	if kind != exOther || r.Path == ackPath {
+		if l := cc.ls.linkFor(up, now); l != nil {
+			return cc.forwardOnLink(l, req, tenant, level, ts, plan, kind, wait, now)
+		}
+	}
+	if cc.inFlight > 0 && cc.link != nil {
+		return false // after the answers in flight on the link
+	}
 	if cc.inFlight > 0 && (cc.inFlight >= maxInFlight || cc.own == nil && (dedicated || cc.up.up != up)) {
 		return false // after the answers in flight (on a shared connection)
 	}
@@ -261,6 +287,28 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	cc.up = u
 	cc.inFlight++
 	g.m.forwarded.Inc()
+	return true
+}
+
+// forwardOnLink forwards a push, pop or ack on link l (link.go): after the
+// client's answers in flight on HTTP connections, or behind its waiting
+// pop, it waits.
+func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant string, level identity.Level, ts *tenantState, plan *catalog.Plan, kind exchangeKind, wait bool, now int64) bool {
+	if cc.inFlight > 0 && (cc.link != l || cc.linkWaiting || cc.inFlight >= maxInFlight) {
+		return false
+	}
+	ex := cc.ls.newExchange()
+	*ex = exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive, wait: wait, resp: ex.resp}
+	if e, after := cc.admit(ex, req, wait, now/int64(time.Second)); e != nil {
+		cc.ls.recycle(ex)
+		return cc.refuse(req, e, after)
+	}
+	l.send(ex, req, tenant, level)
+	cc.link = l
+	cc.onLink = append(cc.onLink, ex)
+	cc.linkWaiting = wait
+	cc.inFlight++
+	cc.g.m.forwarded.Inc()
 	return true
 }
 
@@ -298,7 +346,11 @@ func (ls *loopState) newExchange() *exchange {
 // recycle keeps a settled exchange for the next request.
 func (ls *loopState) recycle(ex *exchange) {
 	if len(ls.spareEx) < maxSpareExchanges {
-		*ex = exchange{}
+		resp := ex.resp[:0]
+		if cap(resp) > 64<<10 {
+			resp = nil
+		}
+		*ex = exchange{resp: resp}
 		ls.spareEx = append(ls.spareEx, ex)
 	}
 }
@@ -457,6 +509,17 @@ func (cc *clientConn) closed() {
 			}
 		}
 	}
+	for _, ex := range cc.onLink {
+		ex.cc = nil
+		if ex.slot {
+			ex.slot = false
+			ex.ts.parked.Add(-1)
+		}
+		if ex.wait && !ex.done && cc.link != nil {
+			cc.link.cancel(ex.linkID) // the broker lets its parked pop go
+		}
+	}
+	cc.onLink, cc.link = nil, nil
 	if u := cc.own; u != nil {
 		cc.own = nil
 		if len(u.queue) > 0 && u.c != nil {

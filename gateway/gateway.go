@@ -56,6 +56,9 @@ type Config struct {
 	// IdleTimeout closes a client connection with nothing in flight for
 	// this long (120 s).
 	IdleTimeout time.Duration
+	// NoLink keeps every request on HTTP connections to the brokers, never
+	// on a link (link.go; QUEEN_GATEWAY_LINK=false).
+	NoLink bool
 	// MaxBodyBytes bounds a request body (64 MiB, the broker's).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -103,6 +106,7 @@ type Gateway struct {
 	ln    net.Listener
 
 	clients  atomic.Int64 // client connections open
+	links    atomic.Int64 // links to brokers open (link.go)
 	flushes  atomic.Int64 // usage writes that succeeded
 	now      atomic.Int64 // unix nanos, set every tick
 	m        gatewayMetrics
@@ -240,6 +244,12 @@ type loopState struct {
 	downUntil []int64
 	next      int // round robin over the upstreams for new clients
 
+	// links are the links per upstream (link.go), nil when there is none;
+	// linkRetryAt: a link is not asked for again before then (unix nanos).
+	links       []*linkConn
+	linkRetryAt []int64
+	dirtyLinks  []*linkConn // links with frames to write this poll (flush)
+
 	dirty        []*upConn // shared connections with requests to write this poll (flush, a task)
 	dirtyOwn     []*upConn // clients' own connections with requests to write (flushOwn)
 	flushPending bool
@@ -255,7 +265,7 @@ type loopState struct {
 func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
 	ls, _ := g.loops.LoadOrCompute(loop, func() (*loopState, bool) {
 		n := len(g.upstreams)
-		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), clients: map[*clientConn]struct{}{}}
+		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, n), linkRetryAt: make([]int64, n), clients: map[*clientConn]struct{}{}}
 		ls.parsers.Limits = wire.Limits{MaxBody: g.cfg.MaxBodyBytes}
 		ls.flushTask = ls.flush
 		return ls, false
@@ -272,8 +282,12 @@ func (g *Gateway) OnBoot(gnet.Engine) gnet.Action {
 // OnOpen gives a client connection its state; an upstream connection was
 // made with its own (upstream.go).
 func (g *Gateway) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if u, ok := c.Context().(*upConn); ok {
-		u.opened(c)
+	switch x := c.Context().(type) {
+	case *upConn:
+		x.opened(c)
+		return nil, gnet.None
+	case *linkConn:
+		x.opened(c)
 		return nil, gnet.None
 	}
 	cc := newClientConn(g, c)
@@ -291,6 +305,8 @@ func (g *Gateway) OnClose(c gnet.Conn, err error) gnet.Action {
 		g.clients.Add(-1)
 	case *upConn:
 		x.failed(err)
+	case *linkConn:
+		x.failed()
 	}
 	return gnet.None
 }
@@ -301,6 +317,8 @@ func (g *Gateway) OnTraffic(c gnet.Conn) gnet.Action {
 	case *clientConn:
 		return x.onTraffic()
 	case *upConn:
+		return x.onTraffic()
+	case *linkConn:
 		return x.onTraffic()
 	}
 	return gnet.Close

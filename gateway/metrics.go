@@ -28,6 +28,7 @@ func (g *Gateway) initMetrics() {
 	m.dials = m.set.NewCounter("queen_gateway_upstream_dials_total")
 	m.acceptErrors = m.set.NewCounter("queen_gateway_accept_errors_total")
 	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
+	m.set.NewGauge("queen_gateway_links", func() float64 { return float64(g.links.Load()) })
 	m.set.NewGauge("queen_gateway_usage_writes", func() float64 { return float64(g.flushes.Load()) })
 	m.set.NewGauge("queen_gateway_parked", func() float64 {
 		var n int64

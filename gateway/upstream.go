@@ -215,6 +215,12 @@ func (u *upConn) markDirty() {
 func (ls *loopState) flush(context.Context) error {
 	ls.flushPending = false
 	ls.dirty = writeAll(ls.dirty)
+	for i, l := range ls.dirtyLinks {
+		ls.dirtyLinks[i] = nil
+		l.listed = false
+		l.write()
+	}
+	ls.dirtyLinks = ls.dirtyLinks[:0]
 	return nil
 }
 

@@ -30,6 +30,7 @@ var settings = []envconf.Setting{
 	{Name: "HOST", Default: "0.0.0.0", Help: "address to listen on"},
 	{Name: "QUEEN_GATEWAY_UPSTREAMS", Default: "", Help: "comma-separated broker base URLs (http://host:port), any of which may answer: one broker or the members of a cell"},
 	{Name: "QUEEN_GATEWAY_SECRET", Default: "", Help: "sent to the brokers as X-Queen-Gateway-Secret; they run with QUEEN_AUTH_MODE=gateway and the same secret"},
+	{Name: "QUEEN_GATEWAY_LINK", Default: "true", Help: "carry push, pop and ack to each broker on one upgraded, multiplexed connection per event loop (false: HTTP connections only)"},
 	{Name: "QUEEN_GATEWAY_ROUTES_FILE", Default: "", Help: "a route classification to use instead of the built-in one (GET /api/v1/gateway/routes shows its shape)"},
 	{Name: "QUEEN_GATEWAY_POLL_MS", Default: "1000", Help: "how often the catalog's revision is read: plan and tenant changes apply within this"},
 	{Name: "QUEEN_GATEWAY_USAGE_FLUSH_MS", Default: "5000", Help: "how often usage is written to the catalog (a crash loses at most this much)"},
@@ -138,6 +139,7 @@ func run(getenv func(string) string) error {
 		FlushInterval:  time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
 		IdleTimeout:    time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
 		MaxBodyBytes:   ev.Int64("QUEEN_MAX_BODY_BYTES"),
+		NoLink:         !ev.Bool("QUEEN_GATEWAY_LINK", true),
 		Logger:         log,
 	}
 	if err := ev.Err(); err != nil {
