@@ -8,10 +8,14 @@
 # it itself; "gateway" is a gateway verifying it (plan gate, allowance, rate,
 # slots and metering on, every limit unlimited) in front of a broker in
 # gateway mode with a grant for the tenant. Each run starts fresh processes
-# on private loopback ports and stops exactly those; the two paths alternate
+# on private loopback ports and stops exactly those; the paths alternate
 # within a round and swap order between rounds. queenbench measures the
 # target's CPU over the window and, through the gateway, the broker's behind
 # it (-behind-pid), so one run gives both hops' cost per operation.
+#
+# Paths: direct; gateway, the gateway as it ships (push, pop and ack on its
+# link to the broker, docs/gateway.md); gateway-http, the same gateway with
+# QUEEN_GATEWAY_LINK=false (every request on HTTP connections).
 #
 # Scenarios: reqreply (32 requesters, 4 responders: the machine loaded, so
 # its p50 is mostly queueing for CPU), reqreply-1 (one requester and one
@@ -24,7 +28,8 @@
 # cycles from the broker and the load tool. Unpinned, all three share the
 # machine's cores.
 #
-# Knobs (environment): SCENARIOS ("reqreply reqreply-1 throughput"),
+# Knobs (environment): SCENARIOS ("reqreply reqreply-1 throughput"), PATHS
+# ("direct gateway gateway-http"),
 # ROUNDS (3), D (measured seconds per run, 5), WARMUP (1), OUT (result
 # directory, bench/results/<UTC time>-gateway), BROKER_PORT (19640),
 # GATEWAY_PORT (19630; each the first port tried), BROKER_ENV and
@@ -33,6 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SCENARIOS=${SCENARIOS:-reqreply reqreply-1 throughput}
+PATHS=${PATHS:-direct gateway gateway-http}
 ROUNDS=${ROUNDS:-3}
 D=${D:-5}
 D=${D%s}
@@ -94,16 +100,17 @@ admin() {
 	}
 }
 
-# start_gateway PORT UPSTREAM: a fresh gateway, its embedded catalog in a new
-# directory.
+# start_gateway PORT UPSTREAM [VAR=value...]: a fresh gateway, its embedded
+# catalog in a new directory.
 start_gateway() {
-	local port=$1
+	local port=$1 upstream=$2
+	shift 2
 	port_free "$port"
 	rm -rf "$tmp/gateway-data"
 	# shellcheck disable=SC2086 # GATEWAY_ENV is a list of VAR=value
 	env HOST=127.0.0.1 PORT="$port" QUEEN_DATA_DIR="$tmp/gateway-data" QUEEN_LOG_LEVEL=warn \
-		QUEEN_GATEWAY_UPSTREAMS="$2" QUEEN_GATEWAY_SECRET="$gateway_secret" \
-		QUEEN_JWT_SECRET="$jwt_secret" QUEEN_OPERATOR_TENANT=ops $GATEWAY_ENV \
+		QUEEN_GATEWAY_UPSTREAMS="$upstream" QUEEN_GATEWAY_SECRET="$gateway_secret" \
+		QUEEN_JWT_SECRET="$jwt_secret" QUEEN_OPERATOR_TENANT=ops "$@" $GATEWAY_ENV \
 		"${gateway_wrap[@]}" "$tmp/queen-gateway" >>"$tmp/gateway.log" 2>&1 &
 	started_pid=$!
 	pids+=("$started_pid")
@@ -128,7 +135,9 @@ run() {
 		admin PUT "http://127.0.0.1:$bport/api/v1/system/ephemeral/grants/$tenant" "$admin_token" \
 			'{"maxBytes":0,"maxQueues":0,"messagesPerSecond":0}'
 		gport=$(free_port "$GATEWAY_PORT")
-		start_gateway "$gport" "http://127.0.0.1:$bport"
+		local link=()
+		[ "$path" = gateway-http ] && link=(QUEEN_GATEWAY_LINK=false)
+		start_gateway "$gport" "http://127.0.0.1:$bport" "${link[@]}"
 		wait_port "$gport"
 		target_pid=$started_pid
 		admin PUT "http://127.0.0.1:$gport/api/v1/gateway/plans/bench" "$ops_token" '{"features":{"ephemeral":true}}'
@@ -153,8 +162,12 @@ run() {
 
 status=0
 for round in $(seq "$ROUNDS"); do
-	order=(direct gateway)
-	[ $((round % 2)) = 0 ] && order=(gateway direct)
+	read -ra order <<<"$PATHS"
+	if [ $((round % 2)) = 0 ]; then # the reverse order in even rounds
+		rev=()
+		for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+		order=("${rev[@]}")
+	fi
 	echo "== round $round of $ROUNDS: ${order[*]}"
 	for sc in $SCENARIOS; do
 		for path in "${order[@]}"; do

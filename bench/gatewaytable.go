@@ -9,9 +9,11 @@ import (
 
 // The gateway table (make bench-gateway, bench/gateway.sh): each scenario
 // run straight at a broker (label "direct") and through a gateway in front
-// of one (label "gateway"), in one markdown table of medians, then the
-// goals: the gateway adds at most 25 % to the request/reply p50 and spends
-// less CPU per operation than the broker behind it.
+// of one (a label starting "gateway": "gateway", the gateway as it ships,
+// and "gateway-http", with its link off), in one markdown table of
+// medians, then the goals for each gateway path: the gateway adds at most
+// 25 % to the request/reply p50 and spends less CPU per operation than
+// the broker behind it.
 
 // gatewayRow is the medians of one (scenario, label)'s runs.
 type gatewayRow struct {
@@ -40,7 +42,7 @@ func gatewayRows(results []*Result) []*gatewayRow {
 	byKey := map[string]*acc{}
 	var keys []string
 	for _, r := range results {
-		if r.Label != "direct" && r.Label != "gateway" {
+		if r.Label != "direct" && !isGatewayLabel(r.Label) {
 			continue
 		}
 		name := variantName(r)
@@ -66,7 +68,7 @@ func gatewayRows(results []*Result) []*gatewayRow {
 		// The broker is the target when direct, and the process behind the
 		// target through the gateway.
 		brokerCPU, brokerRW := r.CPU.Target, r.CPU.TargetRW
-		if r.Label == "gateway" {
+		if isGatewayLabel(r.Label) {
 			brokerCPU, brokerRW = r.CPU.Behind, r.CPU.BehindRW
 			if r.CPU.Target >= 0 {
 				a.gate = append(a.gate, perOp(r.CPU.Target))
@@ -111,10 +113,16 @@ func gatewayRows(results []*Result) []*gatewayRow {
 		if rows[i].name != rows[j].name {
 			return rows[i].name > rows[j].name // the loaded variant ("32 requesters") before "1 requester"
 		}
-		return rows[i].label == "direct" && rows[j].label != "direct"
+		if (rows[i].label == "direct") != (rows[j].label == "direct") {
+			return rows[i].label == "direct"
+		}
+		return rows[i].label < rows[j].label
 	})
 	return rows
 }
+
+// isGatewayLabel reports whether a run went through a gateway.
+func isGatewayLabel(label string) bool { return strings.HasPrefix(label, "gateway") }
 
 // variantName is the scenario as the table names it: reqreply with its
 // requester count, which bench/gateway.sh varies (a loaded run and an
@@ -193,7 +201,7 @@ func printGatewayGoals(w io.Writer, rows []*gatewayRow) {
 	header := false
 	for _, g := range rows {
 		d := direct[g.name]
-		if g.label != "gateway" || d == nil {
+		if !isGatewayLabel(g.label) || d == nil {
 			continue
 		}
 		if !header {
@@ -201,10 +209,13 @@ func printGatewayGoals(w io.Writer, rows []*gatewayRow) {
 			header = true
 		}
 		if !g.measured || !d.measured {
-			fmt.Fprintf(w, "- %s: not measured (a side has no completed run)\n", g.name)
+			fmt.Fprintf(w, "- %s (%s): not measured (a side has no completed run)\n", g.name, g.label)
 			continue
 		}
 		line := fmt.Sprintf("- %s: rate %.2f× direct", g.name, g.rate/d.rate)
+		if g.label != "gateway" {
+			line = fmt.Sprintf("- %s (%s): rate %.2f× direct", g.name, g.label, g.rate/d.rate)
+		}
 		if d.p50 > 0 {
 			added := g.p50/d.p50 - 1
 			if g.scenario == "reqreply" {

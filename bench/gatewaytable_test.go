@@ -25,6 +25,8 @@ func TestGatewayTable(t *testing.T) {
 			Latency: &Latency{P50: 5000}, CPU: CPU{Target: 1, Behind: -1}},
 		{Scenario: "throughput", Target: "broker", Label: "gateway", Unit: "messages", Ops: 50000, Seconds: 1, Rate: 50000,
 			Latency: &Latency{P50: 10000}, CPU: CPU{Target: 0.6, Behind: 0.5}}, // gateway 12 µs/msg, broker 10: missed
+		{Scenario: "throughput", Target: "broker", Label: "gateway-http", Unit: "messages", Ops: 40000, Seconds: 1, Rate: 40000,
+			Latency: &Latency{P50: 12000}, CPU: CPU{Target: 0.6, Behind: 0.4}}, // gateway 15 µs/msg, broker 10: missed
 		{Scenario: "reqreply", Target: "broker", Label: "", Ops: 1, Seconds: 1}, // unlabelled: left out
 		{Scenario: "reqreply", Target: "broker", Label: "direct", Unit: "round trips", Ops: 100, Seconds: 1, Rate: 100,
 			Params: map[string]any{"requesters": 1}, Latency: &Latency{P50: 100}, CPU: CPU{Target: 0.01, Behind: -1}},
@@ -42,13 +44,16 @@ func TestGatewayTable(t *testing.T) {
 		"- reqreply, 1 requester: rate 0.80× direct; p50 +30 % (goal ≤ +25 %, MISSED); gateway CPU 0.50× the broker's behind it (goal < 1.0×, met); broker CPU behind the gateway 1.00× direct",
 		"- reqreply, 32 requesters: rate 0.90× direct; p50 +20 % (goal ≤ +25 %, met); gateway CPU 0.60× the broker's behind it (goal < 1.0×, met); broker CPU behind the gateway 1.00× direct",
 		"- throughput: rate 0.50× direct; p50 +100 % (for reference); gateway CPU 1.20× the broker's behind it (goal < 1.0×, MISSED); broker CPU behind the gateway 1.00× direct",
+		"| throughput | gateway-http | 40,000 messages/s | 12000.0 | 0.0 | 10.0 | 15.0 | - | - | 0 | 1 |",
+		"- throughput (gateway-http): rate 0.40× direct; p50 +140 % (for reference); gateway CPU 1.50× the broker's behind it (goal < 1.0×, MISSED); broker CPU behind the gateway 1.00× direct",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)
 		}
 	}
 	if !(strings.Index(out, "| reqreply, 32 requesters | direct") < strings.Index(out, "| reqreply, 1 requester | direct") &&
-		strings.Index(out, "| reqreply, 1 requester | gateway") < strings.Index(out, "| throughput | direct")) {
+		strings.Index(out, "| reqreply, 1 requester | gateway") < strings.Index(out, "| throughput | direct") &&
+		strings.Index(out, "| throughput | gateway |") < strings.Index(out, "| throughput | gateway-http |")) {
 		t.Errorf("scenarios out of order:\n%s", out)
 	}
 }
