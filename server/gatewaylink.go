@@ -77,6 +77,7 @@ func upgradeTo(req *wire.Request, protocol string) bool {
 // after the upgrade is read as frames.
 func (cs *conn) becomeLink() gnet.Action {
 	s, c := cs.s, cs.c
+	cs.resumeDeferred() // pops that requests pipelined before the upgrade completed
 	if len(cs.out) > 0 {
 		if _, err := c.Write(cs.out); err != nil {
 			return gnet.Close
