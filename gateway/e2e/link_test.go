@@ -17,14 +17,7 @@ func TestLinkCarriesWaitingPops(t *testing.T) {
 	t.Parallel()
 	p := startPair(t, nil, nil)
 	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
-	// A first request of each loop's clients opens the loop's link; the
-	// broker's gauge says when both are open.
-	for range 4 {
-		p.gw.as(t, "acme", "read-write").mustPush(t, "warm", 1)
-	}
-	eventually(t, 10*time.Second, "the broker has no gateway link", func() bool {
-		return brokerMetric(t, p.broker, "queen_ephemeral_gateway_links", "") >= 1
-	})
+	openLinks(t, p)
 	const n = 16
 	pops := make([]<-chan popResult, n)
 	for i := range pops {
@@ -43,10 +36,66 @@ func TestLinkCarriesWaitingPops(t *testing.T) {
 			t.Fatalf("pop %d got %d messages, want 1", i, len(m.Messages))
 		}
 	}
-	p.admin.wantUsage(t, "acme", 4+n, n)
+	p.admin.wantUsage(t, "acme", warmPushes+n, n)
 	r := p.admin.do(t, "GET", "/metrics", "")
 	if links := metric(string(r.body), "queen_gateway_links", ""); links < 1 {
 		t.Fatalf("queen_gateway_links %v, want at least 1", links)
+	}
+}
+
+// warmPushes is how many pushes openLinks makes.
+const warmPushes = 4
+
+// openLinks has clients of both gateway loops (QUEEN_EVENT_LOOPS=2; new
+// connections go round the loops) push, which opens each loop's link, and
+// waits until the broker counts both.
+func openLinks(t *testing.T, p *pair) {
+	t.Helper()
+	for range warmPushes {
+		p.gw.as(t, "acme", "read-write").mustPush(t, "warm", 1)
+	}
+	eventually(t, 10*time.Second, "the broker never had both gateway links", func() bool {
+		return brokerMetric(t, p.broker, "queen_ephemeral_gateway_links", "") == 2
+	})
+}
+
+// TestLinkClientGone: a client that disconnects while its pop waits on
+// the link has the broker let the pop go (a cancel frame), well before
+// its timeout, and its slot back; the message pushed afterwards goes to
+// the next pop, not to the client that left.
+func TestLinkClientGone(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "one-slot", planJSON(true, 0, 0, 0, 1))
+	openLinks(t, p)
+	// One operator client for every read of the broker's gauges, so that
+	// the reads add no connections of their own.
+	op := operatorOf(p.broker)
+	gauge := func(name string) float64 {
+		r := op.do(t, "GET", "/metrics", "")
+		want(t, "broker /metrics", r, 200, "")
+		return metric(string(r.body), name, "")
+	}
+	conns := gauge("queen_ephemeral_connections")
+	for round := range 2 { // on both loops
+		ctx, cancel := context.WithCancel(context.Background())
+		gone := asyncPop(ctx, p.gw.as(t, "acme", "read-write"), "queue=d&wait=true&timeout=20000&autoAck=true")
+		p.admin.waitParked(t, "acme", 1)
+		eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return gauge("queen_ephemeral_parked_pops") == 1 })
+		cancel()
+		if res := <-gone; res.err == nil {
+			t.Fatalf("round %d: the cancelled pop was answered: %s", round, res.r)
+		}
+		p.admin.waitParked(t, "acme", 0)
+		eventually(t, 5*time.Second, "the disconnected pop is still parked at the broker", func() bool { return gauge("queen_ephemeral_parked_pops") == 0 })
+		if after := gauge("queen_ephemeral_connections"); after != conns {
+			t.Fatalf("round %d: the broker's connections went from %v to %v: the pop was not on the link", round, conns, after)
+		}
+		c := p.gw.as(t, "acme", "read-write")
+		c.mustPush(t, "d", 1)
+		if m := c.mustPop(t, "queue=d&autoAck=true"); len(m.Messages) != 1 {
+			t.Fatalf("round %d: after the disconnect, the message pushed was not popped: got %d", round, len(m.Messages))
+		}
 	}
 }
 
