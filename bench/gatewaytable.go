@@ -230,6 +230,12 @@ func printGatewayGoals(w io.Writer, rows []*gatewayRow) {
 		if g.broker > 0 && d.broker > 0 {
 			line += fmt.Sprintf("; broker CPU behind the gateway %.2f× direct", g.broker/d.broker)
 		}
+		if g.gateway >= 0 && d.broker > 0 {
+			// For reference: the broker behind a gateway may do less than
+			// one serving the clients itself (a link batches its reads and
+			// writes), so the gateway is also set against the broker direct.
+			line += fmt.Sprintf("; gateway CPU %.2f× the broker's direct", g.gateway/d.broker)
+		}
 		fmt.Fprintln(w, line)
 	}
 }

@@ -41,11 +41,11 @@ func TestGatewayTable(t *testing.T) {
 		"| reqreply, 32 requesters | gateway | 9,000 round trips/s | 1200.0 | 4800.0 | 50.0 | 30.0 | 4.0 | 7.0 | 0 | 3 |",
 		"| throughput | gateway | 50,000 messages/s | 10000.0 | 0.0 | 10.0 | 12.0 | - | - | 0 | 1 |",
 		"| reqreply, 1 requester | gateway | 80 round trips/s | 130.0 | 0.0 | 100.0 | 50.0 | - | - | 0 | 1 |",
-		"- reqreply, 1 requester: rate 0.80× direct; p50 +30 % (goal ≤ +25 %, MISSED); gateway CPU 0.50× the broker's behind it (goal < 1.0×, met); broker CPU behind the gateway 1.00× direct",
-		"- reqreply, 32 requesters: rate 0.90× direct; p50 +20 % (goal ≤ +25 %, met); gateway CPU 0.60× the broker's behind it (goal < 1.0×, met); broker CPU behind the gateway 1.00× direct",
-		"- throughput: rate 0.50× direct; p50 +100 % (for reference); gateway CPU 1.20× the broker's behind it (goal < 1.0×, MISSED); broker CPU behind the gateway 1.00× direct",
+		"- reqreply, 1 requester: rate 0.80× direct; p50 +30 % (goal ≤ +25 %, MISSED); gateway CPU 0.50× the broker's behind it (goal < 1.0×, met); broker CPU behind the gateway 1.00× direct; gateway CPU 0.50× the broker's direct",
+		"- reqreply, 32 requesters: rate 0.90× direct; p50 +20 % (goal ≤ +25 %, met); gateway CPU 0.60× the broker's behind it (goal < 1.0×, met); broker CPU behind the gateway 1.00× direct; gateway CPU 0.60× the broker's direct",
+		"- throughput: rate 0.50× direct; p50 +100 % (for reference); gateway CPU 1.20× the broker's behind it (goal < 1.0×, MISSED); broker CPU behind the gateway 1.00× direct; gateway CPU 1.20× the broker's direct",
 		"| throughput | gateway-http | 40,000 messages/s | 12000.0 | 0.0 | 10.0 | 15.0 | - | - | 0 | 1 |",
-		"- throughput (gateway-http): rate 0.40× direct; p50 +140 % (for reference); gateway CPU 1.50× the broker's behind it (goal < 1.0×, MISSED); broker CPU behind the gateway 1.00× direct",
+		"- throughput (gateway-http): rate 0.40× direct; p50 +140 % (for reference); gateway CPU 1.50× the broker's behind it (goal < 1.0×, MISSED); broker CPU behind the gateway 1.00× direct; gateway CPU 1.50× the broker's direct",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)
