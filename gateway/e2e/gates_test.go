@@ -90,6 +90,7 @@ func TestRouteBlocked(t *testing.T) {
 			{"PUT", "/api/v1/system/ephemeral/grants/acme"},
 			{"GET", "/api/v1/system/ephemeral/grants/acme"},
 			{"GET", "/api/v1/system/cell"},
+			{"GET", "/api/v1/system/gateway-link"}, // a broker's, for gateways: a client never reaches it
 			{"GET", "/"},
 			{"GET", "/api/v2/ephemeral/push"},
 		} {
