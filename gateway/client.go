@@ -460,11 +460,7 @@ func (cc *clientConn) answeredAll() {
 func (cc *clientConn) write() gnet.Action {
 	if len(cc.out) > 0 && !cc.isClosed {
 		_, err := cc.c.Write(cc.out)
-		if cap(cc.out) > 1<<20 {
-			cc.out = nil
-		} else {
-			cc.out = cc.out[:0]
-		}
+		cc.out = reuse(cc.out)
 		if err != nil {
 			return gnet.Close
 		}

@@ -264,11 +264,7 @@ func (l *linkConn) write() {
 	}
 	_, err := l.c.Write(l.out)
 	l.sentBelow = l.nextID
-	if cap(l.out) > 1<<20 {
-		l.out = nil
-	} else {
-		l.out = l.out[:0]
-	}
+	l.out = reuse(l.out)
 	if err != nil {
 		_ = l.c.Close() // OnClose: failed
 	}

@@ -249,14 +249,19 @@ func (u *upConn) write() {
 	}
 	_, err := u.c.Write(u.out)
 	u.sent = len(u.queue)
-	if cap(u.out) > 1<<20 {
-		u.out = nil
-	} else {
-		u.out = u.out[:0]
-	}
+	u.out = reuse(u.out)
 	if err != nil {
 		_ = u.c.Close() // OnClose: failed
 	}
+}
+
+// reuse empties a written output buffer for the next round, or lets it go
+// when a burst grew it past 1 MiB.
+func reuse(b []byte) []byte {
+	if cap(b) > 1<<20 {
+		return nil
+	}
+	return b[:0]
 }
 
 // onTraffic reads the broker's answers and hands each to its client.
