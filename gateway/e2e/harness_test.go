@@ -442,11 +442,17 @@ func eventually(t *testing.T, wait time.Duration, what string, cond func() bool)
 // waitParked waits until the tenant's usage shows n parked pops.
 func (c *client) waitParked(t *testing.T, tenant string, n int64) {
 	t.Helper()
-	var u usage
-	eventually(t, 10*time.Second, fmt.Sprintf("%s never had %d parked pops (last %+v)", tenant, n, u), func() bool {
-		u = c.usage(t, tenant)
-		return u.Parked == n
-	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u := c.usage(t, tenant)
+		if u.Parked == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %s never had %d parked pops (last %+v)", tenant, n, u)
+		}
+		time.Sleep(10 * time.Millisecond) // the polling interval of eventually
+	}
 }
 
 // metric sums the samples of the series name (with any labels containing
