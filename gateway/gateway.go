@@ -12,14 +12,12 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
 	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/acceptloop"
-	"github.com/queenmq/ephemeral/internal/gnetlog"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -158,24 +156,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("loading usage: %w", err)
 	}
 	g.now.Store(time.Now().UnixNano())
-	ln, err := net.Listen("tcp", g.cfg.Addr)
+	ln, cli, err := acceptloop.Listen(g.cfg.Addr, g, g.cfg.Loops, g.cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", g.cfg.Addr, err)
-	}
-	cli, err := gnet.NewClient(g,
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(g.cfg.Loops),
-		gnet.WithTicker(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetlog.New(g.cfg.Logger)),
-		gnet.WithLogLevel(logging.DebugLevel),
-	)
-	if err == nil {
-		err = cli.Start()
-	}
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("start the event loops: %w", err)
+		return err
 	}
 	g.cli, g.ln = cli, ln
 	<-g.booted

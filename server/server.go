@@ -2,19 +2,17 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
 	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
-	"github.com/queenmq/ephemeral/internal/gnetlog"
+	"github.com/queenmq/ephemeral/internal/acceptloop"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -128,24 +126,9 @@ func (s *Server) Start() error {
 		s.background.Add(1)
 		go func() { defer s.background.Done(); s.loadWhenReady() }()
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	ln, cli, err := acceptloop.Listen(s.cfg.Addr, s, s.cfg.Loops, s.cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
-	}
-	cli, err := gnet.NewClient(s,
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(s.cfg.Loops),
-		gnet.WithTicker(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetlog.New(s.cfg.Logger)),
-		gnet.WithLogLevel(logging.DebugLevel),
-	)
-	if err == nil {
-		err = cli.Start()
-	}
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("start the event loops: %w", err)
+		return err
 	}
 	s.cli, s.ln = cli, ln
 	<-s.booted

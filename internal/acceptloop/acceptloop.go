@@ -1,4 +1,4 @@
-// Package acceptloop accepts TCP connections for gnet event loops
+// Package acceptloop listens and accepts TCP connections for gnet event loops
 // (docs/server.md, accepting connections), for the broker and the gateway.
 //
 // gnet's own acceptor gives up on the first accept error it does not know
@@ -12,10 +12,17 @@ package acceptloop
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
+
+	"github.com/queenmq/ephemeral/internal/gnetlog"
 )
 
 // Accept backoff, as net/http's Server.Serve: 5 ms doubling to 1 s.
@@ -109,4 +116,31 @@ func shedPending(ln net.Listener) {
 func OutOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// Listen listens on addr and starts the event loops (a gnet.Client of
+// loops loops serving h, multicore, with ticks and TCP_NODELAY, logging to
+// log) that the accepted connections are enrolled on. The caller serves
+// the listener with a Loop and stops the client.
+func Listen(addr string, h gnet.EventHandler, loops int, log *slog.Logger) (net.Listener, *gnet.Client, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	cli, err := gnet.NewClient(h,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(loops),
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetlog.New(log)),
+		gnet.WithLogLevel(logging.DebugLevel),
+	)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("start the event loops: %w", err)
+	}
+	return ln, cli, nil
 }
