@@ -440,3 +440,19 @@ func TestRacingCreationsAreChargedOnce(t *testing.T) {
 		t.Fatalf("after every queue was deleted: cell bytes %d, tenant %d; want 0", got, tenantFootprint(h.e, "default"))
 	}
 }
+
+// D7, engine.md (what the budgets count): an empty push that creates its
+// queue and partition adds their charges and no ring, so it is admitted
+// when those charges fill the tenant's allowance exactly.
+func TestEmptyPushCreatingItsQueueFillsTheAllowanceExactly(t *testing.T) {
+	h := newHarness(t, nil)
+	c := &h.e.charge
+	want := c.ofQueue("q") + c.ofPartition("p")
+	h.e.SetTenantLimits("default", want, 0)
+	if n, err := h.e.Push("default", "q", "p", nil); n != 0 || err != nil {
+		t.Fatalf("empty push: n=%d err=%v, want 0 and admitted", n, err)
+	}
+	if got := tenantFootprint(h.e, "default"); got != want || !h.listed("q") {
+		t.Fatalf("footprint %d (want %d), q listed %v", got, want, h.listed("q"))
+	}
+}
