@@ -161,7 +161,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	p.bytes -= bytes
 	q := p.q
 	q.length.Add(-int64(k))
-	q.reclaimableMsgs.Add(-rcount)
+	q.accountReclaimable(-rcount)
 	q.accountBytes(-bytes, -rbytes)
 	if cause != causeNone {
 		q.countDrops(cause, int64(dropped))
@@ -210,7 +210,7 @@ func (p *partition) updateReclaim() {
 			bytes += int64(p.slotOf(s).h.Len)
 		}
 		p.reclaim = m
-		p.q.reclaimableMsgs.Add(n)
+		p.q.accountReclaimable(n)
 		p.q.accountBytes(0, bytes)
 		p.q.noteReclaimable()
 	}

@@ -64,7 +64,7 @@ func (e *Engine) reclaimAll() {
 	e.reclaimMu.Lock()
 	defer e.reclaimMu.Unlock()
 	e.tenants.Range(func(_ string, t *tenant) bool {
-		if t.reclaimableBytes.Load() > 0 {
+		if t.reclaimableMsgs.Load() > 0 {
 			t.reclaimAll()
 		}
 		return true

@@ -105,7 +105,7 @@ func (e *Engine) Sweep(now int64) {
 		s.due[i] = nil
 		e.visit(q, now)
 	}
-	if e.nearBudget() && e.reclaimableBytes.Load() > 0 {
+	if e.nearBudget() && e.reclaimableMsgs.Load() > 0 {
 		e.reclaimAll()
 	}
 	s.returnMemory(now)
