@@ -34,9 +34,7 @@ func (q *Queue) noteReclaimable() {
 func (q *Queue) reclaimAll() {
 	for _, p := range q.partitions() {
 		p.mu.Lock()
-		if p.reclaim > p.head {
-			p.freeHead(p.reclaim-p.head, causeNone)
-		}
+		p.freeHead(p.reclaim-p.head, causeNone) // the point never lags the head
 		p.mu.Unlock()
 	}
 }
