@@ -116,13 +116,7 @@ func (e *Engine) visit(q *Queue, now int64) {
 	if q.dead.Load() {
 		return
 	}
-	groupIdle := int64(e.cfg.GroupIdle)
-	for _, g := range q.groupList() {
-		if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
-			q.forgetIdle(now)
-			break
-		}
-	}
+	q.forgetIdle(now)
 	if idle := int64(e.cfg.ImplicitIdle); q.idleFor(now, idle) && q.remove(idle) {
 		return
 	}
