@@ -286,7 +286,7 @@ func (p *partition) cursorFor(g *group) *cursor {
 // oldest message held, where its first pop would start (D4).
 func (p *partition) ensureCursors() {
 	groups := p.q.groupList()
-	if len(p.cursors) >= len(groups) && len(groups) > 0 {
+	if len(p.cursors) >= len(groups) {
 		live := 0
 		for _, c := range p.cursors {
 			if !c.g.dead.Load() {
@@ -330,9 +330,7 @@ func (p *partition) removeDeadCursors() {
 		}
 		c.dropLease()
 		n += c.charge()
-		if p.byGroup != nil {
-			delete(p.byGroup, c.g)
-		}
+		delete(p.byGroup, c.g) // nil below cursorIndexAt: a no-op
 	}
 	clear(p.cursors[len(kept):])
 	p.cursors = kept
