@@ -436,3 +436,17 @@ func TestBrokerReclaimsConsumedEmptyMessagesBeforeRefusing(t *testing.T) {
 		t.Fatalf("push that the empty messages' slots make room for: n=%d err=%v, want admitted", n, err)
 	}
 }
+
+// D3: the sweep past 7/8 of the broker total frees reclaimable empty
+// messages too, and so gives back their ring slots.
+func TestSweepFreesReclaimableEmptyMessagesNearTheTotal(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", OptionSet{}) // declared: the sweep never collects it
+	consumeEmpties(h, "default", "q", 1000)
+	before := h.e.CellBytes()
+	h.e.cfg.MaxBytes = before // past 7/8 of it
+	h.e.Sweep(h.clk.Now())
+	if d := h.depthOf("q", "late"); d.Pending != 0 || h.e.CellBytes() >= before {
+		t.Fatalf("after the sweep: a new group sees %d messages, cell bytes %d (before %d); want 0 and fewer", d.Pending, h.e.CellBytes(), before)
+	}
+}
