@@ -389,12 +389,13 @@ func TestPushGrowingTheRingFillsTheBoundExactly(t *testing.T) {
 // D5, engine.md (what the budgets count): pushes and pops racing to create
 // the same queue, partition and group charge each once. A push that loses
 // the race to publish a fresh queue or partition, and a pop that loses the
-// race to add a group, give back what they reserved, so after every queue is
+// race to add a group or a partition, give back what they reserved, so after every queue is
 // deleted the footprint is exactly 0 again. The racers start together on
 // fresh names, round after round, so that some of them lose.
 func TestRacingCreationsAreChargedOnce(t *testing.T) {
 	h := newHarness(t, nil)
 	h.push("groups", "", "m")
+	h.push("parts", "", "m")
 	const rounds, racers = 3000, 4
 	names := numbered("n", rounds)
 	race := func(do func() error) {
@@ -428,6 +429,10 @@ func TestRacingCreationsAreChargedOnce(t *testing.T) {
 		})
 		race(func() error { // a fresh group of a queue that is there
 			_, _, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "groups", Group: n}, &collector{})
+			return err
+		})
+		race(func() error { // a fresh partition named by a pop
+			_, _, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "parts", Partition: n, Group: "g"}, &collector{})
 			return err
 		})
 	}
