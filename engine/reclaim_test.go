@@ -135,3 +135,21 @@ func TestReclaimPassFreesOnlyWhatIsBelowThePoint(t *testing.T) {
 		t.Fatalf("q1 gives g %q, want the pending d", got)
 	}
 }
+
+// A queue joins the set only when its reclaim point moves up past messages:
+// a bounds drop of pending messages, after which the point sits at the new
+// head with nothing below it held, makes nothing reclaimable and joins
+// nothing.
+func TestDroppingPendingMessagesJoinsNoSet(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 1, Policy: PolicyDropOldest}))
+	h.pop(PopRequest{Queue: "q", Group: "g"}) // g exists, at the start
+	h.push("q", "", "a")
+	h.push("q", "", "b") // a dropped unread
+	if qi := h.infoOf("q"); qi.Depth != 1 || qi.Drops.Bounds != 1 {
+		t.Fatalf("depth %d, bounds drops %d; want 1 and 1", qi.Depth, qi.Drops.Bounds)
+	}
+	if got := reclaimersOf(h.e, "default"); len(got) != 0 {
+		t.Fatalf("reclaimers after a drop of pending messages: %v, want none", got)
+	}
+}
