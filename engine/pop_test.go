@@ -402,3 +402,32 @@ func TestPopWhoseGroupIsForgottenMidwayAnswersWhatItDelivered(t *testing.T) {
 		t.Fatalf("pop answered %d, delivered %q; want 1, the message of b, once", n, payloadsOf(c.msgs))
 	}
 }
+
+// spec (consumption semantics), D3: fan-out past the number of cursors a
+// partition keeps in a list (cursorIndexAt; from there it finds them
+// through a map): each of 20 groups receives everything once and keeps its
+// own place, and the messages become reclaimable only once the last group
+// has acked them.
+func TestFanOutToManyGroupsKeepsEachGroupsPlace(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	groups := numbered("g", 20)
+	for _, g := range groups {
+		if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: g, AutoAck: true})); got != "a" {
+			t.Fatalf("group %s first got %q, want a", g, got)
+		}
+	}
+	for i, g := range groups {
+		ms := h.pop(PopRequest{Queue: "q", Group: g})
+		if payloadsOf(ms) != "b" {
+			t.Fatalf("group %s then got %q, want b", g, payloadsOf(ms))
+		}
+		h.ack("q", g, AckCompleted, ms...)
+		if d := h.depthOf("q", ""); (i < len(groups)-1) != (d.Pending == 1) {
+			t.Fatalf("after %d of %d groups acked b: %d pending", i+1, len(groups), d.Pending)
+		}
+	}
+	if d := h.depthOf("q", ""); d.Pending != 0 {
+		t.Fatalf("after every group acked: %d pending, want 0", d.Pending)
+	}
+}
