@@ -779,7 +779,18 @@ func TestDropOldestTrimsOtherPartitionsInTurn(t *testing.T) {
 	if qi := h.infoOf("q"); qi.Depth != 1 || qi.Drops.Bounds != 4 {
 		t.Fatalf("depth=%d bounds=%d, want 1 and 4", qi.Depth, qi.Drops.Bounds)
 	}
-	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "g", Batch: 10})); got != "c1" {
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "g", AutoAck: true, Batch: 10})); got != "c1" {
 		t.Fatalf("the queue holds %q, want c1", got)
+	}
+	// The next trim starts where this one stopped, at b: with a2, b2 and
+	// c2 held over a bound of 1, it drops b2 and c2 and keeps a2.
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 10, Policy: PolicyDropOldest}))
+	for _, p := range []string{"a", "b", "c"} {
+		h.push("q", p, p+"2")
+	}
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 1, Policy: PolicyDropOldest}))
+	h.push("q", "d", "d3") // d3 dropped, then b2 and c2
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "g", Batch: 10})); got != "a2" {
+		t.Fatalf("after the second trim the queue holds %q, want a2", got)
 	}
 }
