@@ -73,7 +73,7 @@ func (t *tenant) tryReserve(n, credit, headroom int64, tried reclaimScope) (recl
 	tb := t.footprint.Add(n)
 	if m := t.maxBytes.Load(); m > 0 && grows && tb+headroom-credit > m {
 		t.footprint.Add(-n)
-		if t.reclaimableBytes.Load() > 0 && tried&reclaimTenant == 0 {
+		if t.reclaimableMsgs.Load() > 0 && tried&reclaimTenant == 0 {
 			return reclaimTenant, nil
 		}
 		return reclaimNone, ErrTenantBytes
@@ -81,7 +81,7 @@ func (t *tenant) tryReserve(n, credit, headroom int64, tried reclaimScope) (recl
 	if eb := e.footprint.Add(n); grows && eb+headroom-credit > e.cfg.MaxBytes {
 		e.footprint.Add(-n)
 		t.footprint.Add(-n)
-		if e.reclaimableBytes.Load() > 0 && tried&reclaimBroker == 0 {
+		if e.reclaimableMsgs.Load() > 0 && tried&reclaimBroker == 0 {
 			return reclaimBroker, nil
 		}
 		return reclaimNone, ErrBrokerFull
@@ -120,6 +120,18 @@ func (e *Engine) Charge(n int64) { e.footprint.Add(n) }
 
 // Release gives back n bytes taken with Charge.
 func (e *Engine) Release(n int64) { e.footprint.Add(-n) }
+
+// accountReclaimable moves the count of reclaimable messages of a queue, its
+// tenant and the broker by n. A reclaim pass is worth making while the count
+// is above 0, whether or not the messages hold payload bytes: freeing empty
+// ones gives back their ring slots too (D3).
+func (q *Queue) accountReclaimable(n int64) {
+	if n != 0 {
+		q.reclaimableMsgs.Add(n)
+		q.t.reclaimableMsgs.Add(n)
+		q.e.reclaimableMsgs.Add(n)
+	}
+}
 
 // accountBytes moves the payload gauges of a queue, and the footprint of
 // its tenant and the broker.

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -380,5 +383,81 @@ func TestPushGrowingTheRingFillsTheBoundExactly(t *testing.T) {
 	}
 	if got := h.e.CellBytes(); got != limit {
 		t.Fatalf("cell bytes %d, want %d", got, limit)
+	}
+}
+
+// D5, engine.md (what the budgets count): pushes and pops racing to create
+// the same queue, partition and group charge each once. A push that loses
+// the race to publish a fresh queue or partition, and a pop that loses the
+// race to add a group or a partition, give back what they reserved, so after every queue is
+// deleted the footprint is exactly 0 again. The racers start together on
+// fresh names, round after round, so that some of them lose.
+func TestRacingCreationsAreChargedOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("groups", "", "m")
+	h.push("parts", "", "m")
+	const rounds, racers = 3000, 4
+	names := numbered("n", rounds)
+	race := func(do func() error) {
+		t.Helper()
+		var ready atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, racers)
+		for range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ready.Add(1)
+				for ready.Load() < racers { // all set off together
+					runtime.Gosched()
+				}
+				if err := do(); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		race(func() error { // a fresh queue and partition
+			_, err := h.e.Push("default", n, "p", payloads("x"))
+			return err
+		})
+		race(func() error { // a fresh group of a queue that is there
+			_, _, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "groups", Group: n}, &collector{})
+			return err
+		})
+		race(func() error { // a fresh partition named by a pop
+			_, _, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "parts", Partition: n, Group: "g"}, &collector{})
+			return err
+		})
+	}
+	for _, q := range h.e.Queues("default", nil) {
+		if _, err := h.e.Delete("default", q.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.e.CellBytes(); got != 0 || tenantFootprint(h.e, "default") != 0 {
+		t.Fatalf("after every queue was deleted: cell bytes %d, tenant %d; want 0", got, tenantFootprint(h.e, "default"))
+	}
+}
+
+// D7, engine.md (what the budgets count): an empty push that creates its
+// queue and partition adds their charges and no ring, so it is admitted
+// when those charges fill the tenant's allowance exactly.
+func TestEmptyPushCreatingItsQueueFillsTheAllowanceExactly(t *testing.T) {
+	h := newHarness(t, nil)
+	c := &h.e.charge
+	want := c.ofQueue("q") + c.ofPartition("p")
+	h.e.SetTenantLimits("default", want, 0)
+	if n, err := h.e.Push("default", "q", "p", nil); n != 0 || err != nil {
+		t.Fatalf("empty push: n=%d err=%v, want 0 and admitted", n, err)
+	}
+	if got := tenantFootprint(h.e, "default"); got != want || !h.listed("q") {
+		t.Fatalf("footprint %d (want %d), q listed %v", got, want, h.listed("q"))
 	}
 }

@@ -182,9 +182,7 @@ func (c *Config) fillDefaults() {
 	if d.RetryLimit <= 0 {
 		d.RetryLimit = 5
 	}
-	if d.TTLSeconds < 0 {
-		d.TTLSeconds = 0
-	}
+	d.TTLSeconds = max(d.TTLSeconds, 0) // 0 = off
 	g := &c.Ceilings
 	if g.MaxBytes <= 0 {
 		g.MaxBytes = c.MaxBytes

@@ -98,28 +98,26 @@ func (c *cursor) moveSettled(to uint64) {
 // first), then new messages in order. An explicit-ack take opens a lease
 // over what it delivered; an autoAck take settles at delivery.
 func (c *cursor) take(limit int, autoAck bool, d Consumer, now int64) int {
-	if c.leased || limit <= 0 {
+	if c.leased {
 		return 0
 	}
 	p := c.p
-	n := 0
-	if c.redeliver > 0 {
-		for i := 0; i < c.win.len() && n < limit && c.redeliver > 0; i++ {
-			en := c.win.at(i)
-			if en.state != stRedeliver {
-				continue
-			}
-			seq := c.settled + uint64(i)
-			c.redeliver--
-			if autoAck {
-				en.state = stSettled
-			} else {
-				en.state = stInflight
-				c.inflight++
-			}
-			c.deliver(d, seq, en.attempts)
-			n++
+	n := 0 // a limit of 0 or less delivers nothing: both loops stop at once
+	for i := 0; i < c.win.len() && n < limit && c.redeliver > 0; i++ {
+		en := c.win.at(i)
+		if en.state != stRedeliver {
+			continue
 		}
+		seq := c.settled + uint64(i)
+		c.redeliver--
+		if autoAck {
+			en.state = stSettled
+		} else {
+			en.state = stInflight
+			c.inflight++
+		}
+		c.deliver(d, seq, en.attempts)
+		n++
 	}
 	for n < limit && c.next < p.tail {
 		seq := c.next

@@ -33,6 +33,7 @@ type Engine struct {
 	// taken with Charge (docs/engine.md, "What the budgets count").
 	footprint        atomic.Int64
 	reclaimableBytes atomic.Int64 // payload bytes of reclaimable messages (D3)
+	reclaimableMsgs  atomic.Int64 // reclaimable messages, empty ones too: what makes a reclaim pass worth it
 	drops            [numCauses]atomic.Int64
 
 	// seqFloor is at least every seq a removed partition ever issued, so a

@@ -46,7 +46,7 @@ const (
 func (e *Engine) parseID(id string) (kind idKind, partition string, seq uint64) {
 	// The common case first: an id of this incarnation, matched as a
 	// prefix, so its incarnation needs no further look.
-	if pre := e.idPrefix; len(id) > len(pre) && id[:len(pre)] == pre {
+	if pre := e.idPrefix; strings.HasPrefix(id, pre) {
 		rest := id[len(pre):]
 		c := strings.LastIndexByte(rest, ':')
 		if c <= 0 {
@@ -58,18 +58,18 @@ func (e *Engine) parseID(id string) (kind idKind, partition string, seq uint64) 
 		}
 		return idOurs, rest[:c], s
 	}
-	if len(id) < 6 || id[0] != 'e' || id[1] != ':' {
+	if !strings.HasPrefix(id, "e:") {
 		return idForeign, "", 0
 	}
 	rest := id[2:]
 	c1 := strings.IndexByte(rest, ':')
-	if c1 <= 0 {
+	if c1 <= 0 { // no incarnation
 		return idForeign, "", 0
 	}
 	inc := rest[:c1]
 	rest = rest[c1+1:]
 	c2 := strings.LastIndexByte(rest, ':')
-	if c2 <= 0 || c2 == len(rest)-1 {
+	if c2 <= 0 { // no partition; an empty seq fails ParseUint
 		return idForeign, "", 0
 	}
 	s, err := strconv.ParseUint(rest[c2+1:], 10, 64)
@@ -102,6 +102,8 @@ func parseSeq(s string) (uint64, bool) {
 	return v, true
 }
 
+// isHex reports whether s is at most 16 lowercase hex digits (parseID has
+// refused an empty incarnation before).
 func isHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -109,5 +111,5 @@ func isHex(s string) bool {
 			return false
 		}
 	}
-	return len(s) > 0 && len(s) <= 16
+	return len(s) <= 16
 }

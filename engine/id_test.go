@@ -72,6 +72,7 @@ func TestParseIDStaleShapes(t *testing.T) {
 		{"e:abc::5", idForeign},                // no partition
 		{"e:abc:p:", idForeign},                // no seq
 		{"e:a:b:1", idStale},
+		{"e::p:1", idForeign}, // no incarnation
 	} {
 		if kind, _, _ := e.parseID(tc.id); kind != tc.kind {
 			t.Errorf("parseID(%q) = %v, want %v", tc.id, kind, tc.kind)

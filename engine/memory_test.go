@@ -99,3 +99,36 @@ func TestSpareSegmentsAreASixteenthOfTheTotal(t *testing.T) {
 		}
 	}
 }
+
+// docs/engine.md (memory goes back when the load falls): the sweeper trims
+// every 5 s and no sooner; it calls FreeOSMemory when the footprint has
+// fallen by at least 4 MiB and a quarter from its peak, measured at the
+// trims, and at most once per 10 s. Sweep is called directly at engine
+// times relative to t0, and Charge and Release move the footprint by exact
+// amounts, so each step sits on a bound.
+func TestFreeOSMemoryPacing(t *testing.T) {
+	freed := 0
+	h := newHarness(t, func(c *Config) { c.FreeOSMemory = func() { freed++ } })
+	if fp := h.e.footprint.Load(); fp != 0 {
+		t.Fatalf("footprint of an empty engine = %d, want 0", fp)
+	}
+	t0 := h.clk.Now()
+	sec := int64(time.Second)
+	step := func(at int64, want int, what string) {
+		t.Helper()
+		h.e.Sweep(t0 + at)
+		if freed != want {
+			t.Fatalf("%s: FreeOSMemory called %d times, want %d", what, freed, want)
+		}
+	}
+	h.e.Charge(16 << 20)
+	step(0, 0, "a first trim at a 16 MiB peak, nothing fallen")
+	h.e.Release(4 << 20) // fallen by exactly 4 MiB, a quarter of the peak
+	step(5*sec-1, 0, "1 ns before the next trim is due")
+	step(5*sec, 1, "the trim 5 s on, the footprint fallen by exactly 4 MiB and a quarter")
+	h.e.Release(6 << 20) // 12 MiB is the peak since the call; fallen by half
+	step(10*sec, 1, "5 s after the call")
+	step(15*sec, 2, "exactly 10 s after the call")
+	h.e.Release(6 << 20)
+	step(20*sec, 2, "5 s after the second call")
+}

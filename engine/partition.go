@@ -56,38 +56,35 @@ func (p *partition) pending() uint64 { return p.tail - max(p.head, p.reclaim) }
 
 func (p *partition) slotOf(seq uint64) *slot { return &p.ring[seq&uint64(len(p.ring)-1)] }
 
-func (p *partition) payload(s *slot) []byte {
-	if s.h.Len == 0 {
-		return nil
+// payload is the message's bytes; an empty payload's zero-length handle
+// reads as nil.
+func (p *partition) payload(s *slot) []byte { return p.q.e.arena.Bytes(s.h) }
+
+// ringSize is the ring's size once it has room for n more slots: the size it
+// has when they fit, else the first power of two (2 at least) that holds them.
+func (p *partition) ringSize(n int) int {
+	need := p.held() + uint64(n)
+	size := len(p.ring)
+	if need > uint64(size) {
+		size = max(size, 2)
+		for uint64(size) < need {
+			size *= 2
+		}
 	}
-	return p.q.e.arena.Bytes(s.h)
+	return size
 }
 
 // reserve makes room in the ring for n more slots.
 func (p *partition) reserve(n int) {
-	need := p.held() + uint64(n)
-	if need <= uint64(len(p.ring)) {
-		return
+	if size := p.ringSize(n); size != len(p.ring) {
+		p.resize(size)
 	}
-	size := max(len(p.ring), 2)
-	for uint64(size) < need {
-		size *= 2
-	}
-	p.resize(size)
 }
 
 // ringGrowth is the bytes reserve(n) would add to the ring: a push counts
 // them against the budgets before it appends.
 func (p *partition) ringGrowth(n int) int64 {
-	need := p.held() + uint64(n)
-	if need <= uint64(len(p.ring)) {
-		return 0
-	}
-	size := uint64(max(len(p.ring), 2))
-	for size < need {
-		size *= 2
-	}
-	return int64(size-uint64(len(p.ring))) * p.q.e.charge.slot
+	return int64(p.ringSize(n)-len(p.ring)) * p.q.e.charge.slot
 }
 
 func (p *partition) resize(size int) {
@@ -121,13 +118,11 @@ func (p *partition) append(payloads [][]byte, nb int64, at int64) {
 	off := 0
 	mask := uint64(len(p.ring) - 1)
 	for _, pl := range payloads {
-		var sh arena.Handle
-		if len(pl) > 0 {
-			copy(buf[off:], pl)
-			sh = h.Sub(uint32(off), uint32(len(pl)))
-			off += len(pl)
-		}
-		p.ring[p.tail&mask] = slot{h: sh, at: at}
+		// An empty payload gets a zero-length handle: Bytes reads it as
+		// nil and Free ignores it.
+		copy(buf[off:], pl)
+		p.ring[p.tail&mask] = slot{h: h.Sub(uint32(off), uint32(len(pl))), at: at}
+		off += len(pl)
 		p.tail++
 	}
 	p.bytes += nb
@@ -147,9 +142,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	var bytes, rbytes, rcount int64
 	for i := uint64(0); i < k; i++ {
 		s := p.slotOf(p.head)
-		if s.h.Len > 0 {
-			e.arena.Free(s.h)
-		}
+		e.arena.Free(s.h) // an empty payload's zero-length handle is ignored
 		n := int64(s.h.Len)
 		bytes += n
 		if p.head < p.reclaim {
@@ -168,7 +161,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	p.bytes -= bytes
 	q := p.q
 	q.length.Add(-int64(k))
-	q.reclaimableMsgs.Add(-rcount)
+	q.accountReclaimable(-rcount)
 	q.accountBytes(-bytes, -rbytes)
 	if cause != causeNone {
 		q.countDrops(cause, int64(dropped))
@@ -217,7 +210,7 @@ func (p *partition) updateReclaim() {
 			bytes += int64(p.slotOf(s).h.Len)
 		}
 		p.reclaim = m
-		p.q.reclaimableMsgs.Add(n)
+		p.q.accountReclaimable(n)
 		p.q.accountBytes(0, bytes)
 		p.q.noteReclaimable()
 	}
@@ -293,7 +286,7 @@ func (p *partition) cursorFor(g *group) *cursor {
 // oldest message held, where its first pop would start (D4).
 func (p *partition) ensureCursors() {
 	groups := p.q.groupList()
-	if len(p.cursors) >= len(groups) && len(groups) > 0 {
+	if len(p.cursors) >= len(groups) {
 		live := 0
 		for _, c := range p.cursors {
 			if !c.g.dead.Load() {
@@ -337,9 +330,7 @@ func (p *partition) removeDeadCursors() {
 		}
 		c.dropLease()
 		n += c.charge()
-		if p.byGroup != nil {
-			delete(p.byGroup, c.g)
-		}
+		delete(p.byGroup, c.g) // nil below cursorIndexAt: a no-op
 	}
 	clear(p.cursors[len(kept):])
 	p.cursors = kept

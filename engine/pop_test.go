@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -310,5 +311,123 @@ func TestWildcardPopStopsAtItsBatch(t *testing.T) {
 	c := &h.e.charge
 	if got, want := h.e.CellBytes()-before, c.ofGroup("g")+c.cursor; got != want {
 		t.Fatalf("the pop charged %d bytes, want %d: one group and one cursor", got, want)
+	}
+}
+
+// hookConsumer is a collector that runs first once, inside the first
+// Deliver: with that partition's lock held, in the middle of a pop.
+type hookConsumer struct {
+	collector
+	first func()
+	ran   bool
+}
+
+func (c *hookConsumer) Deliver(m Message) {
+	c.collector.Deliver(m)
+	if !c.ran {
+		c.ran = true
+		c.first()
+	}
+}
+
+// lockedByOther waits until someone else holds p.mu.
+func lockedByOther(p *partition) {
+	for p.mu.TryLock() {
+		p.mu.Unlock()
+		runtime.Gosched()
+	}
+}
+
+// spec (pop), D1: a pop without partition whose queue is deleted while it
+// goes round the partitions answers what it delivered before, once: it does
+// not start again on the queue that replaces it. The first wildcard pop of a
+// queue of partitions a and b takes from b first; the delete is let run
+// until it holds a and waits for b, whose lock the pop holds while it
+// delivers.
+func TestWildcardPopMeetingADeleteAnswersWhatItDelivered(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "a", "1")
+	h.push("q", "b", "2")
+	a := h.e.lookup("default", "q").findPartition("a")
+	deleted := make(chan struct{})
+	c := &hookConsumer{collector: collector{e: h.e}}
+	c.first = func() {
+		go func() {
+			defer close(deleted)
+			if _, err := h.e.Delete("default", "q"); err != nil {
+				t.Error(err)
+			}
+		}()
+		lockedByOther(a)
+	}
+	n, parked, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "q", Group: "g", Batch: 10}, c)
+	<-deleted
+	if err != nil || !parked.IsZero() {
+		t.Fatalf("pop: err %v, parked %v", err, !parked.IsZero())
+	}
+	if n != 1 || payloadsOf(c.msgs) != "2" {
+		t.Fatalf("pop answered %d, delivered %q; want 1, the message of b", n, payloadsOf(c.msgs))
+	}
+}
+
+// D4, spec (pop): a group forgotten while a pop of it goes round the
+// partitions ends that pop with what it delivered; the pop does not start
+// again as the new group of that name, which would deliver the same
+// messages twice. The sweep that forgets the group is let run until it
+// waits for the partition lock the pop holds.
+func TestPopWhoseGroupIsForgottenMidwayAnswersWhatItDelivered(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "a", "1")
+	h.push("q", "b", "2")
+	q := h.e.lookup("default", "q")
+	swept := make(chan struct{})
+	var g *group
+	c := &hookConsumer{collector: collector{e: h.e}}
+	c.first = func() {
+		g = q.findGroup("g")
+		go func() {
+			defer close(swept)
+			h.e.Sweep(h.clk.Now() + int64(h.e.cfg.GroupIdle+h.e.cfg.SweepEvery))
+		}()
+		for !g.dead.Load() {
+			runtime.Gosched()
+		}
+	}
+	n, _, err := h.e.Pop(&PopRequest{Tenant: "default", Queue: "q", Group: "g", Batch: 10, AutoAck: true}, c)
+	<-swept
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || payloadsOf(c.msgs) != "2" {
+		t.Fatalf("pop answered %d, delivered %q; want 1, the message of b, once", n, payloadsOf(c.msgs))
+	}
+}
+
+// spec (consumption semantics), D3: fan-out past the number of cursors a
+// partition keeps in a list (cursorIndexAt; from there it finds them
+// through a map): each of 20 groups receives everything once and keeps its
+// own place, and the messages become reclaimable only once the last group
+// has acked them.
+func TestFanOutToManyGroupsKeepsEachGroupsPlace(t *testing.T) {
+	h := newHarness(t, nil)
+	h.push("q", "p", "a", "b")
+	groups := numbered("g", 20)
+	for _, g := range groups {
+		if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: g, AutoAck: true})); got != "a" {
+			t.Fatalf("group %s first got %q, want a", g, got)
+		}
+	}
+	for i, g := range groups {
+		ms := h.pop(PopRequest{Queue: "q", Group: g})
+		if payloadsOf(ms) != "b" {
+			t.Fatalf("group %s then got %q, want b", g, payloadsOf(ms))
+		}
+		h.ack("q", g, AckCompleted, ms...)
+		if d := h.depthOf("q", ""); (i < len(groups)-1) != (d.Pending == 1) {
+			t.Fatalf("after %d of %d groups acked b: %d pending", i+1, len(groups), d.Pending)
+		}
+	}
+	if d := h.depthOf("q", ""); d.Pending != 0 {
+		t.Fatalf("after every group acked: %d pending, want 0", d.Pending)
 	}
 }

@@ -263,12 +263,9 @@ func (p *partition) push(tgt *pushTarget, payloads [][]byte, nb, largest int64, 
 	p.armTTL()
 	done := doneList{by: by}
 	p.wakeLocked(&done)
-	excess := q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes
 	p.mu.Unlock()
 	done.finish()
-	if excess {
-		q.trimOthers(p, opts)
-	}
+	q.trimOthers(p, opts)
 	return reclaimNone, nil
 }
 
@@ -285,7 +282,8 @@ func (p *partition) freeReclaimableFor(overN, overB int64) {
 }
 
 // trimOthers drops from the heads of q's other partitions while the queue is
-// still over a bound after a dropOldest push filled its own partition. It
+// still over a bound after a dropOldest push filled its own partition (a
+// queue within its bounds returns at once, before any lock). It
 // goes round the partitions from where the previous trim stopped and stops
 // as soon as the queue fits, so a push does not walk every partition of a
 // queue that has many (docs/engine.md, "Push cost does not grow"). Best

@@ -747,3 +747,50 @@ func TestDropOldestTrimsOtherPartitionsOverMaxBytes(t *testing.T) {
 		t.Fatalf("bytes %d bounds drops %d, want 4 (bbbb) and 2 (c, aaaa)", qi.Bytes, qi.Drops.Bounds)
 	}
 }
+
+// D3, D7: a push over maxBytes frees reclaimable messages from the head only
+// until it fits: the reclaimable message after them is kept.
+func TestPushFreesOnlyTheReclaimableRoomItNeeds(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxBytes, Options{MaxBytes: 4}))
+	h.push("q", "p", "ab", "cd")
+	h.pop(PopRequest{Queue: "q", Group: "g", Batch: 2, AutoAck: true}) // both reclaimable
+	h.push("q", "p", "xy")
+	if b := h.infoOf("q").Bytes; b != 4 {
+		t.Fatalf("queue bytes %d, want 4: ab freed, the reclaimable cd kept", b)
+	}
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "late", Batch: 10})); got != "cd,xy" {
+		t.Fatalf("a new group reads %q, want cd,xy", got)
+	}
+}
+
+// engine.md (bounds): when a dropOldest push leaves the queue over a bound
+// (lowered by configure), the heads of the other partitions are trimmed in
+// turn, onwards from where the previous trim stopped (at first the first
+// partition), until the queue fits.
+func TestDropOldestTrimsOtherPartitionsInTurn(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 10, Policy: PolicyDropOldest}))
+	for _, p := range []string{"a", "b", "c", "d"} {
+		h.push("q", p, p+"1")
+	}
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 1, Policy: PolicyDropOldest}))
+	h.push("q", "d", "d2") // d1 and d2 dropped, then a1 and b1
+	if qi := h.infoOf("q"); qi.Depth != 1 || qi.Drops.Bounds != 4 {
+		t.Fatalf("depth=%d bounds=%d, want 1 and 4", qi.Depth, qi.Drops.Bounds)
+	}
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "g", AutoAck: true, Batch: 10})); got != "c1" {
+		t.Fatalf("the queue holds %q, want c1", got)
+	}
+	// The next trim starts where this one stopped, at b: with a2, b2 and
+	// c2 held over a bound of 1, it drops b2 and c2 and keeps a2.
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 10, Policy: PolicyDropOldest}))
+	for _, p := range []string{"a", "b", "c"} {
+		h.push("q", p, p+"2")
+	}
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 1, Policy: PolicyDropOldest}))
+	h.push("q", "d", "d3") // d3 dropped, then b2 and c2
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q", Group: "g", Batch: 10})); got != "a2" {
+		t.Fatalf("after the second trim the queue holds %q, want a2", got)
+	}
+}

@@ -233,9 +233,10 @@ func (q *Queue) groupList() []*group {
 	return nil
 }
 
-// countDrops adds n drops for cause to the queue's and the broker's counters.
+// countDrops adds n drops for cause, one of the causes (never causeNone), to
+// the queue's and the broker's counters.
 func (q *Queue) countDrops(c Cause, n int64) {
-	if n == 0 || c >= numCauses {
+	if n == 0 {
 		return
 	}
 	q.drops[c].Add(n)

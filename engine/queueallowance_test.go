@@ -231,3 +231,17 @@ func TestDeclaringAnImplicitQueueAtTheAllowance(t *testing.T) {
 	h.configure("i", OptionSet{})
 	h.counts(2, 0)
 }
+
+// D7, divided among members: the implicit share answers before the broker
+// total, as the undivided allowance does. A push that would create an
+// implicit queue past both the member's share and the broker total is
+// refused for the share.
+func TestImplicitShareAnswersBeforeTheBrokerTotal(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxBytes = 1024 })
+	h.e.SetTenantLimitsShared("default", 0, 2, 2) // (2 - 0) / 2 = 1 implicit queue
+	h.push("one", "", "a")
+	big := string(make([]byte, 900)) // passes the broker total too
+	if _, err := h.pushErr("two", "", big); !errors.Is(err, ErrTenantQueues) {
+		t.Fatalf("push creating a second implicit queue past both: %v, want the queue allowance", err)
+	}
+}

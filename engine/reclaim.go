@@ -34,9 +34,7 @@ func (q *Queue) noteReclaimable() {
 func (q *Queue) reclaimAll() {
 	for _, p := range q.partitions() {
 		p.mu.Lock()
-		if p.reclaim > p.head {
-			p.freeHead(p.reclaim-p.head, causeNone)
-		}
+		p.freeHead(p.reclaim-p.head, causeNone) // the point never lags the head
 		p.mu.Unlock()
 	}
 }
@@ -64,7 +62,7 @@ func (e *Engine) reclaimAll() {
 	e.reclaimMu.Lock()
 	defer e.reclaimMu.Unlock()
 	e.tenants.Range(func(_ string, t *tenant) bool {
-		if t.reclaimableBytes.Load() > 0 {
+		if t.reclaimableMsgs.Load() > 0 {
 			t.reclaimAll()
 		}
 		return true

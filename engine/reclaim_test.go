@@ -112,3 +112,44 @@ func TestReclaimersKeepUpWithConcurrentAcks(t *testing.T) {
 		t.Fatalf("reclaimable bytes after a final pass: %d, want 0 (a queue fell out of the set)", r)
 	}
 }
+
+// D3: a reclaim pass frees a partition's reclaimable messages and nothing
+// above the reclaim point, also in a partition whose head has moved on
+// (messages freed before): the pending message after them stays.
+func TestReclaimPassFreesOnlyWhatIsBelowThePoint(t *testing.T) {
+	h := newHarness(t, payloadOnly)
+	h.e.SetTenantLimits("default", 6, 0)
+	h.push("q1", "p", "a", "b")
+	h.pop(PopRequest{Queue: "q1", Group: "g", Batch: 2, AutoAck: true})
+	h.push("q2", "", "xxxxx") // 7 > 6: a and b freed, q1's head moves on
+	if _, err := h.e.Delete("default", "q2"); err != nil {
+		t.Fatal(err)
+	}
+	h.push("q1", "p", "c", "d")
+	h.pop(PopRequest{Queue: "q1", Group: "g", AutoAck: true}) // c reclaimable, d pending
+	h.push("q3", "", "yyyyy")                                 // 7 > 6: c freed
+	if fp := tenantFootprint(h.e, "default"); fp != 6 {
+		t.Fatalf("tenant footprint %d, want 6: d and yyyyy", fp)
+	}
+	if got := payloadsOf(h.pop(PopRequest{Queue: "q1", Group: "g", Batch: 10})); got != "d" {
+		t.Fatalf("q1 gives g %q, want the pending d", got)
+	}
+}
+
+// A queue joins the set only when its reclaim point moves up past messages:
+// a bounds drop of pending messages, after which the point sits at the new
+// head with nothing below it held, makes nothing reclaimable and joins
+// nothing.
+func TestDroppingPendingMessagesJoinsNoSet(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", declare(HasMaxLength|HasPolicy, Options{MaxLength: 1, Policy: PolicyDropOldest}))
+	h.pop(PopRequest{Queue: "q", Group: "g"}) // g exists, at the start
+	h.push("q", "", "a")
+	h.push("q", "", "b") // a dropped unread
+	if qi := h.infoOf("q"); qi.Depth != 1 || qi.Drops.Bounds != 1 {
+		t.Fatalf("depth %d, bounds drops %d; want 1 and 1", qi.Depth, qi.Drops.Bounds)
+	}
+	if got := reclaimersOf(h.e, "default"); len(got) != 0 {
+		t.Fatalf("reclaimers after a drop of pending messages: %v, want none", got)
+	}
+}

@@ -394,3 +394,59 @@ func TestSweepFreesReclaimableAboveSevenEighths(t *testing.T) {
 		t.Fatalf("past 7/8 of the total: queue bytes %d, want the reclaimable message freed", b)
 	}
 }
+
+// consumeEmpties pushes n empty messages to q and consumes them all, so that
+// they are reclaimable: they hold no payload byte, but their ring slots are
+// charged (docs/engine.md, "What the budgets count").
+func consumeEmpties(h *harness, tenant, q string, n int) {
+	h.t.Helper()
+	if got, err := h.e.Push(tenant, q, "p", make([][]byte, n)); got != n || err != nil {
+		h.t.Fatalf("push of %d empty messages: n=%d err=%v", n, got, err)
+	}
+	c := &collector{}
+	if got, _, err := h.e.Pop(&PopRequest{Tenant: tenant, Queue: q, Group: "g", Batch: n, AutoAck: true}, c); got != n || err != nil {
+		h.t.Fatalf("pop: n=%d err=%v", got, err)
+	}
+}
+
+// D3: the tenant allowance never refuses while freeing reclaimable messages
+// could make the room, empty ones too: what they give back is their ring
+// slots.
+func TestTenantReclaimsConsumedEmptyMessagesBeforeRefusing(t *testing.T) {
+	h := newHarness(t, nil)
+	consumeEmpties(h, "default", "q1", 1000)
+	h.e.SetTenantLimits("default", tenantFootprint(h.e, "default"), 0)
+	if n, err := h.pushErr("q2", "", "y"); n != 1 || err != nil {
+		t.Fatalf("push that the empty messages' slots make room for: n=%d err=%v, want admitted", n, err)
+	}
+	if d := h.infoOf("q1"); d.Depth != 0 || len(h.pop(PopRequest{Queue: "q1", Group: "late", Batch: 10})) != 0 {
+		t.Fatalf("q1 still holds its empty messages")
+	}
+}
+
+// D3: the broker never refuses while freeing reclaimable messages could make
+// the room, empty ones too.
+func TestBrokerReclaimsConsumedEmptyMessagesBeforeRefusing(t *testing.T) {
+	probe := newHarness(t, nil) // the footprint the same steps reach
+	consumeEmpties(probe, "a", "q", 1000)
+	total := probe.e.CellBytes()
+	h := newHarness(t, func(c *Config) { c.MaxBytes = total })
+	consumeEmpties(h, "a", "q", 1000)
+	if n, err := h.e.Push("b", "q", "", payloads("y")); n != 1 || err != nil {
+		t.Fatalf("push that the empty messages' slots make room for: n=%d err=%v, want admitted", n, err)
+	}
+}
+
+// D3: the sweep past 7/8 of the broker total frees reclaimable empty
+// messages too, and so gives back their ring slots.
+func TestSweepFreesReclaimableEmptyMessagesNearTheTotal(t *testing.T) {
+	h := newHarness(t, nil)
+	h.configure("q", OptionSet{}) // declared: the sweep never collects it
+	consumeEmpties(h, "default", "q", 1000)
+	before := h.e.CellBytes()
+	h.e.cfg.MaxBytes = before // past 7/8 of it
+	h.e.Sweep(h.clk.Now())
+	if d := h.depthOf("q", "late"); d.Pending != 0 || h.e.CellBytes() >= before {
+		t.Fatalf("after the sweep: a new group sees %d messages, cell bytes %d (before %d); want 0 and fewer", d.Pending, h.e.CellBytes(), before)
+	}
+}

@@ -105,7 +105,7 @@ func (e *Engine) Sweep(now int64) {
 		s.due[i] = nil
 		e.visit(q, now)
 	}
-	if e.nearBudget() && e.reclaimableBytes.Load() > 0 {
+	if e.nearBudget() && e.reclaimableMsgs.Load() > 0 {
 		e.reclaimAll()
 	}
 	s.returnMemory(now)
@@ -116,13 +116,7 @@ func (e *Engine) visit(q *Queue, now int64) {
 	if q.dead.Load() {
 		return
 	}
-	groupIdle := int64(e.cfg.GroupIdle)
-	for _, g := range q.groupList() {
-		if g.parked.Load() == 0 && now-g.lastActive.Load() >= groupIdle {
-			q.forgetIdle(now)
-			break
-		}
-	}
+	q.forgetIdle(now)
 	if idle := int64(e.cfg.ImplicitIdle); q.idleFor(now, idle) && q.remove(idle) {
 		return
 	}

@@ -15,6 +15,7 @@ type tenant struct {
 	queues           *xsync.Map[string, *Queue]
 	footprint        atomic.Int64 // payload bytes plus charges: what maxBytes bounds
 	reclaimableBytes atomic.Int64 // payload bytes of reclaimable messages
+	reclaimableMsgs  atomic.Int64 // reclaimable messages, empty ones too
 	// reclaimers are the queues that may hold reclaimable messages, what a
 	// reclaim pass visits (reclaim.go); reclaimMu: one pass at a time.
 	reclaimers *xsync.Map[*Queue, struct{}]

@@ -37,7 +37,6 @@ type waiter struct {
 // waitList is an intrusive FIFO of parked pops.
 type waitList struct {
 	head, tail *waiter
-	n          int
 }
 
 func (l *waitList) add(w *waiter) {
@@ -49,7 +48,6 @@ func (l *waitList) add(w *waiter) {
 	}
 	l.tail = w
 	w.listed = true
-	l.n++
 }
 
 func (l *waitList) remove(w *waiter) {
@@ -67,7 +65,6 @@ func (l *waitList) remove(w *waiter) {
 		l.tail = w.prev
 	}
 	w.prev, w.next, w.listed = nil, nil, false
-	l.n--
 }
 
 // park puts w on its list, after one more look under the list's lock so a

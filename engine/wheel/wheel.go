@@ -104,13 +104,9 @@ func (w *Wheel) Schedule(t *Timer, when int64, f Firer) {
 	}
 	t.f, t.w = f, w
 	t.when.Store(when)
-	// Past deadlines go to the current tick's slot, which the next Advance
-	// visits first.
-	k := w.cur
-	if when > w.now {
-		k = w.tickOf(when)
-	}
-	head := &w.slots[k&w.mask]
+	// Past deadlines go to the current tick's slot (w.cur is tickOf(w.now)),
+	// which the next Advance visits first.
+	head := &w.slots[w.tickOf(max(when, w.now))&w.mask]
 	t.next, t.pprev = *head, head
 	if t.next != nil {
 		t.next.pprev = &t.next

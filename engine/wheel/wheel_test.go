@@ -534,4 +534,29 @@ func TestNewPanicsOnBadArgs(t *testing.T) {
 			New(10*time.Millisecond, slots, 0)
 		}()
 	}
+	for _, tick := range []time.Duration{0, -time.Millisecond} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New(%v, 8) did not panic", tick)
+				}
+			}()
+			New(tick, 8, 0)
+		}()
+	}
+}
+
+// NewSharded needs at least one shard: with none, Shard would have no wheel
+// to return.
+func TestNewShardedPanicsWithoutShards(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewSharded(%d, ...) did not panic", n)
+				}
+			}()
+			NewSharded(n, 10*time.Millisecond, 8, 0)
+		}()
+	}
 }
