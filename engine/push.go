@@ -290,6 +290,11 @@ func (p *partition) freeReclaimableFor(overN, overB int64) {
 // effort: concurrent pushes may each see the excess for a moment.
 func (q *Queue) trimOthers(skip *partition, opts *Options) {
 	over := func() bool { return q.length.Load() > opts.MaxLength || q.bytes.Load() > opts.MaxBytes }
+	if !over() {
+		// Every push comes here: one that left the queue within its bounds
+		// (nearly all) pays two loads, not the walk's setup and division.
+		return
+	}
 	parts := q.partitions()
 	start := int(q.trimAt.Load() % uint64(len(parts)))
 	for i := 0; i < len(parts) && over(); i++ {
