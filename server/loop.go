@@ -38,6 +38,7 @@ type loopScratch struct {
 	relayReq     wire.Request
 	tendTask     gnet.RunnableFunc
 	flushPending bool
+	gatewayRead  bool // a gateway link's read is being served: it writes the links at its end
 	flushTask    gnet.RunnableFunc
 
 	// parsers lends parsers to this loop's connections (wire.ParserPool).
