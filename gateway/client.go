@@ -413,11 +413,7 @@ func (ex *exchange) fail(e *wire.Error) *clientConn {
 	}
 	if cc := ex.cc; cc != nil {
 		cc.g.m.refused(e.Code)
-		retry := 0
-		if e == errForwardFailed || e == errAnswerBroken {
-			retry = 1
-		}
-		cc.give(wire.AppendError(nil, wire.Head{Status: e.Status, Close: ex.close, RetryAfter: retry}, e))
+		cc.give(appendFailure(nil, e, ex.close))
 	}
 	return ex.settle()
 }

@@ -180,11 +180,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 		}
 		_, _ = c.Discard(relay.HeaderLen + n)
 	}
-	for _, cc := range resume {
-		cc.answeredAll()
-	}
-	l.ls.writeListed()
-	l.ls.flushOwn()
+	l.ls.resume(resume)
 	return gnet.None
 }
 
@@ -249,12 +245,8 @@ func (l *linkConn) markDirty() {
 		return
 	}
 	l.listed = true
-	ls := l.ls
-	if !ls.flushPending {
-		ls.flushPending = true
-		_ = ls.loop.Execute(context.Background(), ls.flushTask)
-	}
-	ls.dirtyLinks = append(ls.dirtyLinks, l)
+	l.ls.scheduleFlush()
+	l.ls.dirtyLinks = append(l.ls.dirtyLinks, l)
 }
 
 // write hands the link's output to the socket in one write.
@@ -298,27 +290,14 @@ func (l *linkConn) failed() {
 		}
 	}
 	l.out = nil
-	for _, cc := range resume {
-		cc.answeredAll()
-	}
-	ls.writeListed()
-	ls.flushOwn()
+	ls.resume(resume)
 }
 
 // linkFail settles ex with refusal e, in its client's order.
 func (ex *exchange) linkFail(e *wire.Error) *clientConn {
-	retry := 0
-	if e == errForwardFailed || e == errAnswerBroken {
-		retry = 1
-	}
-	if ex.kind == exPush {
-		// The push meters nothing: give back what its admission held.
-		ex.status = 0
-	} else {
-		ex.status = e.Status
-	}
-	ex.delivered, ex.closes = 0, false
-	ex.resp = wire.AppendError(ex.resp[:0], wire.Head{Status: e.Status, RetryAfter: retry}, e)
+	// Status 0 meters nothing and gives back what a push's admission held.
+	ex.status, ex.delivered, ex.closes = 0, 0, false
+	ex.resp = appendFailure(ex.resp[:0], e, ex.close)
 	ex.refusal = e.Code
 	return ex.cc.giveInOrder(ex)
 }

@@ -44,3 +44,10 @@ func appendRefusal(dst []byte, req *wire.Request, e *wire.Error, retryAfter int)
 	h.RetryAfter = retryAfter
 	return wire.AppendError(dst, h, e)
 }
+
+// appendFailure appends the answer to a forwarded request that the broker's
+// connection or link failed (e is errForwardFailed or errAnswerBroken, both
+// worth a retry after a second); close: the client asked to close after it.
+func appendFailure(dst []byte, e *wire.Error, close bool) []byte {
+	return wire.AppendError(dst, wire.Head{Status: e.Status, Close: close, RetryAfter: 1}, e)
+}

@@ -204,11 +204,27 @@ func (u *upConn) markDirty() {
 		ls.dirtyOwn = append(ls.dirtyOwn, u)
 		return
 	}
+	ls.scheduleFlush()
+	ls.dirty = append(ls.dirty, u)
+}
+
+// scheduleFlush has the loop run flush after the events of this poll,
+// once however many connections and links are listed for it.
+func (ls *loopState) scheduleFlush() {
 	if !ls.flushPending {
 		ls.flushPending = true
 		_ = ls.loop.Execute(context.Background(), ls.flushTask)
 	}
-	ls.dirty = append(ls.dirty, u)
+}
+
+// resume reads again the held requests of the clients whose last answer in
+// flight was given, then writes what every client of the loop was given.
+func (ls *loopState) resume(clients []*clientConn) {
+	for _, cc := range clients {
+		cc.answeredAll()
+	}
+	ls.writeListed()
+	ls.flushOwn()
 }
 
 // flush writes every listed shared connection's output: one write each.
@@ -310,12 +326,7 @@ func (u *upConn) onTraffic() gnet.Action {
 	if len(u.queue) == 0 {
 		u.queue = u.queue[:0:0] // let the old array go
 	}
-	for _, cc := range resume {
-		cc.answeredAll()
-	}
-	ls := u.ls
-	ls.writeListed()
-	ls.flushOwn()
+	u.ls.resume(resume)
 	if closeAfter {
 		return gnet.Close
 	}
@@ -396,11 +407,7 @@ func (u *upConn) failed(error) {
 			}
 		}
 	}
-	for _, cc := range resume {
-		cc.answeredAll()
-	}
-	ls.writeListed()
-	ls.flushOwn()
+	ls.resume(resume)
 }
 
 // closeIdleUpstreams closes the loop's broker connections that have had
