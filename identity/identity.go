@@ -190,6 +190,18 @@ func (a *Auth) IdentifyAs(req *wire.Request, prev string) (tenant string, level 
 	return a.jwt(req)
 }
 
+// CheckTenant refuses a tenant a gateway names (a header, or a gateway
+// link's frame) that is missing (401) or not a valid name (401).
+func CheckTenant(ten []byte) *wire.Error {
+	if len(ten) == 0 {
+		return errNoTenant
+	}
+	if wire.CheckName("tenant", ten) != nil {
+		return errBadTenant
+	}
+	return nil
+}
+
 // GatewaySecret reports whether req carries the gateway secret of a
 // gateway-mode Auth (X-Queen-Gateway-Secret, compared in constant time);
 // false in every other mode.
@@ -207,11 +219,8 @@ func (a *Auth) gateway(req *wire.Request, prev string) (string, Level, *wire.Err
 		return "", 0, errBadGateway // the tenancy headers are ignored
 	}
 	ten, _ := req.Header("X-Queen-Tenant")
-	if len(ten) == 0 {
-		return "", 0, errNoTenant
-	}
-	if wire.CheckName("tenant", ten) != nil {
-		return "", 0, errBadTenant
+	if err := CheckTenant(ten); err != nil {
+		return "", 0, err
 	}
 	acc, _ := req.Header("X-Queen-Access")
 	level, ok := ParseLevel(acc)

@@ -114,22 +114,16 @@ func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
 	cs.reqStart = time.Now()
 	req := relayedRequest(&ls.relayReq, &rq)
 	r := relayedRoute(req)
-	level := identity.Level(rq.Access)
-	switch {
-	case r == nil:
+	if r == nil {
 		cs.refuse(req, errNoRoute)
-	case wire.CheckName("tenant", rq.Tenant) != nil:
-		cs.refuse(req, errLinkTenant)
-	default:
+	} else if werr := identity.CheckTenant(rq.Tenant); werr != nil {
+		cs.refuse(req, werr)
+	} else {
 		cs.reqRoute = r.id
-		if cs.admitAs(req, r.need, string(rq.Tenant), level) {
+		if cs.admitAs(req, r.need, string(rq.Tenant), identity.Level(rq.Access)) {
 			r.serve(cs, req, nil)
 		}
 	}
 	l.endStandIn(cs, id)
 	return true
 }
-
-// errLinkTenant: a link frame whose tenant is not a valid name, as
-// identity refuses a gateway header naming one.
-var errLinkTenant = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the tenant is not a valid name"}
