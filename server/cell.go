@@ -429,17 +429,23 @@ func (cs *conn) relayParked(by engine.Origin) {
 		if l.streams[id] == cs {
 			delete(l.streams, id)
 			k.resp = wire.AppendResponse(k.resp[:0], k.head, k.body)
-			l.answer(id, k.resp)
+			l.answer(id, k.resp) // copied into the link's output
+			l.ls.putStandIn(cs)
 		}
 		return
 	}
-	// A parked stand-in is never lent again, so its buffer can be the frame.
+	// Until the stand-in is taken back (below, on the link's loop), nothing
+	// else uses its buffer, so the buffer can be the frame.
 	frame := wire.AppendResponse(append(k.resp[:0], make([]byte, relay.HeaderLen)...), k.head, k.body)
 	relay.PutHeader(frame, relay.FrameAnswer, id, len(frame)-relay.HeaderLen)
+	// gnet calls back on the link's loop once the frame is written or
+	// copied to the link's output buffer, or the link is gone: either way
+	// after endStandIn, and the stand-in's last use.
 	_ = l.c.AsyncWrite(frame, func(gnet.Conn, error) error {
 		if l.streams[id] == cs {
 			delete(l.streams, id)
 		}
+		l.ls.putStandIn(cs)
 		return nil
 	})
 }
@@ -495,6 +501,7 @@ func (ls *loopScratch) standIn(s *Server) *conn {
 		ls.standIns = ls.standIns[:n-1]
 		return cs
 	}
+	ls.standInsMade++
 	cs := &conn{s: s, relayed: true, loop: ls.loop, ls: ls}
 	cs.sink = popSink{cs: cs, e: s.e}
 	return cs
@@ -503,13 +510,16 @@ func (ls *loopScratch) standIn(s *Server) *conn {
 // maxIdleStandIns bounds the stand-in conns a loop keeps.
 const maxIdleStandIns = 256
 
-// putStandIn takes back a stand-in whose answer has been appended: its
-// buffers serve the next relayed request of this loop.
+// putStandIn takes back a stand-in whose answer has been appended (or, for
+// a pop that parked, written or let go): its buffers serve the next
+// relayed request of this loop, so a steady stream of relayed waiting pops
+// does not allocate a conn and grow its buffers for each.
 func (ls *loopScratch) putStandIn(cs *conn) {
-	if len(ls.standIns) >= maxIdleStandIns || cap(cs.out) > 1<<20 || cap(cs.sink.body) > 1<<20 {
+	if len(ls.standIns) >= maxIdleStandIns || cap(cs.out) > 1<<20 || cap(cs.sink.body) > 1<<20 || cap(cs.sink.resp) > 1<<20 {
 		return
 	}
 	cs.out = cs.out[:0]
+	cs.sink.parked = engine.Parked{}
 	cs.tenant, cs.access, cs.ts = "", 0, nil
 	cs.relayLink, cs.relayID = nil, 0
 	cs.reqRoute = 0

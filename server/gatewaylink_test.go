@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
@@ -284,5 +286,67 @@ func TestGatewayLinkNotOfferedByACellMember(t *testing.T) {
 	resp, l := dialLink(t, ts.addr, gwTestSecret)
 	if l != nil || resp.StatusCode != 404 || errorCode(t, resp) != codeNoRoute {
 		t.Fatalf("upgrade on a cell member: %d, want 404 %s", resp.StatusCode, codeNoRoute)
+	}
+}
+
+// A stand-in whose pop parked is taken back once that pop is answered or
+// let go, however it ends: completed on the link's loop (a push on the
+// link), completed elsewhere (its timeout, answered by AsyncWrite) or
+// cancelled. A steady request/reply through a gateway parks a pop for
+// nearly every message, and a stand-in made for each (a conn and its
+// buffers grown again) was most of the broker's allocation behind it.
+func TestGatewayLinkReusesParkedStandIns(t *testing.T) {
+	ts := startGatewayMode(t, nil)
+	_, l := dialLink(t, ts.addr, gwTestSecret)
+	if l == nil {
+		t.Fatal("upgrade refused")
+	}
+	pop := "/api/v1/ephemeral/pop?queue=q&wait=true&timeout="
+	cycle := func(how string) {
+		switch how {
+		case "pushed":
+			popID := l.send(t, "acme", identity.ReadWrite, "GET", pop+"5000&autoAck=true", "")
+			waitUntil(t, "the pop parked", func() bool { return parkedPops(ts.e) == 1 })
+			l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`)
+			got := map[uint64]int{}
+			for range 2 {
+				id, status, _ := l.answer(t)
+				got[id] = status
+			}
+			if got[popID] != 200 {
+				t.Fatalf("the parked pop: %v, want 200", got)
+			}
+		case "timed out":
+			l.send(t, "acme", identity.ReadWrite, "GET", pop+"1", "")
+			if _, status, body := l.answer(t); status != 200 || !strings.Contains(body, `"messages":[]`) {
+				t.Fatalf("a timed-out pop: %d %s, want 200 with no messages", status, body)
+			}
+		case "cancelled":
+			id := l.send(t, "acme", identity.ReadWrite, "GET", pop+"5000", "")
+			waitUntil(t, "the pop parked", func() bool { return parkedPops(ts.e) == 1 })
+			l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+			waitUntil(t, "the pop let go", func() bool { return parkedPops(ts.e) == 0 })
+		}
+	}
+	made := func() int { // read on the loop, which alone writes it
+		n := make(chan int, 1)
+		ts.s.scratch.Range(func(loop gnet.EventLoop, ls *loopScratch) bool {
+			_ = loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				n <- ls.standInsMade
+				return nil
+			}))
+			return false // one loop (startGatewayMode)
+		})
+		return <-n
+	}
+	for _, how := range []string{"pushed", "timed out", "cancelled"} {
+		cycle(how)
+		before := made()
+		for range 50 {
+			cycle(how)
+		}
+		if after := made(); after != before {
+			t.Errorf("%s: 50 parked pops made %d stand-ins, want none (taken back and lent again)", how, after-before)
+		}
 	}
 }

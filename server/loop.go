@@ -35,6 +35,7 @@ type loopScratch struct {
 	nLinks       atomic.Int32
 	dirty        []*relayLink
 	standIns     []*conn
+	standInsMade int // stand-ins allocated since boot: reuse keeps it flat (standIn)
 	relayReq     wire.Request
 	tendTask     gnet.RunnableFunc
 	flushPending bool

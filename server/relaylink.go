@@ -301,7 +301,9 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 		case relay.FrameCancel:
 			if cs := l.streams[id]; cs != nil {
 				delete(l.streams, id)
-				l.s.e.Cancel(cs.sink.parked)
+				if l.s.e.Cancel(cs.sink.parked) {
+					l.ls.putStandIn(cs) // let go: Complete will not run
+				}
 			}
 		case relay.FramePing:
 			l.out = relay.AppendHeader(l.out, relay.FramePong, 0, 0)
