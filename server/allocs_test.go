@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
@@ -108,5 +109,57 @@ func pushPopAckAllocs(t *testing.T, mode string) {
 	e.Depth("default", "q", "g", &d)
 	if d.Pending != 0 {
 		t.Fatalf("pending %d after every message was acked", d.Pending)
+	}
+}
+
+// P3 on a gateway link: push and pop frames, each decoded, admitted as
+// their tenant, served on a stand-in and answered into the link's output,
+// allocate nothing in the steady state (no conn per request, no string per
+// frame's tenant).
+func TestGatewayLinkFramesAreAllocationFree(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	auth, err := identity.New(identity.Config{Mode: identity.ModeGateway, GatewaySecret: "gw-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Engine: e, Store: openStore(t), Auth: auth})
+	ls := &loopScratch{s: s, gatewayRead: true} // answers are gathered, not flushed by a task
+	l := &relayLink{s: s, role: linkGateway, ls: ls, streams: map[uint64]*conn{}}
+	frame := func(id uint64, method, target, body string) []byte {
+		f, err := relay.AppendRequest(nil, id, &relay.Request{Tenant: []byte("acme"), Access: uint8(identity.ReadWrite), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f[relay.HeaderLen:]
+	}
+	push := frame(1, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":{"n":1}}]}`)
+	pop := frame(2, "GET", "/api/v1/ephemeral/pop?queue=q&autoAck=true", "")
+	delivered := []byte("X-Queen-Delivered: 1\r\n")
+	cycle := func() {
+		l.out, ls.dirty, l.listed = l.out[:0], ls.dirty[:0], false
+		if !s.serveGatewayFrame(l, 1, push) || !s.serveGatewayFrame(l, 2, pop) {
+			t.Fatal("a frame did not decode")
+		}
+		if !bytes.Contains(l.out, []byte("HTTP/1.1 201")) || !bytes.Contains(l.out, delivered) {
+			t.Fatalf("the link's output: %q", l.out)
+		}
+	}
+	for range 1000 {
+		cycle()
+	}
+	const cycles = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range cycles {
+		cycle()
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > cycles/100 {
+		t.Fatalf("%d cycles of a push frame and a pop frame allocated %d times", cycles, n)
+	}
+	if qs := e.Queues("acme", nil); len(qs) != 1 {
+		t.Fatalf("acme's queues: %+v, want q", qs)
 	}
 }

@@ -365,7 +365,7 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
 		cs.refuse(req, identity.ErrLevel)
 	default:
 		cs.reqRoute = r.id
-		cs.tenant, cs.access = string(rq.Tenant), identity.Level(rq.Access)
+		cs.tenant, cs.access = s.tenantName(rq.Tenant), identity.Level(rq.Access)
 		cs.ts = s.tenantState(cs.tenant)
 		r.serve(cs, req, nil)
 	}

@@ -120,7 +120,7 @@ func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
 		cs.refuse(req, werr)
 	} else {
 		cs.reqRoute = r.id
-		if cs.admitAs(req, r.need, string(rq.Tenant), identity.Level(rq.Access)) {
+		if cs.admitAs(req, r.need, s.tenantName(rq.Tenant), identity.Level(rq.Access)) {
 			r.serve(cs, req, nil)
 		}
 	}

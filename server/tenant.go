@@ -20,6 +20,18 @@ type tenantState struct {
 	// Metering (made once per tenant: no lookup per message).
 	pushed    *metrics.Counter
 	delivered *metrics.Counter
+
+	name string // the tenant's, for requests that carry it as bytes (tenantName)
+}
+
+// tenantName returns the tenant named by b as a string: the name its state
+// keeps once the tenant has been seen, so that a relayed or gateway-link
+// frame, whose tenant arrives as bytes, does not allocate one per request.
+func (s *Server) tenantName(b []byte) string {
+	if ts, ok := s.tenants.Load(bytesString(b)); ok {
+		return ts.name
+	}
+	return string(b)
 }
 
 // tenantState returns the state of tenant, creating it on the default rate.
@@ -28,7 +40,7 @@ func (s *Server) tenantState(tenant string) *tenantState {
 		return ts
 	}
 	ts, _ := s.tenants.LoadOrCompute(tenant, func() (*tenantState, bool) {
-		ts := &tenantState{}
+		ts := &tenantState{name: tenant}
 		ts.rate.Store(s.cfg.TenantMsgsPerSecond)
 		ts.pushed, ts.delivered = s.m.tenantCounters(tenant)
 		return ts, false
