@@ -33,7 +33,8 @@
 # ROUNDS (3), D (measured seconds per run, 5), WARMUP (1), OUT (result
 # directory, bench/results/<UTC time>-gateway), BROKER_PORT (19640),
 # GATEWAY_PORT (19630; each the first port tried), BROKER_ENV and
-# GATEWAY_ENV (extra VAR=value), QUEENBENCH_FLAGS (passed on), PIN (0).
+# GATEWAY_ENV (extra VAR=value), QUEENBENCH_FLAGS (passed on), PIN (0),
+# BROKER_BIN (a broker binary to run instead of building ./cmd/queen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,7 @@ GATEWAY_PORT=${GATEWAY_PORT:-19630}
 BROKER_ENV=${BROKER_ENV:-}
 GATEWAY_ENV=${GATEWAY_ENV:-}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
+BROKER_BIN=${BROKER_BIN:-}
 PIN=${PIN:-0}
 suffix=-gateway
 [ "$PIN" = 1 ] && suffix=-gateway-pinned
@@ -75,7 +77,11 @@ command -v curl >/dev/null || {
 }
 
 echo "== building the broker, the gateway and queenbench"
-go build -o "$tmp/queen" ./cmd/queen
+if [ -n "$BROKER_BIN" ]; then
+	cp "$BROKER_BIN" "$tmp/queen" # another build's broker, for an A/B of a broker change
+else
+	go build -o "$tmp/queen" ./cmd/queen
+fi
 go build -o "$tmp/queen-gateway" ./cmd/queen-gateway
 (cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
 mkdir -p "$OUT"
