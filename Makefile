@@ -113,7 +113,7 @@ bench-sdk:
 
 # Through the multi-tenant gateway against the broker directly (bench/gateway.sh).
 # Knobs: SCENARIOS, ROUNDS, D, WARMUP, OUT, BROKER_PORT, GATEWAY_PORT, BROKER_ENV,
-# GATEWAY_ENV, QUEENBENCH_FLAGS.
+# GATEWAY_ENV, QUEENBENCH_FLAGS, BROKER_BIN (another build's broker, for an A/B).
 bench-gateway:
 	bash bench/gateway.sh
 
