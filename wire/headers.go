@@ -31,6 +31,12 @@ func fieldLine(line []byte, what string) (ne, vs, ve int, err *Error) {
 	}
 	vs, ve = colon+1, len(line)
 	for i := vs; i < ve; i++ {
+		for i+8 <= ve && plainValue(load8(line, i)) {
+			i += 8
+		}
+		if i == ve {
+			break
+		}
 		if c := line[i]; !isFieldValue[c] {
 			switch c {
 			case 0:

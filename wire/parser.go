@@ -338,6 +338,12 @@ func (p *Parser) requestLine(line []byte, off int) *Error {
 		return framingError("request target must be origin-form (/path?query)")
 	}
 	for i := 0; i < len(target); i++ {
+		for i+8 <= len(target) && plainTarget(load8(target, i)) {
+			i += 8
+		}
+		if i == len(target) {
+			break
+		}
 		switch c := target[i]; {
 		case c == '%':
 			// A malformed escape is refused here, so that decoding a
