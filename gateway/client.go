@@ -44,6 +44,7 @@ type clientConn struct {
 	out        []byte // answers to write at the end of this round
 	listed     bool   // in the loop's list of clients to write
 	closeAfter bool   // close once the answers so far have left
+	lost       bool   // an answer was lost: close once those before it have left (lose)
 	isClosed   bool
 	busy       bool    // an admin route is being answered off the loop
 	held       bool    // the next request waits for the answers in flight
@@ -97,6 +98,7 @@ type exchange struct {
 	delivered int
 	closes    bool   // the broker's answer says Connection: close
 	refusal   string // the code, when resp is the gateway's own refusal
+	lost      bool   // its answer was lost after its request was written (lose)
 }
 
 // onTraffic serves what the client sent.
@@ -375,8 +377,8 @@ func accessOf(r routes.Route) identity.Level {
 // give appends answer bytes for the client, written at the end of the
 // round (write).
 func (cc *clientConn) give(b []byte) {
-	if cc.isClosed {
-		return
+	if cc.isClosed || cc.lost {
+		return // nothing after a lost answer: the connection closes
 	}
 	cc.out = append(cc.out, b...)
 	cc.markWrite()
@@ -405,8 +407,8 @@ func (ex *exchange) answered(status, delivered int) *clientConn {
 	return ex.settle()
 }
 
-// fail answers an exchange's client with e (the broker's connection
-// failed), giving back what its admission held.
+// fail answers an exchange's client with e, errForwardFailed: its request
+// reached no broker. What its admission held is given back.
 func (ex *exchange) fail(e *wire.Error) *clientConn {
 	if ex.kind == exPush {
 		pushAnswered(ex.ts, ex.plan, ex.items, 0)
@@ -416,6 +418,35 @@ func (ex *exchange) fail(e *wire.Error) *clientConn {
 		cc.give(appendFailure(nil, e, ex.close))
 	}
 	return ex.settle()
+}
+
+// lose settles an exchange whose request was written to a broker whose
+// connection then failed before its answer came: the broker may have
+// served it, so it gets no 503 ephemeral_forward_failed, which says that
+// nothing was done and which the SDKs send again by themselves (a push
+// would be applied twice). Its client's connection closes after the
+// answers before it instead, as the broker's own would have: the client
+// sees a lost answer, as without a gateway (docs/gateway.md, "When a
+// broker fails"). What its admission held is given back.
+func (ex *exchange) lose() *clientConn {
+	if ex.kind == exPush {
+		pushAnswered(ex.ts, ex.plan, ex.items, 0)
+	}
+	if cc := ex.cc; cc != nil {
+		cc.lose()
+	}
+	return ex.settle()
+}
+
+// lose closes the connection once the answers given so far have left; no
+// later answer is given.
+func (cc *clientConn) lose() {
+	if cc.lost || cc.isClosed {
+		return
+	}
+	cc.g.m.lost.Inc()
+	cc.lost, cc.closeAfter = true, true
+	cc.markWrite()
 }
 
 // settle releases the slot and counts the exchange out of its client.
@@ -461,7 +492,7 @@ func (cc *clientConn) write() gnet.Action {
 			return gnet.Close
 		}
 	}
-	if cc.closeAfter && cc.inFlight == 0 && !cc.busy {
+	if cc.lost || cc.closeAfter && cc.inFlight == 0 && !cc.busy {
 		return gnet.Close
 	}
 	return gnet.None

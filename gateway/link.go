@@ -165,12 +165,14 @@ func (l *linkConn) onTraffic() gnet.Action {
 				resume = append(resume, cc)
 			}
 		case relay.FrameRefuse:
-			e := errForwardFailed // the broker did not serve it
-			if len(p) == 1 && p[0] == relay.RefuseTooLarge {
-				e = errAnswerBroken // served, but its answer could not come back
-			}
 			if ex := l.take(id); ex != nil {
-				if cc := ex.linkFail(e); cc != nil {
+				var cc *clientConn
+				if len(p) == 1 && p[0] == relay.RefuseTooLarge {
+					cc = ex.linkLose() // served, but its answer could not come back
+				} else {
+					cc = ex.linkFail(errForwardFailed) // the broker did not serve it
+				}
+				if cc != nil {
 					resume = append(resume, cc)
 				}
 			}
@@ -204,7 +206,7 @@ func (l *linkConn) answered(id uint64, raw []byte) *clientConn {
 	var rr respReader
 	_, done, err := rr.feed(raw)
 	if err != nil || !done {
-		return ex.linkFail(errAnswerBroken)
+		return ex.linkLose()
 	}
 	delivered := rr.delivered
 	if ex.kind == exPop && delivered < 0 && rr.status == 200 {
@@ -263,9 +265,10 @@ func (l *linkConn) write() {
 }
 
 // failed ends the link (a failed dial, a refused upgrade, or gnet's
-// OnClose): requests it had sent are answered 503 (the broker may or may
-// not have served them), those it had not 503 with nothing done. The next
-// request for that broker dials a new link.
+// OnClose): requests it had sent are lost (the broker may or may not have
+// served them: their clients' connections close, exchange.lose), those it
+// had not are answered 503 ephemeral_forward_failed, nothing done. The
+// next request for that broker dials a new link.
 func (l *linkConn) failed() {
 	if l.state == linkDead {
 		return
@@ -281,16 +284,26 @@ func (l *linkConn) failed() {
 	var resume []*clientConn
 	for id, ex := range l.calls {
 		delete(l.calls, id)
-		e := errForwardFailed
+		var cc *clientConn
 		if id < l.sentBelow {
-			e = errAnswerBroken
+			cc = ex.linkLose() // written: the broker may have served it
+		} else {
+			cc = ex.linkFail(errForwardFailed)
 		}
-		if cc := ex.linkFail(e); cc != nil {
+		if cc != nil {
 			resume = append(resume, cc)
 		}
 	}
 	l.out = nil
 	ls.resume(resume)
+}
+
+// linkLose settles ex as lost (exchange.lose), in its client's order.
+func (ex *exchange) linkLose() *clientConn {
+	// Status 0 meters nothing and gives back what a push's admission held.
+	ex.status, ex.delivered, ex.closes = 0, 0, false
+	ex.resp, ex.lost = ex.resp[:0], true
+	return ex.cc.giveInOrder(ex)
 }
 
 // linkFail settles ex with refusal e, in its client's order.
@@ -317,10 +330,15 @@ func (cc *clientConn) giveInOrder(ex *exchange) *clientConn {
 		head := cc.onLink[0]
 		cc.onLink[0] = nil
 		cc.onLink = cc.onLink[1:]
-		if head.refusal != "" {
+		switch {
+		case head.lost:
+			cc.lose()
+		case head.refusal != "":
 			cc.g.m.refused(head.refusal)
+			fallthrough
+		default:
+			cc.give(head.resp)
 		}
-		cc.give(head.resp)
 		if head.closes {
 			cc.closeAfter = true
 		}

@@ -15,6 +15,9 @@ type gatewayMetrics struct {
 	set       *metrics.Set
 	forwarded *metrics.Counter
 	dials     *metrics.Counter
+	// lost counts answers lost after their request was written (a broker's
+	// connection or link failed): each closed its client's connection.
+	lost *metrics.Counter
 	// acceptErrors counts accept errors (out of descriptors, mostly).
 	acceptErrors *metrics.Counter
 	refusals     *xsync.Map[string, *metrics.Counter]
@@ -26,6 +29,7 @@ func (g *Gateway) initMetrics() {
 	m.refusals = xsync.NewMap[string, *metrics.Counter]()
 	m.forwarded = m.set.NewCounter("queen_gateway_forwarded_total")
 	m.dials = m.set.NewCounter("queen_gateway_upstream_dials_total")
+	m.lost = m.set.NewCounter("queen_gateway_answers_lost_total")
 	m.acceptErrors = m.set.NewCounter("queen_gateway_accept_errors_total")
 	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
 	m.set.NewGauge("queen_gateway_links", func() float64 { return float64(g.links.Load()) })

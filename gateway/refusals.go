@@ -28,7 +28,6 @@ var (
 	errRate          = &wire.Error{Status: 429, Code: codeRateLimited, Msg: "the tenant is over its plan's messages per second"}
 	errSlots         = &wire.Error{Status: 429, Code: codeSlotsExhausted, Msg: "every parked-consumer slot of the tenant's plan is taken; answer or stop a waiting pop first"}
 	errForwardFailed = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "no broker behind the gateway could be reached; retry"}
-	errAnswerBroken  = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "the broker's connection failed before its answer arrived; the request may or may not have been served"}
 	errLevel         = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
 	errAdminOnly     = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role"}
 	errNotOperator   = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role of the operator tenant (QUEEN_OPERATOR_TENANT)"}
@@ -45,9 +44,9 @@ func appendRefusal(dst []byte, req *wire.Request, e *wire.Error, retryAfter int)
 	return wire.AppendError(dst, h, e)
 }
 
-// appendFailure appends the answer to a forwarded request that the broker's
-// connection or link failed (e is errForwardFailed or errAnswerBroken, both
-// worth a retry after a second); close: the client asked to close after it.
+// appendFailure appends the answer to a forwarded request that never
+// reached a broker (e is errForwardFailed, worth a retry after a second);
+// close: the client asked to close after it.
 func appendFailure(dst []byte, e *wire.Error, close bool) []byte {
 	return wire.AppendError(dst, wire.Head{Status: e.Status, Close: close, RetryAfter: 1}, e)
 }

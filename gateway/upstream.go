@@ -353,9 +353,10 @@ func (u *upConn) release() {
 }
 
 // failed ends the connection (a failed dial, or gnet's OnClose): it is
-// forgotten by the loop; requests it had sent are answered 503 (the broker
-// may or may not have served them), and those it had not sent move to
-// another broker, or are answered 503 when none is up.
+// forgotten by the loop; requests it had sent are lost (the broker may or
+// may not have served them: their clients' connections close, lose), and
+// those it had not sent move to another broker, or are answered 503 when
+// none is up.
 func (u *upConn) failed(error) {
 	if u.dead {
 		return
@@ -373,7 +374,7 @@ func (u *upConn) failed(error) {
 	var resume []*clientConn
 	for i, ex := range queue {
 		if i < sent {
-			if cc := ex.fail(errAnswerBroken); cc != nil {
+			if cc := ex.lose(); cc != nil {
 				resume = append(resume, cc)
 			}
 			ls.recycle(ex)

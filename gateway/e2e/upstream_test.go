@@ -11,7 +11,7 @@ import (
 )
 
 // TestBrokerRestart: the gateway outlives the broker behind it: with the
-// broker stopped a request is 503 ephemeral_forward_failed with
+// broker stopped a request (which reaches no broker) is 503 ephemeral_forward_failed with
 // Retry-After 1 and meters nothing; started again on the same port, the
 // gateway serves again, on the connections it dials anew.
 func TestBrokerRestart(t *testing.T) {
@@ -32,9 +32,10 @@ func TestBrokerRestart(t *testing.T) {
 	select {
 	case res := <-waiting:
 		// SIGTERM answers parked pops with an empty batch; a broker gone
-		// before its answer is 503.
-		if res.err != nil || (res.r.status != 200 && res.r.code() != "ephemeral_forward_failed") {
-			t.Fatalf("the waiting pop, its broker stopped: %v %s", res.err, res.r)
+		// before its answer is a lost answer, the client's connection
+		// closed, never a 503 that would say nothing was done.
+		if res.err == nil && res.r.status != 200 {
+			t.Fatalf("the waiting pop, its broker stopped: %s, want 200 or a lost answer", res.r)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiting pop was not answered when its broker stopped")

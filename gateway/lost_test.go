@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/gateway/catalog"
+	"github.com/queenmq/ephemeral/identity"
+)
+
+// A request written to a broker whose connection then fails before the
+// answer may have been served: the gateway must not answer it 503
+// ephemeral_forward_failed (which says nothing was done, and which the SDKs
+// send again: a push would be applied twice). Its client gets the answers
+// before it and then a closed connection, a lost answer, as from the broker
+// itself. Over HTTP connections and over the link, against a fake broker
+// that answers every push but one whose body names the queue "lose", on
+// which it closes the connection.
+func TestAnswerLostClosesTheClient(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		name := "http"
+		if link {
+			name = "link"
+		}
+		t.Run(name, func(t *testing.T) {
+			fb := startFakeBroker(t)
+			g := startGatewayTo(t, fb.url, !link)
+			if link {
+				// The first requests open the link (over HTTP meanwhile).
+				deadline := time.Now().Add(5 * time.Second)
+				for g.links.Load() == 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("the link never opened")
+					}
+					call(t, "POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", `{"queue":"keep","messages":[{"payload":1}]}`)
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			c, err := net.Dial("tcp", g.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			push := func(queue string) string {
+				body := `{"queue":"` + queue + `","messages":[{"payload":1}]}`
+				return "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nContent-Length: " +
+					strconv.Itoa(len(body)) + "\r\n\r\n" + body
+			}
+			// Pipelined: answered, lost, and one behind the lost one.
+			if _, err := io.WriteString(c, push("keep")+push("lose")+push("keep")); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			r := bufio.NewReader(c)
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatalf("the first push's answer: %v", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != 201 {
+				t.Fatalf("the first push: %d, want 201", resp.StatusCode)
+			}
+			rest, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatalf("after the lost answer: %v, want the connection closed", err)
+			}
+			if len(rest) != 0 {
+				t.Fatalf("after the lost answer the client got %q, want nothing and the connection closed", rest)
+			}
+			if fb.lost.Load() == 0 {
+				t.Fatal("the fake broker never saw the push to lose")
+			}
+			if n := g.m.lost.Get(); n != 1 {
+				t.Fatalf("queen_gateway_answers_lost_total %d, want 1", n)
+			}
+		})
+	}
+}
+
+// startGatewayTo starts an in-process gateway in mode none (tenant default,
+// on a plan with ephemeral) in front of upstream.
+func startGatewayTo(t *testing.T, upstream string, noLink bool) *Gateway {
+	t.Helper()
+	cat := newMemCatalog()
+	_ = cat.PutPlan(context.Background(), catalog.Plan{Name: "pro", Features: catalog.Features{Ephemeral: true}})
+	_ = cat.PutTenant(context.Background(), catalog.Tenant{Name: "default", Plan: "pro"})
+	auth, err := identity.New(identity.Config{Mode: identity.ModeNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{
+		Addr: "127.0.0.1:0", Upstreams: []string{upstream}, Secret: testSecret, Auth: auth, Catalog: cat,
+		PollInterval: 20 * time.Millisecond, FlushInterval: 20 * time.Millisecond, Loops: 1, NoLink: noLink,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Shutdown(context.Background()) })
+	return g
+}
+
+// fakeBroker answers pushes 201, over HTTP or, after the gateway-link
+// upgrade, in answer frames, but closes the connection on a request whose
+// body contains "lose" (lost counts them).
+type fakeBroker struct {
+	url  string
+	lost atomic.Int64
+}
+
+const fakePushAnswer = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+func startFakeBroker(t *testing.T) *fakeBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	fb := &fakeBroker{url: "http://" + ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go fb.serve(c)
+		}
+	}()
+	return fb
+}
+
+func (fb *fakeBroker) serve(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		if req.Header.Get("Upgrade") == "queen-link" {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link\r\n\r\n")
+			fb.serveLink(c, r)
+			return
+		}
+		if strings.Contains(string(body), "lose") {
+			fb.lost.Add(1)
+			return
+		}
+		if _, err := io.WriteString(c, fakePushAnswer); err != nil {
+			return
+		}
+	}
+}
+
+func (fb *fakeBroker) serveLink(c net.Conn, r *bufio.Reader) {
+	hdr := make([]byte, relay.HeaderLen)
+	for {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return
+		}
+		typ, id, n := relay.ParseHeader(hdr)
+		p := make([]byte, n)
+		if _, err := io.ReadFull(r, p); err != nil {
+			return
+		}
+		if typ != relay.FrameRequest {
+			continue
+		}
+		var rq relay.Request
+		if relay.DecodeRequest(p, &rq) != nil {
+			return
+		}
+		if strings.Contains(string(rq.Body), "lose") {
+			fb.lost.Add(1)
+			return
+		}
+		f := relay.AppendHeader(nil, relay.FrameAnswer, id, len(fakePushAnswer))
+		if _, err := c.Write(append(f, fakePushAnswer...)); err != nil {
+			return
+		}
+	}
+}
