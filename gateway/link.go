@@ -23,7 +23,7 @@ import (
 // with every other request of the loop's clients instead of taking a
 // broker connection of its own, and the requests of one poll leave in one
 // write. The other routes, and every request while the link is being
-// opened or after a broker refused it (an older broker, a cell member),
+// opened or after a broker refused it (an older broker, not in gateway mode),
 // go over HTTP as before.
 //
 // Order: a client's requests in flight are all on the link or all on HTTP
@@ -134,7 +134,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 			return gnet.None
 		}
 		if !bytes.HasPrefix(buf, switchingProtocols) {
-			// Refused: an older broker, a cell member, or a wrong secret
+			// Refused: an older broker, not in gateway mode, or a wrong secret
 			// (which the HTTP path will answer the client for).
 			l.ls.linkRetryAt[l.up] = time.Now().Add(linkRetry).UnixNano()
 			l.ls.g.cfg.Logger.Debug("gateway: the broker refused the link", "broker", l.ls.g.upstreams[l.up].host)
@@ -167,8 +167,10 @@ func (l *linkConn) onTraffic() gnet.Action {
 		case relay.FrameRefuse:
 			if ex := l.take(id); ex != nil {
 				var cc *clientConn
-				if len(p) == 1 && p[0] == relay.RefuseTooLarge {
-					cc = ex.linkLose() // served, but its answer could not come back
+				if len(p) == 1 && (p[0] == relay.RefuseTooLarge || p[0] == relay.RefuseLost) {
+					// Served, or maybe (a cell member relayed it), but
+					// its answer could not come back.
+					cc = ex.linkLose()
 				} else {
 					cc = ex.linkFail(errForwardFailed) // the broker did not serve it
 				}

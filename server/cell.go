@@ -195,7 +195,7 @@ func (cs *conn) elsewhere(req *wire.Request, queue []byte, wait time.Duration) b
 	}
 	v := c.m.View()
 	owner, ok := v.Owner(cs.tenant, bytesString(queue))
-	if cs.relayed {
+	if cs.relayed && cs.gateway == nil {
 		// The owner's side: serve only what this member owns now.
 		if !ok || !v.IsSelf(owner) || v.Fenced() {
 			cs.refuse(req, errOwnerMoved)
@@ -244,6 +244,11 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 // the connection fields of this client's request; then the connection
 // serves what queued behind it.
 func (cs *conn) relayAnswered(raw []byte) {
+	if cs.gateway != nil {
+		cs.s.m.observe(cs.reqRoute, cs.reqStart)
+		cs.answerGateway(raw) // a link frame's answer carries no connection fields
+		return
+	}
 	raw, closeAfter := connectionFields(raw, cs.relayHead)
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
 	cs.out = append(cs.out, raw...)
@@ -256,6 +261,10 @@ func (cs *conn) relayAnswered(raw []byte) {
 func (cs *conn) relayRefused() {
 	cs.s.relayFailed.Add(1)
 	cs.out = cs.s.appendError(cs.out, cs.relayHead, errForwardFailed)
+	if cs.gateway != nil {
+		cs.answerGateway(cs.out)
+		return
+	}
 	cs.resumeRelayed()
 }
 
@@ -274,8 +283,47 @@ func (cs *conn) resumeRelayed() {
 func (cs *conn) relayLost() {
 	cs.s.relayLost.Add(1)
 	cs.s.cell.lost.Inc()
+	if cs.gateway != nil {
+		// The gateway closes its client's connection for it, as this
+		// member closes a client's own.
+		g, id := cs.gateway, cs.gatewayID
+		delete(g.streams, id)
+		if !g.closed {
+			g.out = relay.AppendHeader(g.out, relay.FrameRefuse, id, 1)
+			g.out = append(g.out, relay.RefuseLost)
+			g.markDirty()
+		}
+		cs.ls.putStandIn(cs)
+		return
+	}
 	cs.state.Store(stIdle)
 	_ = cs.c.Close()
+}
+
+// answerGateway gives a gateway link's stand-in its answer, raw, once the
+// request's relay to its owner has ended (on the loop), and takes the
+// stand-in back.
+func (cs *conn) answerGateway(raw []byte) {
+	g, id := cs.gateway, cs.gatewayID
+	delete(g.streams, id)
+	g.answer(id, raw) // copied into the link's output
+	cs.ls.putStandIn(cs)
+}
+
+// letGo ends the request of a stand-in whose caller went away (a cancel
+// frame, or its link closed): a pop parked here is let go as a closed
+// connection's is (D13); a gateway link's frame relayed to its owner is
+// cancelled there. The stand-in is taken back unless a completion is
+// still to come.
+func (cs *conn) letGo() {
+	if l := cs.relayLink; cs.gateway != nil && l != nil && l != cs.gateway {
+		l.cancel(cs) // no answer will find it
+		cs.ls.putStandIn(cs)
+		return
+	}
+	if cs.s.e.Cancel(cs.sink.parked) {
+		cs.ls.putStandIn(cs) // let go: Complete will not run
+	}
 }
 
 var connClose = []byte("\r\nConnection: close\r\n")
@@ -522,6 +570,7 @@ func (ls *loopScratch) putStandIn(cs *conn) {
 	cs.sink.parked = engine.Parked{}
 	cs.tenant, cs.access, cs.ts = "", 0, nil
 	cs.relayLink, cs.relayID = nil, 0
+	cs.gateway, cs.gatewayID = nil, 0
 	cs.reqRoute = 0
 	cs.closeAfter = false
 	cs.state.Store(stIdle)

@@ -59,6 +59,12 @@ type conn struct {
 	relayID    uint64
 	relayHead  wire.Head
 	relayUntil int64
+	// gateway is set on a stand-in for a gateway link's frame (relayed
+	// too): the link and stream its answer goes to. On a cell member such
+	// a frame lands like a client's request and may be relayed to its
+	// owner, relayLink then being the relay's link (gatewaylink.go).
+	gateway   *relayLink
+	gatewayID uint64
 	// toLink: the request just served upgraded the connection to a
 	// gateway link (gatewaylink.go), which it becomes once that is read.
 	toLink bool

@@ -31,9 +31,12 @@ import (
 // a gateway is by the secret it carries. A cancel frame lets a parked pop
 // go as a closed connection's is (D13), and so does the link's closing.
 //
-// A cell member offers no link (404): a request that lands on a member
-// that does not own its queue is relayed, which a link's stand-in cannot
-// be, so a gateway in front of a cell uses HTTP.
+// On a cell member a frame lands like a client's request: a queue another
+// member owns is relayed to it on this loop's link to the owner (cell.go,
+// elsewhere), and the owner's answer, or the relay's refusal, goes back on
+// the frame's stream (conn.gateway). A relayed answer lost after the
+// request was sent is a refuse frame RefuseLost: the gateway closes its
+// client's connection, as this member closes a client's own.
 
 const gatewayLinkPath = "/api/v1/system/gateway-link"
 
@@ -41,7 +44,7 @@ const gatewayLinkPath = "/api/v1/system/gateway-link"
 const linkProtocol = "queen-link"
 
 var (
-	errNoGatewayLink = &wire.Error{Status: 404, Code: codeNoRoute, Msg: "this broker offers no gateway link: it is not in gateway mode, or it is a cell member"}
+	errNoGatewayLink = &wire.Error{Status: 404, Code: codeNoRoute, Msg: "this broker offers no gateway link: it is not in gateway mode"}
 	errLinkSecret    = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the gateway secret is missing or wrong"}
 	errLinkUpgrade   = &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: "a gateway link is asked for with Upgrade: " + linkProtocol}
 )
@@ -54,7 +57,7 @@ func (cs *conn) gatewayLink(req *wire.Request) {
 	s := cs.s
 	switch {
 	case !cs.method(req, wire.MethodGet):
-	case s.auth.Mode() != identity.ModeGateway || s.cell != nil:
+	case s.auth.Mode() != identity.ModeGateway:
 		cs.refuse(req, errNoGatewayLink)
 	case !s.auth.GatewaySecret(req):
 		cs.refuse(req, errLinkSecret)
@@ -111,6 +114,7 @@ func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
 	ls := l.ls
 	cs := ls.standIn(s)
 	cs.relayLink, cs.relayID = l, id
+	cs.gateway, cs.gatewayID = l, id
 	cs.reqStart = time.Now()
 	req := relayedRequest(&ls.relayReq, &rq)
 	r := relayedRoute(req)

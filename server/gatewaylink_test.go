@@ -271,8 +271,16 @@ func errorCode(t *testing.T, resp *http.Response) string {
 	return e.Code
 }
 
-// A cell member offers no link.
-func TestGatewayLinkNotOfferedByACellMember(t *testing.T) {
+// On a cell member, a link frame lands like a client's request: a queue
+// this member owns is served here; one the peer owns is relayed to it on
+// the member's own link, carrying the frame's tenant and level, and the
+// owner's answer comes back on the gateway's stream byte for byte. An
+// owner that refuses the stream is 503 ephemeral_forward_failed, nothing
+// done; an answer lost after the relay sent the request is a refuse frame
+// RefuseLost (the gateway closes its client's connection, as the member
+// closes a client's own); a cancel frame cancels the relayed call at the
+// owner. The stand-ins of relayed frames are taken back.
+func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 	o := startOwner(t)
 	rc, err := relay.NewClient(relay.ClientConfig{Secret: testSecret})
 	if err != nil {
@@ -283,9 +291,109 @@ func TestGatewayLinkNotOfferedByACellMember(t *testing.T) {
 		s.AttachCell(rc, RelayOptions{Secret: testSecret})
 		s.cell.m = twoMembers(o.addr)
 	})
-	resp, l := dialLink(t, ts.addr, gwTestSecret)
-	if l != nil || resp.StatusCode != 404 || errorCode(t, resp) != codeNoRoute {
-		t.Fatalf("upgrade on a cell member: %d, want 404 %s", resp.StatusCode, codeNoRoute)
+	_, l := dialLink(t, ts.addr, gwTestSecret)
+	if l == nil {
+		t.Fatal("a cell member refused the link")
+	}
+	v := ts.s.cell.m.View()
+	queueOwnedBy := func(owner string) string {
+		for i := 0; i < 1000; i++ {
+			q := fmt.Sprintf("q%d", i)
+			if m, ok := v.Owner("acme", q); ok && m.ID == owner {
+				return q
+			}
+		}
+		t.Fatal("no queue of acme owned by " + owner)
+		return ""
+	}
+	mine, theirs := queueOwnedBy(selfAddr), queueOwnedBy(o.addr)
+	push := func(q string) string { return `{"queue":"` + q + `","messages":[{"payload":1}]}` }
+
+	// Owned here: served on the member.
+	l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(mine))
+	if _, status, body := l.answer(t); status != 201 {
+		t.Fatalf("a push to a queue this member owns: %d %s", status, body)
+	}
+
+	// Owned by the peer: relayed, answered.
+	id := l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
+	owner := o.link(t)
+	relayed := func() (uint64, relay.Request) {
+		t.Helper()
+		typ, rid, p := readFrame(t, owner)
+		for typ == relay.FramePing {
+			typ, rid, p = readFrame(t, owner)
+		}
+		var rq relay.Request
+		if typ != relay.FrameRequest || relay.DecodeRequest(p, &rq) != nil {
+			t.Fatalf("frame type %d at the owner, want a request", typ)
+		}
+		return rid, rq
+	}
+	rid, rq := relayed()
+	if string(rq.Tenant) != "acme" || identity.Level(rq.Access) != identity.ReadWrite || string(rq.Body) != push(theirs) {
+		t.Fatalf("relayed tenant %q level %d body %q", rq.Tenant, rq.Access, rq.Body)
+	}
+	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"
+	owner.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, rid, len(answer)), answer...))
+	typ, gid, p := readFrame(t, l.c)
+	if typ != relay.FrameAnswer || gid != id || string(p) != answer {
+		t.Fatalf("the gateway got frame %d stream %d %q; want the owner's answer on stream %d", typ, gid, p, id)
+	}
+
+	// Refused by the owner before it served it: 503, nothing done.
+	id = l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
+	rid, _ = relayed()
+	owner.Write(append(relay.AppendHeader(nil, relay.FrameRefuse, rid, 1), relay.RefuseBusy))
+	if gid, status, body := l.answer(t); gid != id || status != 503 || !strings.Contains(body, `"code":"`+codeForwardFailed+`"`) {
+		t.Fatalf("a refused relay: stream %d %d %s, want %d 503 %s", gid, status, body, id, codeForwardFailed)
+	}
+
+	// Served, but its answer lost: RefuseLost on the gateway's stream.
+	id = l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
+	rid, _ = relayed()
+	owner.Write(append(relay.AppendHeader(nil, relay.FrameRefuse, rid, 1), relay.RefuseTooLarge))
+	typ, gid, p = readFrame(t, l.c)
+	if typ != relay.FrameRefuse || gid != id || len(p) != 1 || p[0] != relay.RefuseLost {
+		t.Fatalf("a lost relayed answer: frame %d stream %d %v, want a refuse (lost) of %d", typ, gid, p, id)
+	}
+
+	// A waiting pop relayed, then cancelled by the gateway: cancelled at
+	// the owner.
+	id = l.send(t, "acme", identity.ReadWrite, "GET", "/api/v1/ephemeral/pop?queue="+theirs+"&wait=true&timeout=10000", "")
+	rid, _ = relayed()
+	l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+	typ, cid, _ := readFrame(t, owner)
+	for typ == relay.FramePing {
+		typ, cid, _ = readFrame(t, owner)
+	}
+	if typ != relay.FrameCancel || cid != rid {
+		t.Fatalf("frame %d stream %d at the owner, want a cancel of %d", typ, cid, rid)
+	}
+
+	// Relayed frames take their stand-ins back.
+	made := func() int {
+		n := make(chan int, 1)
+		ts.s.scratch.Range(func(loop gnet.EventLoop, ls *loopScratch) bool {
+			_ = loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				n <- ls.standInsMade
+				return nil
+			}))
+			return false
+		})
+		return <-n
+	}
+	before := made()
+	for range 20 {
+		id := l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
+		rid, _ := relayed()
+		owner.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, rid, len(answer)), answer...))
+		if gid, status, _ := l.answer(t); gid != id || status != 201 {
+			t.Fatalf("relayed push: stream %d status %d", gid, status)
+		}
+	}
+	if after := made(); after != before {
+		t.Fatalf("20 relayed frames made %d stand-ins, want none", after-before)
 	}
 }
 

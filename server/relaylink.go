@@ -301,9 +301,7 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 		case relay.FrameCancel:
 			if cs := l.streams[id]; cs != nil {
 				delete(l.streams, id)
-				if l.s.e.Cancel(cs.sink.parked) {
-					l.ls.putStandIn(cs) // let go: Complete will not run
-				}
+				cs.letGo()
 			}
 		case relay.FramePing:
 			l.out = relay.AppendHeader(l.out, relay.FramePong, 0, 0)
@@ -373,7 +371,7 @@ func (l *relayLink) fail(err error) {
 	}
 	for id, cs := range l.streams {
 		delete(l.streams, id)
-		l.s.e.Cancel(cs.sink.parked)
+		cs.letGo()
 	}
 	l.countOpen(-1)
 	l.out = nil

@@ -229,9 +229,10 @@ func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 		case len(p) == 1 && p[0] == RefuseTooLarge:
 			kind = ErrTooLarge
 		}
-		// Only a too-large answer was refused after the owner served the
-		// request; every other refusal comes before the handler runs.
-		sent := len(p) == 1 && p[0] == RefuseTooLarge
+		// Only a too-large or a lost answer was refused after the request
+		// may have been served; every other refusal comes before the
+		// handler runs.
+		sent := len(p) == 1 && (p[0] == RefuseTooLarge || p[0] == RefuseLost)
 		cl.finish(Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer"), Sent: sent})
 	case FramePong:
 	default:

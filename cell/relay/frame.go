@@ -34,6 +34,10 @@ const (
 	RefuseBusy     byte = 1 // the connection's stream bound is reached
 	RefuseClosing  byte = 2 // the server is shutting down
 	RefuseTooLarge byte = 3 // the answer is over the frame limit
+	// RefuseLost: the request went on to another member, which may have
+	// served it, and its answer was lost on the way (a gateway link's
+	// frame that a cell member relayed to the queue's owner).
+	RefuseLost byte = 4
 )
 
 // PutHeader writes a frame header for a payload of n bytes into b[:HeaderLen].

@@ -170,12 +170,19 @@ func queueOwnedBy(t *testing.T, ids []string, tenant, prefix, owner string) stri
 // TestCell: one gateway in front of a cell of two brokers on one
 // PostgreSQL: push, pop and a woken waiting pop work for queues owned by
 // either member, whichever member a client lands on, and metering is
-// exact.
+// exact; on the links to the members (once they are open: the first
+// requests of each gateway loop go over HTTP meanwhile), and over HTTP
+// alone.
 func TestCell(t *testing.T) {
 	t.Parallel()
+	t.Run("link", func(t *testing.T) { t.Parallel(); testCell(t, true) })
+	t.Run("http", func(t *testing.T) { t.Parallel(); testCell(t, false) })
+}
+
+func testCell(t *testing.T, link bool) {
 	ms := startCell(t, 2)
 	ids := []string{ms[0].id, ms[1].id}
-	g := startGateway(t, []string{ms[0].URL(), ms[1].URL()}, nil)
+	g := startGateway(t, []string{ms[0].URL(), ms[1].URL()}, map[string]string{"QUEEN_GATEWAY_LINK": strconv.FormatBool(link)})
 	admin := g.as(t, "ops", "admin")
 	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
 
@@ -221,12 +228,16 @@ func TestCell(t *testing.T) {
 	if int64(pushed) != msgs || int64(delivered) != delivs {
 		t.Fatalf("the members counted %v pushed and %v delivered; the gateway %d and %d", pushed, delivered, msgs, delivs)
 	}
-	// The clients landed on both members, and each relayed to the other.
+	// The clients landed on both members, and each relayed to the other;
+	// with the link on, each member holds links of the gateway.
 	for _, m := range ms {
 		landed := brokerMetric(t, m.Broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`)
 		relayed := brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", "")
 		if landed == 0 || relayed == 0 {
 			t.Fatalf("member %s: %v pushes landed, %v requests relayed; want both above 0", m.id, landed, relayed)
+		}
+		if links := brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", ""); (links > 0) != link {
+			t.Fatalf("member %s holds %v gateway links, with the gateway's link on: %v", m.id, links, link)
 		}
 	}
 }
