@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
+)
+
+// TestGatewayCellMeasure measures request/reply through a gateway in front
+// of a cell of two, with the gateway's links to the members and over HTTP
+// alone (BENCHMARKS.md, "The gateway in front of a cell"): queenbench's
+// reqreply (32 requesters, 4 responders) through one gateway and then the
+// other, alternating, three rounds; the requests land on both members and
+// about half are relayed to the other. A measurement, not a test:
+//
+//	QUEEN_GATEWAY_CELL_MEASURE=1 go test ./gateway/e2e -run TestGatewayCellMeasure -v -count 1
+func TestGatewayCellMeasure(t *testing.T) {
+	if os.Getenv("QUEEN_GATEWAY_CELL_MEASURE") != "1" {
+		t.Skip("a measurement: set QUEEN_GATEWAY_CELL_MEASURE=1")
+	}
+	bench := t.TempDir() + "/queenbench"
+	if err := brokertest.Build("../../bench", "./cmd/queenbench", bench); err != nil {
+		t.Fatal(err)
+	}
+	ms := startCell(t, 2)
+	urls := []string{ms[0].URL(), ms[1].URL()}
+	paths := []string{"link", "http"}
+	gws := map[string]*gateway{}
+	for _, path := range paths {
+		g := startGateway(t, urls, map[string]string{"QUEEN_GATEWAY_LINK": strconv.FormatBool(path == "link")})
+		g.as(t, "ops", "admin").onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+		gws[path] = g
+	}
+	tok := token(t, "acme", "read-write")
+	type run struct{ rate, p50, gatewayCPU, membersCPU float64 }
+	runs := map[string][]run{}
+	for round := range 3 {
+		order := paths
+		if round%2 == 1 {
+			order = []string{paths[1], paths[0]}
+		}
+		for _, path := range order {
+			g := gws[path]
+			before := ms[0].cpu(t) + ms[1].cpu(t)
+			out := t.TempDir() + "/r.json"
+			start := time.Now()
+			args := []string{"-q", "-scenario", "reqreply", "-addr", strings.TrimPrefix(g.URL(), "http://"), "-token", tok,
+				"-pid", strconv.Itoa(g.PID()), "-d", "4s", "-warmup", "1s", "-out", out}
+			if o, err := exec.Command(bench, args...).CombinedOutput(); err != nil {
+				t.Fatalf("queenbench %v: %v\n%s", args, err, o)
+			}
+			wall := time.Since(start)
+			members := ms[0].cpu(t) + ms[1].cpu(t) - before
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Results []struct {
+					Rate    float64 `json:"rate"`
+					Errors  int64   `json:"errors"`
+					Latency struct {
+						P50 float64 `json:"p50"`
+					} `json:"latency"`
+					CPU struct {
+						Target float64 `json:"target"` // cores over the window
+					} `json:"cpu"`
+				} `json:"results"`
+			}
+			if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != 1 {
+				t.Fatalf("%s: %v", data, err)
+			}
+			r := rep.Results[0]
+			if r.Errors > 0 {
+				t.Fatalf("%s: %d errors", path, r.Errors)
+			}
+			// The members' CPU over the whole run (warm-up included),
+			// per round trip at the measured rate.
+			runs[path] = append(runs[path], run{
+				rate: r.Rate, p50: r.Latency.P50,
+				gatewayCPU: r.CPU.Target / r.Rate * 1e6,
+				membersCPU: members.Seconds() / wall.Seconds() / r.Rate * 1e6,
+			})
+			t.Logf("round %d %s: %.0f round trips/s, p50 %.0f µs, gateway CPU %.1f µs/rt, members %.1f µs/rt", round+1, path,
+				r.Rate, r.Latency.P50, r.CPU.Target/r.Rate*1e6, members.Seconds()/wall.Seconds()/r.Rate*1e6)
+		}
+	}
+	median := func(path string, f func(run) float64) float64 {
+		var v []float64
+		for _, r := range runs[path] {
+			v = append(v, f(r))
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	var b bytes.Buffer
+	for _, path := range paths {
+		fmt.Fprintf(&b, "%s: %.0f round trips/s, p50 %.0f µs, gateway CPU %.1f µs/rt, members' CPU %.1f µs/rt; ", path,
+			median(path, func(r run) float64 { return r.rate }), median(path, func(r run) float64 { return r.p50 }),
+			median(path, func(r run) float64 { return r.gatewayCPU }), median(path, func(r run) float64 { return r.membersCPU }))
+	}
+	t.Logf("medians of 3: %s", b.String())
+}
+
+// cpu is the member's CPU time so far (user and system, /proc/PID/stat).
+func (m *cellMember) cpu(t *testing.T) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the command's closing parenthesis: utime is field 14, stime 15.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %v %v", m.PID(), err1, err2)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
