@@ -187,6 +187,20 @@ func testCell(t *testing.T, link bool) {
 	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
 
 	var msgs, delivs int64
+	if link {
+		// Fresh clients go round the gateway's two loops and each loop's
+		// requests round the members: these open every loop's link to
+		// every member, so that what follows goes over the links.
+		for range 8 {
+			g.as(t, "acme", "read-write").mustPush(t, "warm", 1)
+			msgs++
+		}
+		for _, m := range ms {
+			eventually(t, 10*time.Second, "member "+m.id+" never had both gateway links", func() bool {
+				return brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", "") == 2
+			})
+		}
+	}
 	for _, owner := range ms {
 		q := queueOwnedBy(t, ids, "acme", "cq", owner.id)
 		// Fresh connections land on both members in turn (round robin), so
