@@ -7,7 +7,6 @@ package conformance
 // requests are relayed.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -951,12 +950,12 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 	run := func(addr, respAddr string) float64 {
 		before := make([]time.Duration, len(cpuOf))
 		for i, b := range cpuOf {
-			before[i] = processCPU(t, b)
+			before[i] = b.CPU(t)
 		}
 		defer func() {
 			var used time.Duration
 			for i, b := range cpuOf {
-				used += processCPU(t, b) - before[i]
+				used += b.CPU(t) - before[i]
 			}
 			cpuPerRT = append(cpuPerRT, float64(used.Microseconds()))
 		}()
@@ -1093,26 +1092,6 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 		b.pop(t, popq{"queue": q, "batch": "10", "autoAck": "true"})
 		time.Sleep(cellHeartbeatMS * time.Millisecond)
 	}
-}
-
-// processCPU is the user and system CPU the broker's process has used so
-// far (/proc/<pid>/stat, in clock ticks of 10 ms).
-func processCPU(t *testing.T, b *broker) time.Duration {
-	t.Helper()
-	pid := b.PID()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command's closing parenthesis: state is field 3,
-	// utime 14 and stime 15.
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // wantRetryAfter1 fails the test unless r, a 503 ephemeral_forward_failed

@@ -86,24 +86,10 @@ func pushPopAckAllocs(t *testing.T, mode string) {
 			t.Fatalf("ack: %s", cs.out)
 		}
 	}
-	for range 1000 { // grow every buffer to its steady size
-		cycle()
-	}
-	// Counted over many cycles rather than with testing.AllocsPerRun, which
-	// divides in integers and so hides an allocation made once every few
-	// calls (a buffer that keeps growing, a map that rehashes).
-	const cycles = 2000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for range cycles {
-		cycle()
-	}
-	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n > cycles/100 {
-		t.Fatalf("%d cycles of a push, a pop and its ack allocated %d times", cycles, n)
+	if n := steadyMallocs(steadyCycles, cycle); n > steadyCycles/100 {
+		t.Fatalf("%d cycles of a push, a pop and its ack allocated %d times", steadyCycles, n)
 	} else {
-		t.Logf("%d cycles: %d allocations (background goroutines included)", cycles, n)
+		t.Logf("%d cycles: %d allocations (background goroutines included)", steadyCycles, n)
 	}
 	var d engine.DepthInfo
 	e.Depth("default", "q", "g", &d)
@@ -145,21 +131,32 @@ func TestGatewayLinkFramesAreAllocationFree(t *testing.T) {
 			t.Fatalf("the link's output: %q", l.out)
 		}
 	}
-	for range 1000 {
-		cycle()
-	}
-	const cycles = 2000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for range cycles {
-		cycle()
-	}
-	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n > cycles/100 {
-		t.Fatalf("%d cycles of a push frame and a pop frame allocated %d times", cycles, n)
+	if n := steadyMallocs(steadyCycles, cycle); n > steadyCycles/100 {
+		t.Fatalf("%d cycles of a push frame and a pop frame allocated %d times", steadyCycles, n)
 	}
 	if qs := e.Queues("acme", nil); len(qs) != 1 {
 		t.Fatalf("acme's queues: %+v, want q", qs)
 	}
+}
+
+// steadyCycles is how many cycles steadyMallocs counts over.
+const steadyCycles = 2000
+
+// steadyMallocs counts the heap allocations of n calls of cycle, after
+// 1000 calls that grow every buffer to its steady size. Counted over many
+// cycles rather than with testing.AllocsPerRun, which divides in integers
+// and so hides an allocation made once every few calls (a buffer that
+// keeps growing, a map that rehashes).
+func steadyMallocs(n int, cycle func()) uint64 {
+	for range 1000 {
+		cycle()
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		cycle()
+	}
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
 }

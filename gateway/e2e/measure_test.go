@@ -50,7 +50,7 @@ func TestGatewayCellMeasure(t *testing.T) {
 		}
 		for _, path := range order {
 			g := gws[path]
-			before := ms[0].cpu(t) + ms[1].cpu(t)
+			before := ms[0].CPU(t) + ms[1].CPU(t)
 			out := t.TempDir() + "/r.json"
 			start := time.Now()
 			args := []string{"-q", "-scenario", "reqreply", "-addr", strings.TrimPrefix(g.URL(), "http://"), "-token", tok,
@@ -59,7 +59,7 @@ func TestGatewayCellMeasure(t *testing.T) {
 				t.Fatalf("queenbench %v: %v\n%s", args, err, o)
 			}
 			wall := time.Since(start)
-			members := ms[0].cpu(t) + ms[1].cpu(t) - before
+			members := ms[0].CPU(t) + ms[1].CPU(t) - before
 			data, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
@@ -109,21 +109,4 @@ func TestGatewayCellMeasure(t *testing.T) {
 			median(path, func(r run) float64 { return r.gatewayCPU }), median(path, func(r run) float64 { return r.membersCPU }))
 	}
 	t.Logf("medians of 3: %s", b.String())
-}
-
-// cpu is the member's CPU time so far (user and system, /proc/PID/stat).
-func (m *cellMember) cpu(t *testing.T) time.Duration {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.PID()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// After the command's closing parenthesis: utime is field 14, stime 15.
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %v %v", m.PID(), err1, err2)
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }

@@ -245,6 +245,27 @@ func (b *Broker) PID() int {
 	return b.cmd.Process.Pid
 }
 
+// CPU is the user and system CPU time the running process has used so far
+// (/proc/PID/stat, in clock ticks of 10 ms), for a measurement's CPU per
+// operation.
+func (b *Broker) CPU(t testing.TB) time.Duration {
+	t.Helper()
+	pid := b.PID()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis: state is field 3,
+	// utime 14 and stime 15.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // Log is everything the broker's processes printed so far, each start
 // marked by a line "=== start on port N".
 func (b *Broker) Log() string { return b.logs.String() }
