@@ -427,7 +427,8 @@ func (ex *exchange) fail(e *wire.Error) *clientConn {
 // would be applied twice). Its client's connection closes after the
 // answers before it instead, as the broker's own would have: the client
 // sees a lost answer, as without a gateway (docs/gateway.md, "When a
-// broker fails"). What its admission held is given back.
+// broker fails with a request written"). What its admission held is given
+// back.
 func (ex *exchange) lose() *clientConn {
 	if ex.kind == exPush {
 		pushAnswered(ex.ts, ex.plan, ex.items, 0)
