@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,5 +124,54 @@ func TestLinkOff(t *testing.T) {
 	}
 	for i, ch := range pops {
 		await(t, fmt.Sprintf("pop %d", i), ch)
+	}
+}
+
+// TestLinkCellOwnerKilledMidRelay: a push that lands, over the link, on a
+// member that relays it to the queue's owner, and the owner is killed
+// while it holds the push: the push may have been applied, so the client
+// gets no 503 (which the SDKs would send again) but a closed connection,
+// a lost answer, end to end: the owner's death fails the member's relay
+// after it sent the push, the member answers the gateway's stream
+// RefuseLost, and the gateway closes its client's connection.
+func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
+	t.Parallel()
+	// B, the owner, holds every relayed request for 3 s.
+	ms := startCell(t, 2, nil, map[string]string{"QUEEN_TEST_RELAY_DELAY_MS": "3000"})
+	a, b := ms[0], ms[1]
+	g := startGateway(t, []string{a.URL()}, nil) // every client lands on A
+	admin := g.as(t, "ops", "admin")
+	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	for range 4 { // opens both gateway loops' links to A
+		g.as(t, "acme", "read-write").mustPush(t, queueOwnedBy(t, []string{a.id, b.id}, "acme", "warm", a.id), 1)
+	}
+	eventually(t, 10*time.Second, "A never had both gateway links", func() bool {
+		return brokerMetric(t, a.Broker, "queen_ephemeral_gateway_links", "") == 2
+	})
+	q := queueOwnedBy(t, []string{a.id, b.id}, "acme", "midrelay", b.id)
+	done := make(chan error, 1)
+	go func() {
+		r, err := g.as(t, "acme", "read-write").try(context.Background(), "POST", "/api/v1/ephemeral/push", pushBody(q, 1))
+		if err == nil {
+			err = fmt.Errorf("answered %s", r)
+		}
+		done <- err
+	}()
+	eventually(t, 5*time.Second, "A never relayed the push", func() bool {
+		return brokerMetric(t, a.Broker, "queen_ephemeral_relayed_total", "") >= 1
+	})
+	time.Sleep(200 * time.Millisecond) // the push is on B, held
+	b.Kill()
+	select {
+	case err := <-done:
+		if strings.HasPrefix(err.Error(), "answered") {
+			t.Fatalf("a push relayed to an owner killed while holding it: %v; want the connection closed without an answer", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client got nothing within 10 s of the owner's death")
+	}
+	r := admin.do(t, "GET", "/metrics", "")
+	if lost := metric(string(r.body), "queen_gateway_answers_lost_total", ""); lost != 1 {
+		t.Fatalf("queen_gateway_answers_lost_total %v, want 1", lost)
 	}
 }

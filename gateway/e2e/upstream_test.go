@@ -119,21 +119,26 @@ type cellMember struct {
 }
 
 // startCell starts n brokers in gateway mode on one fresh PostgreSQL schema
-// as one cell, and waits until each counts n members.
-func startCell(t *testing.T, n int) []*cellMember {
+// as one cell, and waits until each counts n members; extra, when given,
+// adds to member i's environment.
+func startCell(t *testing.T, n int, extra ...map[string]string) []*cellMember {
 	t.Helper()
 	_, schema := schemaURL(t)
 	ms := make([]*cellMember, n)
 	for i := range ms {
 		id := "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
-		ms[i] = &cellMember{id: id, Broker: startBroker(t, map[string]string{
+		env := map[string]string{
 			"QUEEN_DATABASE_URL":           pg.URL(),
 			"QUEEN_DATABASE_SCHEMA":        schema,
 			"QUEEN_CELL_ADVERTISE":         id,
 			"QUEEN_CELL_SECRET":            cellSecret,
 			"QUEEN_CELL_HEARTBEAT_MS":      "100",
 			"QUEEN_CELL_MEMBER_TIMEOUT_MS": "1000",
-		})}
+		}
+		if i < len(extra) {
+			env = merge(env, extra[i])
+		}
+		ms[i] = &cellMember{id: id, Broker: startBroker(t, env)}
 	}
 	for _, m := range ms {
 		eventually(t, 20*time.Second, m.id+" never counted "+strconv.Itoa(n)+" members", func() bool {
