@@ -65,10 +65,12 @@ func TestFencingByTheClock(t *testing.T) {
 	if !f.fenced || f.self != -1 || len(f.Members) != 0 || f.Generation != v.Generation+1 {
 		t.Fatalf("fenced view: fenced=%v self=%d members=%q gen=%d (was %d)", f.fenced, f.self, ids(f), f.Generation, v.Generation)
 	}
+	// The new view is stored before the old one's channel is closed (so a
+	// waiter woken by the close always reads the new view): wait for it.
 	select {
 	case <-v.Superseded():
-	default:
-		t.Fatal("the replaced view's Superseded channel is open")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replaced view's Superseded channel is still open")
 	}
 	if _, ok := f.Owner(tn, q); ok {
 		t.Fatal("a fenced member alone still finds an owner (itself)")

@@ -45,6 +45,9 @@ const (
 type testCell struct {
 	t      *testing.T
 	schema string
+
+	mu      sync.Mutex
+	members map[string]*member // by id, the last started with it (waitLive)
 }
 
 // member is one broker of a cell and its advertised address.
@@ -80,12 +83,19 @@ func (c *testCell) start(id string, extra map[string]string) *member {
 	for k, v := range extra {
 		env[k] = v
 	}
-	return &member{broker: startBroker(c.t, env), id: id}
+	m := &member{broker: startBroker(c.t, env), id: id}
+	c.mu.Lock()
+	if c.members == nil {
+		c.members = map[string]*member{}
+	}
+	c.members[id] = m
+	c.mu.Unlock()
+	return m
 }
 
-// waitLive waits until exactly ids are the live rows of the cell's table,
-// then two heartbeats more, so every member's view holds them (joins
-// reach the others by NOTIFY at once, and every heartbeat reloads).
+// waitLive waits until exactly ids are the live rows of the cell's table
+// and every one of those members' views holds them (viewsHold: joins reach
+// the others by NOTIFY at once, and every heartbeat reloads).
 func (c *testCell) waitLive(ids ...string) {
 	c.t.Helper()
 	want := slices.Clone(ids)
@@ -110,14 +120,46 @@ func (c *testCell) waitLive(ids ...string) {
 			}
 			rows.Close()
 			slices.Sort(got)
-			if slices.Equal(got, want) {
-				time.Sleep(2 * cellHeartbeatMS * time.Millisecond)
+			if slices.Equal(got, want) && c.viewsHold(ctx, want) {
 				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.t.Fatalf("the cell's live members are %v, want %v", got, want)
+}
+
+// viewsHold waits (within ctx) until every member of ids this cell started
+// counts exactly len(ids) members in its view and is not fenced: the
+// table can show a change a heartbeat or more before a member's view does,
+// longer on a loaded machine. It reports false when ctx ends first.
+func (c *testCell) viewsHold(ctx context.Context, ids []string) bool {
+	for _, id := range ids {
+		c.mu.Lock()
+		m := c.members[id]
+		c.mu.Unlock()
+		if m == nil {
+			continue
+		}
+		for {
+			var h struct {
+				Cell *struct {
+					Members int  `json:"members"`
+					Fenced  bool `json:"fenced"`
+				} `json:"cell"`
+			}
+			r, err := m.rawDo("GET", "/health", "")
+			if err == nil && json.Unmarshal(r.body, &h) == nil && h.Cell != nil && h.Cell.Members == len(ids) && !h.Cell.Fenced {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return true
 }
 
 // queueOwnedBy returns a fresh queue name that ids' cell gives to owner.
