@@ -135,7 +135,8 @@ func TestLinkOff(t *testing.T) {
 // after it sent the push, the member answers the gateway's stream
 // RefuseLost, and the gateway closes its client's connection.
 func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a cell of its own and a kill, kept out of the crowd of
+	// the package's parallel tests.
 	// B, the owner, holds every relayed request for 3 s.
 	ms := startCell(t, 2, nil, map[string]string{"QUEEN_TEST_RELAY_DELAY_MS": "3000"})
 	a, b := ms[0], ms[1]
