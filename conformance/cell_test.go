@@ -1001,32 +1001,11 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 			}
 			cpuPerRT = append(cpuPerRT, float64(used.Microseconds()))
 		}()
-		out := t.TempDir() + "/r.json"
-		args := []string{"-scenario", "reqreply", "-addr", addr, "-d", "3s", "-warmup", "1s", "-q", "-out", out}
+		args := []string{"-scenario", "reqreply", "-addr", addr, "-d", "3s", "-warmup", "1s"}
 		if respAddr != "" {
 			args = append(args, "-resp-addr", respAddr)
 		}
-		if o, err := exec.Command(bench, args...).CombinedOutput(); err != nil {
-			t.Fatalf("queenbench %v: %v\n%s", args, err, o)
-		}
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep struct {
-			Results []struct {
-				Rate   float64 `json:"rate"`
-				Errors int64   `json:"errors"`
-			} `json:"results"`
-		}
-		if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != 1 {
-			t.Fatalf("%s: %v", data, err)
-		}
-		rs := rep.Results
-		if rs[0].Errors != 0 {
-			t.Fatalf("queenbench counted %d errors", rs[0].Errors)
-		}
-		return rs[0].Rate
+		return brokertest.Queenbench(t, bench, args...).Rate
 	}
 	// CPU per round trip in µs: the CPU measured over a run divided by its
 	// round trips (rate × 4 s: 1 s warm-up and 3 s measured).

@@ -286,13 +286,8 @@ func (cs *conn) relayLost() {
 	if cs.gateway != nil {
 		// The gateway closes its client's connection for it, as this
 		// member closes a client's own.
-		g, id := cs.gateway, cs.gatewayID
-		delete(g.streams, id)
-		if !g.closed {
-			g.out = relay.AppendHeader(g.out, relay.FrameRefuse, id, 1)
-			g.out = append(g.out, relay.RefuseLost)
-			g.markDirty()
-		}
+		delete(cs.gateway.streams, cs.gatewayID)
+		cs.gateway.refuse(cs.gatewayID, relay.RefuseLost)
 		cs.ls.putStandIn(cs)
 		return
 	}
@@ -456,12 +451,22 @@ func (l *relayLink) answer(id uint64, raw []byte) {
 		return
 	}
 	if len(raw) > maxRelayFrame {
-		l.out = relay.AppendHeader(l.out, relay.FrameRefuse, id, 1)
-		l.out = append(l.out, relay.RefuseTooLarge)
-	} else {
-		l.out = relay.AppendHeader(l.out, relay.FrameAnswer, id, len(raw))
-		l.out = append(l.out, raw...)
+		l.refuse(id, relay.RefuseTooLarge)
+		return
 	}
+	l.out = relay.AppendHeader(l.out, relay.FrameAnswer, id, len(raw))
+	l.out = append(l.out, raw...)
+	l.markDirty()
+}
+
+// refuse appends a refuse frame with reason for stream id to the link's
+// output.
+func (l *relayLink) refuse(id uint64, reason byte) {
+	if l.closed {
+		return
+	}
+	l.out = relay.AppendHeader(l.out, relay.FrameRefuse, id, 1)
+	l.out = append(l.out, reason)
 	l.markDirty()
 }
 

@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,38 +49,11 @@ func TestGatewayCellMeasure(t *testing.T) {
 		for _, path := range order {
 			g := gws[path]
 			before := ms[0].CPU(t) + ms[1].CPU(t)
-			out := t.TempDir() + "/r.json"
 			start := time.Now()
-			args := []string{"-q", "-scenario", "reqreply", "-addr", strings.TrimPrefix(g.URL(), "http://"), "-token", tok,
-				"-pid", strconv.Itoa(g.PID()), "-d", "4s", "-warmup", "1s", "-out", out}
-			if o, err := exec.Command(bench, args...).CombinedOutput(); err != nil {
-				t.Fatalf("queenbench %v: %v\n%s", args, err, o)
-			}
+			r := brokertest.Queenbench(t, bench, "-scenario", "reqreply", "-addr", strings.TrimPrefix(g.URL(), "http://"), "-token", tok,
+				"-pid", strconv.Itoa(g.PID()), "-d", "4s", "-warmup", "1s")
 			wall := time.Since(start)
 			members := ms[0].CPU(t) + ms[1].CPU(t) - before
-			data, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep struct {
-				Results []struct {
-					Rate    float64 `json:"rate"`
-					Errors  int64   `json:"errors"`
-					Latency struct {
-						P50 float64 `json:"p50"`
-					} `json:"latency"`
-					CPU struct {
-						Target float64 `json:"target"` // cores over the window
-					} `json:"cpu"`
-				} `json:"results"`
-			}
-			if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != 1 {
-				t.Fatalf("%s: %v", data, err)
-			}
-			r := rep.Results[0]
-			if r.Errors > 0 {
-				t.Fatalf("%s: %d errors", path, r.Errors)
-			}
 			// The members' CPU over the whole run (warm-up included),
 			// per round trip at the measured rate.
 			runs[path] = append(runs[path], run{

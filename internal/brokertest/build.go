@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -158,4 +159,44 @@ func Main(m *testing.M, pkgs ...string) {
 	code := m.Run()
 	Cleanup()
 	os.Exit(code)
+}
+
+// BenchResult is what one queenbench run reports of its scenario (its -out
+// file): the rate, the errors it counted, the latency's median (µs) and
+// the target's CPU over the window (cores).
+type BenchResult struct {
+	Rate    float64 `json:"rate"`
+	Errors  int64   `json:"errors"`
+	Latency struct {
+		P50 float64 `json:"p50"`
+	} `json:"latency"`
+	CPU struct {
+		Target float64 `json:"target"`
+	} `json:"cpu"`
+}
+
+// Queenbench runs the queenbench binary bench with args (one scenario; -q
+// and -out are added) and returns its result; a run that fails or counts
+// errors fails t.
+func Queenbench(t testing.TB, bench string, args ...string) BenchResult {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "r.json")
+	args = append(args, "-q", "-out", out)
+	if o, err := exec.Command(bench, args...).CombinedOutput(); err != nil {
+		t.Fatalf("queenbench %v: %v\n%s", args, err, o)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Results []BenchResult `json:"results"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Results) != 1 {
+		t.Fatalf("queenbench's report %s: %v", data, err)
+	}
+	if r := rep.Results[0]; r.Errors != 0 {
+		t.Fatalf("queenbench %v counted %d errors", args, r.Errors)
+	}
+	return rep.Results[0]
 }
