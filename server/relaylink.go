@@ -281,8 +281,8 @@ func (l *relayLink) onTraffic() gnet.Action {
 	return gnet.None
 }
 
-// endGatewayRead writes the links a gateway link's read gave answers to,
-// one write each.
+// endGatewayRead writes the links a gateway link's read gave frames to
+// (its answers, and in a cell the requests it relayed), one write each.
 func (ls *loopScratch) endGatewayRead() {
 	ls.gatewayRead = false
 	ls.flushLinks()

@@ -18,7 +18,9 @@ import (
 // alone (BENCHMARKS.md, "The gateway in front of a cell"): queenbench's
 // reqreply (32 requesters, 4 responders) through one gateway and then the
 // other, alternating, three rounds; the requests land on both members and
-// about half are relayed to the other. A measurement, not a test:
+// about half are relayed to the other. QUEEN_GATEWAY_CELL_MEASURE_CLIENT=sdk
+// drives it through the Go SDK instead of queenbench's own client. A
+// measurement, not a test:
 //
 //	QUEEN_GATEWAY_CELL_MEASURE=1 go test ./gateway/e2e -run TestGatewayCellMeasure -v -count 1
 func TestGatewayCellMeasure(t *testing.T) {
@@ -50,8 +52,12 @@ func TestGatewayCellMeasure(t *testing.T) {
 			g := gws[path]
 			before := ms[0].CPU(t) + ms[1].CPU(t)
 			start := time.Now()
-			r := brokertest.Queenbench(t, bench, "-scenario", "reqreply", "-addr", strings.TrimPrefix(g.URL(), "http://"), "-token", tok,
-				"-pid", strconv.Itoa(g.PID()), "-d", "4s", "-warmup", "1s")
+			args := []string{"-scenario", "reqreply", "-addr", strings.TrimPrefix(g.URL(), "http://"), "-token", tok,
+				"-pid", strconv.Itoa(g.PID()), "-d", "4s", "-warmup", "1s"}
+			if c := os.Getenv("QUEEN_GATEWAY_CELL_MEASURE_CLIENT"); c != "" {
+				args = append(args, "-client", c)
+			}
+			r := brokertest.Queenbench(t, bench, args...)
 			wall := time.Since(start)
 			members := ms[0].CPU(t) + ms[1].CPU(t) - before
 			// The members' CPU over the whole run (warm-up included),
