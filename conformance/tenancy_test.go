@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,10 @@ func (b *broker) doH(t testing.TB, method, path string, body any, headers ...str
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if strings.EqualFold(headers[i], "Host") {
+			req.Host = headers[i+1] // net/http sends req.Host, never a Host in Header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := b.httpClient().Do(req)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -57,6 +58,11 @@ func (cs *conn) adminAccess(req *wire.Request, need adminNeed, grantTenant []byt
 			return false
 		case !cs.loopback():
 			cs.out = s.appendError(cs.out, req.Head(0), errProtected)
+			return false
+		case !s.cfg.Browsers.LoopbackHost(req):
+			// A loopback client naming another host is how a web page
+			// whose name was rebound to 127.0.0.1 arrives (D20).
+			cs.out = s.appendError(cs.out, req.Head(0), crossorigin.ErrHostNotLoopback)
 			return false
 		}
 		return true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -98,6 +99,12 @@ type Config struct {
 	// MetricsPublic (QUEEN_METRICS_PUBLIC) serves /metrics to anyone;
 	// otherwise it follows the operator rule of the admin routes.
 	MetricsPublic bool
+	// Browsers holds what the operator lets browsers do (D20,
+	// docs/server.md "Browsers"): the trusted origins
+	// (QUEEN_TRUSTED_ORIGINS) exempt from the cross-origin refusal, and the
+	// trusted hosts (QUEEN_TRUSTED_HOSTS) that protected mode accepts from
+	// a loopback client besides loopback's own names. nil trusts neither.
+	Browsers *crossorigin.Guard
 }
 
 // fillDefaults sets every field left zero (or negative) to its default.

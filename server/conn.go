@@ -276,11 +276,17 @@ func (cs *conn) awaitBody(buf []byte) bool {
 	return true
 }
 
-// earlyIdentity checks the identity of the pending request on its head,
-// for the routes that need one and take a body (docs/server.md, request
-// bodies): POST and PUT under /api/v1/.
+// earlyIdentity checks the pending request on its head: a browser's
+// request from another origin is refused first (D20), whatever its route;
+// then the identity of the routes that need one and take a body
+// (docs/server.md, request bodies): POST and PUT under /api/v1/.
 func (cs *conn) earlyIdentity(buf []byte) *wire.Error {
 	head := cs.p.PendingHead(buf)
+	if changesState(head) {
+		if werr := cs.s.cfg.Browsers.Check(head); werr != nil {
+			return werr
+		}
+	}
 	if head.Method != wire.MethodPost && head.Method != wire.MethodPut ||
 		!bytes.HasPrefix(head.Path, []byte("/api/v1/")) {
 		return nil

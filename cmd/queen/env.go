@@ -51,6 +51,8 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_ADMIN_TOKEN", Default: "", Help: "the broker operator's token (Authorization: Bearer <token>) for the admin routes and /metrics, in every mode; unset in mode none = loopback clients only"},
 	{Name: "QUEEN_OPERATOR_TENANT", Default: "", Help: "jwt/gateway: an admin of this tenant is the broker operator (kill switch, every grant); unset = no tenant is"},
 	{Name: "QUEEN_METRICS_PUBLIC", Default: "false", Help: "true serves /metrics to anyone; by default it needs what the admin routes need"},
+	{Name: "QUEEN_TRUSTED_ORIGINS", Default: "", Help: "comma-separated browser origins (scheme://host[:port]) whose pages may change state from another origin; others get 403 forbidden (D20)"},
+	{Name: "QUEEN_TRUSTED_HOSTS", Default: "", Help: "comma-separated host names (no port) protected mode accepts in Host from a loopback client, besides localhost, 127.0.0.1 and [::1] (D20)"},
 	{Name: "QUEEN_MAX_BODY_BYTES", Default: "67108864", Help: "largest request body (64 MiB): a larger one is a 400 and the connection closes"},
 	{Name: "QUEEN_MAX_INFLIGHT_BYTES", Default: "", Help: "request bytes all connections may hold while bodies arrive (default: a quarter of QUEEN_EPHEMERAL_MAX_BYTES, at least 16 MiB): a body past it is a 503 ephemeral_unavailable on its head"},
 	{Name: "QUEEN_CONNECTION_CHARGE_BYTES", Default: "2048", Help: "what each open connection counts against QUEEN_EPHEMERAL_MAX_BYTES (what a connection measures; 0 = none)"},

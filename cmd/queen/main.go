@@ -19,6 +19,7 @@ import (
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/internal/pprofserve"
 	"github.com/queenmq/ephemeral/server"
 	"github.com/queenmq/ephemeral/store/storeenv"
@@ -113,6 +114,11 @@ func run(getenv func(string) string) error {
 	scfg.AdminToken = []byte(ev.Str("QUEEN_ADMIN_TOKEN"))
 	scfg.OperatorTenant = strings.TrimSpace(ev.Str("QUEEN_OPERATOR_TENANT"))
 	scfg.MetricsPublic = ev.Bool("QUEEN_METRICS_PUBLIC", false)
+	browsers, err := crossorigin.New(crossorigin.Split(ev.Str("QUEEN_TRUSTED_ORIGINS")), crossorigin.Split(ev.Str("QUEEN_TRUSTED_HOSTS")))
+	if err != nil {
+		return fmt.Errorf("QUEEN_TRUSTED_ORIGINS or QUEEN_TRUSTED_HOSTS: %w", err)
+	}
+	scfg.Browsers = browsers
 	if p := ev.Str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
 		pem, err := os.ReadFile(p)
 		if err != nil {
