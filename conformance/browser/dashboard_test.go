@@ -245,9 +245,9 @@ func TestDashboardInChromium(t *testing.T) {
 // the race detector, as the conformance harness does by default).
 func TestMain(m *testing.M) { brokertest.Main(m) }
 
-// newBrowser starts a headless Chromium for the test, with a listener on
-// its console from the first page on. It is closed when the test ends.
-func newBrowser(t *testing.T, chrome string) (context.Context, *consoleLog) {
+// newBrowser starts a headless Chromium for the test (with opts added to
+// its command line), with a listener on its console from the first page on. It is closed when the test ends.
+func newBrowser(t *testing.T, chrome string, opts ...chromedp.ExecAllocatorOption) (context.Context, *consoleLog) {
 	t.Helper()
 	cons := &consoleLog{}
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -255,6 +255,7 @@ func newBrowser(t *testing.T, chrome string) (context.Context, *consoleLog) {
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-gpu", true),
 	)
+	allocOpts = append(allocOpts, opts...)
 	if os.Geteuid() == 0 {
 		// Chromium refuses to start its sandbox as root (CI runs as root).
 		allocOpts = append(allocOpts, chromedp.NoSandbox)
