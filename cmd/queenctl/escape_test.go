@@ -21,7 +21,7 @@ func TestVisible(t *testing.T) {
 		{"\u2066\u2067\u2068\u2069\u200e\u200f\u061c", `\u2066\u2067\u2068\u2069\u200e\u200f\u061c`},
 		{"\u2028\u2029", `\u2028\u2029`},
 		{"raw \x9b byte \xff", `raw \x9b byte \xff`}, // not UTF-8
-		{"\ufffd", "\ufffd"},                          // the replacement character itself is printable
+		{"\ufffd", "\ufffd"},                         // the replacement character itself is printable
 	} {
 		if got := visible(c.in); got != c.want {
 			t.Errorf("visible(%q) = %q, want %q", c.in, got, c.want)

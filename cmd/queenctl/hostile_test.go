@@ -246,7 +246,9 @@ func TestHostileServerJSON(t *testing.T) {
 			t.Fatalf("%s printed %q: %v %+v", strings.Join(args, " "), r.stdout, err, m)
 		}
 	}
-	var acks struct{ Results []struct{ ID, Outcome string } }
+	var acks struct {
+		Results []struct{ ID, Outcome string }
+	}
 	r = ctl(t, url, "", "ack", "jobs", "e:1", "--json").ok(t, "ack --json").shows(t, "ack --json")
 	if err := json.Unmarshal([]byte(r.stdout), &acks); err != nil || len(acks.Results) != 1 ||
 		acks.Results[0].ID != evilID || acks.Results[0].Outcome != evilTier {
