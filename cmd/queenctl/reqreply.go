@@ -46,6 +46,9 @@ func requestCmd(a *app) *cobra.Command {
   echo '{"a":1}' | queenctl request calc --timeout 2s`,
 		Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Timeout <= 0 {
+				return usagef("--timeout %s: want a positive duration (the bound on the whole request)", o.Timeout)
+			}
 			var payload json.RawMessage
 			if len(args) == 2 {
 				payload = payloadArg(args[1])
@@ -55,9 +58,6 @@ func requestCmd(a *app) *cobra.Command {
 					return fmt.Errorf("reading stdin: %w", err)
 				}
 				payload = replyPayload(in)
-			}
-			if o.Timeout <= 0 {
-				return usagef("--timeout %s: want a positive duration (how long to wait for the reply)", o.Timeout)
 			}
 			// --timeout bounds the whole request, not only the wait for
 			// the reply: each call the SDK makes (the push first) gets it
