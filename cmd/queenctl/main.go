@@ -120,13 +120,15 @@ func (a *app) client() (*client.Client, error) {
 	return c, nil
 }
 
-// printJSON writes v as one line of JSON.
+// printJSON writes v as one line of JSON, with the characters a terminal
+// would act on escaped as JSON escapes (safeJSON): a parser reads the
+// server's strings back exactly.
 func (a *app) printJSON(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+	_, err = fmt.Fprintf(a.stdout, "%s\n", safeJSON(b))
 	return err
 }
 
@@ -224,7 +226,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // report prints err as the documented error line and answers its exit
-// status.
+// status. What came from the server (a refusal's code and message, the
+// transport's errors, which may quote an answer) is shown through visible;
+// a usage error holds only the caller's input and queenctl's own text, and
+// keeps the line breaks of cobra's suggestions.
 func report(stderr io.Writer, err error) int {
 	if err == nil {
 		return exitOK
@@ -244,13 +249,13 @@ func report(stderr io.Writer, err error) int {
 		if ce.RetryAfter > 0 {
 			msg += fmt.Sprintf(" (retry after %s)", ce.RetryAfter)
 		}
-		fmt.Fprintf(stderr, "error: %d %s: %s\n", ce.Status, ce.Code, msg)
+		fmt.Fprintf(stderr, "error: %d %s: %s\n", ce.Status, visible(ce.Code), visible(msg))
 		return exitRefused
 	case errors.Is(err, client.ErrRequestTimeout):
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		fmt.Fprintf(stderr, "error: %s\n", visible(err.Error()))
 		return exitNoReply
 	case errors.As(err, &ne):
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		fmt.Fprintf(stderr, "error: %s\n", visible(err.Error()))
 		return exitConnection
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "error: %v\n", err)

@@ -172,6 +172,11 @@ type printedMessage struct {
 
 func (a *app) printMessagesJSON(queue string, msgs []client.Message) error {
 	for _, m := range msgs {
+		if !json.Valid(m.Payload) {
+			// The broker stores only JSON: this answer is not the
+			// broker's, and there is no exact JSON to print for it.
+			return connError{fmt.Errorf("message %s: the server sent a payload that is not JSON: %.60q", m.ID, m.Payload)}
+		}
 		if err := a.printJSON(printedMessage{queue, m.ID, m.Partition, m.Attempts, m.Payload}); err != nil {
 			return err
 		}
@@ -211,7 +216,7 @@ func popCmd(a *app) *cobra.Command {
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tPARTITION\tATTEMPTS\tPAYLOAD")
 				for _, m := range res.Messages {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", m.ID, m.Partition, m.Attempts, m.Payload)
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", visible(m.ID), visible(m.Partition), m.Attempts, safeJSON(m.Payload))
 				}
 				err = tw.Flush()
 			}
@@ -293,7 +298,7 @@ func ackCmd(a *app) *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tOUTCOME")
 			for _, r := range res.Results {
-				fmt.Fprintf(tw, "%s\t%s\n", r.ID, r.Outcome)
+				fmt.Fprintf(tw, "%s\t%s\n", visible(r.ID), visible(r.Outcome))
 			}
 			return tw.Flush()
 		},
@@ -347,7 +352,7 @@ Text output is one payload per line; --json prints whole messages.`,
 					err = a.printMessagesJSON(queue, msgs)
 				} else {
 					for _, m := range msgs {
-						if _, err = fmt.Fprintf(a.stdout, "%s\n", m.Payload); err != nil {
+						if _, err = fmt.Fprintf(a.stdout, "%s\n", safeJSON(m.Payload)); err != nil {
 							break
 						}
 					}

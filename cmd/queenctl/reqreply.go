@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"strings"
 	"sync"
@@ -29,6 +30,13 @@ func replyPayload(out []byte) json.RawMessage {
 	return payloadArg(string(out))
 }
 
+// replyGrace is how long after its --timeout a request gives up on the
+// broker's own answer that no reply came: the broker answers the parked
+// inbox pop when the timeout passes, and that answer needs a round trip
+// to arrive. Within it the outcome is exit 4 (delivered, no reply);
+// beyond it, exit 3 (the broker did not answer).
+const replyGrace = time.Second
+
 func requestCmd(a *app) *cobra.Command {
 	var o client.RequestOptions
 	cmd := &cobra.Command{
@@ -38,6 +46,9 @@ func requestCmd(a *app) *cobra.Command {
   echo '{"a":1}' | queenctl request calc --timeout 2s`,
 		Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Timeout <= 0 {
+				return usagef("--timeout %s: want a positive duration (the bound on the whole request)", o.Timeout)
+			}
 			var payload json.RawMessage
 			if len(args) == 2 {
 				payload = payloadArg(args[1])
@@ -48,22 +59,36 @@ func requestCmd(a *app) *cobra.Command {
 				}
 				payload = replyPayload(in)
 			}
+			// --timeout bounds the whole request, not only the wait for
+			// the reply: each call the SDK makes (the push first) gets it
+			// as its own bound, where the default (30 s) would hold a
+			// silent broker's push that long, and the context ends the
+			// whole call replyGrace after it.
+			a.g.timeout = o.Timeout // request's --timeout shadows the global one
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			m, err := c.Request(cmd.Context(), args[0], payload, o)
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.Timeout+replyGrace)
+			defer cancel()
+			m, err := c.Request(ctx, args[0], payload, o)
 			if err != nil {
-				if errors.Is(err, client.ErrRequestTimeout) {
+				var ne net.Error
+				switch {
+				case errors.Is(err, client.ErrRequestTimeout):
 					return fmt.Errorf("no reply within %s: %w", o.Timeout, err)
+				case cmd.Context().Err() == nil && errors.As(err, &ne) && ne.Timeout():
+					// The broker did not answer a call in time (the
+					// request may not have been delivered): exit 3.
+					return connError{fmt.Errorf("no answer from the broker within --timeout %s: %w", o.Timeout, err)}
 				}
 				return sdk(err)
 			}
-			_, err = fmt.Fprintf(a.stdout, "%s\n", m.Payload)
+			_, err = fmt.Fprintf(a.stdout, "%s\n", safeJSON(m.Payload))
 			return err
 		},
 	}
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long to wait for the reply")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on the whole request: the push and the wait for the reply")
 	cmd.Flags().StringVar(&o.Partition, "partition", "", "partition of the queue to send the request to")
 	return cmd
 }
@@ -102,7 +127,7 @@ reported on stderr. Requests are read with autoAck: each is delivered once.`,
 			o.OnError = func(err error) {
 				errMu.Lock()
 				defer errMu.Unlock()
-				fmt.Fprintf(a.stderr, "queenctl reply: %v\n", err)
+				fmt.Fprintf(a.stderr, "queenctl reply: %s\n", visible(err.Error()))
 			}
 			var answered atomic.Int64
 			respond := func(rctx context.Context, m client.Message) (any, error) {

@@ -40,7 +40,7 @@ its producer too fast; ttl: the consumer is too slow; retry: the handlers fail).
 			tw := newTable(a.stdout)
 			fmt.Fprintln(tw, "QUEUE\tTIER\tDEPTH\tBYTES\tPARTITIONS\tGROUPS\tDROPS(BOUNDS/TTL/RETRY)")
 			for _, q := range res.Queues {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d/%d/%d\n", q.Queue, q.Tier, q.Depth, q.Bytes,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d/%d/%d\n", visible(q.Queue), visible(q.Tier), q.Depth, q.Bytes,
 					q.Partitions, q.Groups, q.Drops.Bounds, q.Drops.TTL, q.Drops.Retry)
 			}
 			if err := tw.Flush(); err != nil {
@@ -82,11 +82,11 @@ func depthCmd(a *app) *cobra.Command {
 func printDepth(w io.Writer, d *client.DepthResult) error {
 	group := "(none)"
 	if d.Group != nil {
-		group = *d.Group
+		group = visible(*d.Group)
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "QUEUE\tTIER\tGROUP\tPENDING\tPARTITIONS PENDING\tBYTES")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", d.Queue, d.Tier, group, d.Pending, d.PartitionsPending, d.Bytes)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", visible(d.Queue), visible(d.Tier), group, d.Pending, d.PartitionsPending, d.Bytes)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func printDepth(w io.Writer, d *client.DepthResult) error {
 		tw = newTable(w)
 		fmt.Fprintln(tw, "PARTITION\tPENDING\tBYTES")
 		for _, p := range d.Partitions {
-			fmt.Fprintf(tw, "%s\t%d\t%d\n", p.Partition, p.Pending, p.Bytes)
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", visible(p.Partition), p.Pending, p.Bytes)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -106,7 +106,7 @@ func printDepth(w io.Writer, d *client.DepthResult) error {
 		tw = newTable(w)
 		fmt.Fprintln(tw, "GROUP\tPENDING\tSKIPPED")
 		for _, g := range d.Groups {
-			fmt.Fprintf(tw, "%s\t%d\t%d\n", g.Group, g.Pending, g.Skipped)
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", visible(g.Group), g.Pending, g.Skipped)
 		}
 		return tw.Flush()
 	}

@@ -92,7 +92,7 @@ func (a *app) printGrant(g *client.Grant) error {
 	}
 	tw := newTable(a.stdout)
 	fmt.Fprintln(tw, "TENANT\tMAX BYTES\tMAX QUEUES\tMESSAGES/S")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Tenant, unlimited(g.MaxBytes), unlimited(g.MaxQueues), unlimited(g.MessagesPerSecond))
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", visible(g.Tenant), unlimited(g.MaxBytes), unlimited(g.MaxQueues), unlimited(g.MessagesPerSecond))
 	return tw.Flush()
 }
 
@@ -166,9 +166,9 @@ a tenant's admin may read its own grant.`,
 				return a.printJSON(res)
 			}
 			if res.Deleted {
-				_, err = fmt.Fprintf(a.stdout, "grant of %s deleted\n", res.Tenant)
+				_, err = fmt.Fprintf(a.stdout, "grant of %s deleted\n", visible(res.Tenant))
 			} else {
-				_, err = fmt.Fprintf(a.stdout, "%s had no grant\n", res.Tenant)
+				_, err = fmt.Fprintf(a.stdout, "%s had no grant\n", visible(res.Tenant))
 			}
 			return err
 		},

@@ -68,8 +68,8 @@ func rateCol(title string, f func(r *topRow) *float64) topColumn {
 }
 
 var topColumns = []topColumn{
-	{title: "QUEUE", cell: func(r *topRow) string { return r.queue }, cmp: func(a, b *topRow) int { return strings.Compare(a.queue, b.queue) }},
-	{title: "TIER", cell: func(r *topRow) string { return r.tier }, cmp: func(a, b *topRow) int { return strings.Compare(a.tier, b.tier) }},
+	{title: "QUEUE", cell: func(r *topRow) string { return visible(r.queue) }, cmp: func(a, b *topRow) int { return strings.Compare(a.queue, b.queue) }},
+	{title: "TIER", cell: func(r *topRow) string { return visible(r.tier) }, cmp: func(a, b *topRow) int { return strings.Compare(a.tier, b.tier) }},
 	intCol("DEPTH", func(r *topRow) int64 { return r.depth }),
 	rateCol("DEPTH/S", func(r *topRow) *float64 { return r.depthRate }),
 	intCol("BYTES", func(r *topRow) int64 { return r.bytes }),
@@ -191,9 +191,9 @@ func renderTop(st topState, width, height int) string {
 		}
 	}
 	lines = append(lines, fmt.Sprintf("queenctl top  %s  %s  %d queues  broker %d bytes  %s",
-		st.url, st.at.Format("15:04:05"), len(rows), st.cellBytes, state))
+		visible(st.url), st.at.Format("15:04:05"), len(rows), st.cellBytes, state))
 	if st.err != "" {
-		lines = append(lines, "error: "+st.err)
+		lines = append(lines, "error: "+visible(st.err))
 	} else {
 		lines = append(lines, "")
 	}

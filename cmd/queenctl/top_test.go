@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,21 @@ func TestRenderTop(t *testing.T) {
 	for _, l := range lines {
 		if utf8.RuneCountInString(l) > 40 {
 			t.Fatalf("line wider than 40: %q", l)
+		}
+	}
+	// What the server named is drawn escaped, and measured escaped: the
+	// frame keeps to its width.
+	evil := st
+	evil.rows = append(slices.Clone(rows), topRow{queue: evilQueue, tier: evilTier})
+	evil.err = evilText
+	frame = renderTop(evil, 120, 10)
+	inert(t, "a frame of evil strings", frame)
+	if !strings.Contains(frame, "error: "+evilTextSeen) || !strings.Contains(frame, evilQueueSeen[:38]) || !strings.Contains(frame, evilTierSeen) {
+		t.Fatalf("a frame of evil strings:\n%s", frame)
+	}
+	for _, l := range strings.Split(frame, "\n") {
+		if utf8.RuneCountInString(l) > 120 {
+			t.Fatalf("line wider than 120: %q", l)
 		}
 	}
 	if got := renderTop(st, 5, 2); !strings.Contains(got, "too small") {
