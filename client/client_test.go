@@ -748,3 +748,32 @@ func TestPushPayloadsOfAType(t *testing.T) {
 		t.Errorf("Payloads() = %v, want empty", got)
 	}
 }
+
+// TestRequestTimeoutBoundsThePush: Request's timeout bounds its push as well
+// as the wait for the reply. Against a server that never answers, a
+// request with a 300 ms timeout on a client whose call timeout is a minute
+// returns near 300 ms (it used to wait the minute).
+func TestRequestTimeoutBoundsThePush(t *testing.T) {
+	t.Parallel()
+	silent := brokertest.SilentServer(t)
+	c, err := New("http://"+silent, WithTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		c.Close(ctx)
+	}()
+	start := time.Now()
+	_, err = c.Request(context.Background(), "q", "x", RequestOptions{Timeout: 300 * time.Millisecond})
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("a request to a silent server succeeded")
+	}
+	// The old bound was the call timeout (a minute): anything near the
+	// request's own 300 ms, with room for a loaded machine, is the new one.
+	if took < 290*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("returned after %v (%v), want about the request's 300 ms timeout", took, err)
+	}
+}

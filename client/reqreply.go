@@ -120,6 +120,12 @@ func (c *Client) request(ctx context.Context, queue string, payload any, partiti
 		putCall(push)
 		return nil, nil, ErrRequestTimeout
 	}
+	if left < push.timeout {
+		// The request's timeout bounds its push too: a broker that never
+		// answers it must not hold the caller for the client's call
+		// timeout (30 s by default) past the timeout it asked for.
+		push.timeout = left
+	}
 	pop := c.popCall(inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true})
 	err = c.failover(ctx, push.method, push.prefix, push.route, func(ep endpoint) error { return ep.pair(ctx, push, pop) })
 	if err == nil {

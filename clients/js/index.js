@@ -284,7 +284,10 @@ export class Queen {
       const pool = t.pools[idx]
       const conn = pool.lease()
       let left = Math.max(1, Math.floor(deadline - Date.now()))
-      const push = conn.send(t.call(pool, 'POST', pushPath, JSON.stringify(body), this.timeout, signal, false))
+      // The request's timeout bounds its push too, not only the wait for
+      // the reply: a broker that never answers the push must not hold the
+      // caller for the client's call timeout past it.
+      const push = conn.send(t.call(pool, 'POST', pushPath, JSON.stringify(body), Math.min(this.timeout, left), signal, false))
       let pop = conn.send(t.call(pool, 'GET', popPath(inbox, left), undefined, left + this.timeout, signal, false))
       pop.catch(noop) // awaited below unless the push fails first
       try {

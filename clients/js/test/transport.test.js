@@ -176,6 +176,17 @@ test('a large answer trickled slowly arrives whole; a silent server meets the ti
   assert.ok(took >= 390 && took < 1500, `timed out after ${took} ms`)
 })
 
+test("request()'s timeout bounds its push: a server that never answers the push releases the caller at that timeout, not the client's call timeout", async (t) => {
+  const srv = await scripted(t, () => {}) // reads every request, answers none
+  const e = client(t, srv.url, { timeout: 60000 }).ephemeral
+  const start = Date.now()
+  await assert.rejects(e.request('q', 'x', { timeout: 300 }), (err) => err.name === 'TimeoutError')
+  const took = Date.now() - start
+  // The old bound was the call timeout (60 s here): anything near the
+  // request's own 300 ms, with room for a loaded machine, is the new one.
+  assert.ok(took >= 290 && took < 10000, `released after ${took} ms`)
+})
+
 test('the retry rule: a reused connection dying with no answer repeats a safe call, never a push', async (t) => {
   const srv = await scripted(t, (req, sock, n) => {
     // Each connection answers its first request and drops the second
