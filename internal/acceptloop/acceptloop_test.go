@@ -1,0 +1,185 @@
+package acceptloop
+
+import (
+	"net"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// scripted is a listener whose Accept returns the results it is given, in
+// order, then blocks until it is closed.
+type scripted struct {
+	results chan result
+	closed  chan struct{}
+	once    sync.Once
+}
+
+type result struct {
+	c   net.Conn
+	err error
+}
+
+func newScripted(rs ...result) *scripted {
+	l := &scripted{results: make(chan result, len(rs)), closed: make(chan struct{})}
+	for _, r := range rs {
+		l.results <- r
+	}
+	return l
+}
+
+func (l *scripted) Accept() (net.Conn, error) {
+	select {
+	case r := <-l.results:
+		return r.c, r.err
+	default:
+	}
+	select {
+	case r := <-l.results:
+		return r.c, r.err
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *scripted) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *scripted) Addr() net.Addr { return &net.TCPAddr{} }
+
+// events records what a Loop did, in order.
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) add(s string) {
+	e.mu.Lock()
+	e.got = append(e.got, s)
+	e.mu.Unlock()
+}
+
+func (e *events) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got)
+}
+
+// run runs a Loop over ln whose Shed answers with sheds in turn (0 once
+// they are used up), until want events were recorded, and returns them.
+func run(t *testing.T, ln *scripted, sheds []int, want int) []string {
+	t.Helper()
+	ev := &events{}
+	l := Loop{
+		Listener: ln,
+		Enroll:   func(c net.Conn) error { ev.add("enroll"); c.Close(); return nil },
+		Stopping: func() bool { return false },
+		Quit:     make(chan struct{}),
+		Failed:   func(error) { ev.add("failed") },
+		Paused: func(p bool) {
+			if p {
+				ev.add("pause")
+			}
+		},
+		Shed: func(n int) int {
+			if n != ShedBatch {
+				t.Errorf("Shed asked for %d, want ShedBatch (%d)", n, ShedBatch)
+			}
+			k := 0
+			if len(sheds) > 0 {
+				k, sheds = sheds[0], sheds[1:]
+			}
+			ev.add("shed")
+			return k
+		},
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ev.list()) < want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	ln.Close()
+	<-done
+	return ev.list()
+}
+
+func pipeConn() net.Conn {
+	a, b := net.Pipe()
+	b.Close()
+	return a
+}
+
+var emfile = &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+
+// Out of descriptors, with idle connections to close: the loop sheds them
+// and accepts again at once, without pausing.
+func TestOutOfDescriptorsShedsThenAcceptsAtOnce(t *testing.T) {
+	ln := newScripted(result{err: emfile}, result{c: pipeConn()})
+	got := run(t, ln, []int{3}, 3)
+	if want := []string{"failed", "shed", "enroll"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// Out of descriptors with nothing idle: the loop pauses (and uses the
+// spare descriptor), as before shedding existed.
+func TestOutOfDescriptorsNothingToShedPauses(t *testing.T) {
+	ln := newScripted(result{err: emfile}, result{c: pipeConn()})
+	got := run(t, ln, []int{0}, 4)
+	if want := []string{"failed", "shed", "pause", "enroll"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// A shed that did not help (accepting fails again right after it) is
+// followed by a pause, not by another shed: shedding that frees nothing
+// usable costs one batch per pause, not every idle connection at once.
+func TestShedThatDoesNotHelpPausesBeforeTheNext(t *testing.T) {
+	ln := newScripted(result{err: emfile}, result{err: emfile}, result{err: emfile}, result{c: pipeConn()})
+	got := run(t, ln, []int{5, 5, 5}, 7)
+	if want := []string{"failed", "shed", "failed", "pause", "failed", "shed", "enroll"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// Other accept errors never shed: they are not about descriptors.
+func TestOtherErrorsDoNotShed(t *testing.T) {
+	other := &net.OpError{Op: "accept", Net: "tcp", Err: syscall.ECONNABORTED}
+	ln := newScripted(result{err: other}, result{c: pipeConn()})
+	got := run(t, ln, []int{5}, 3)
+	if want := []string{"failed", "pause", "enroll"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// Oldest keeps the Max earliest, oldest first, whatever the order offered.
+func TestOldestKeepsTheEarliest(t *testing.T) {
+	o := Oldest[string]{Max: 3}
+	for _, c := range []struct {
+		x    string
+		last int64
+	}{{"e", 50}, {"b", 20}, {"f", 60}, {"a", 10}, {"d", 40}, {"c", 30}, {"a2", 10}} {
+		o.Offer(c.x, c.last)
+	}
+	if got, want := o.Chosen(), []string{"a", "a2", "b"}; !slices.Equal(got, want) {
+		t.Fatalf("chosen %v, want %v", got, want)
+	}
+	none := Oldest[string]{}
+	none.Offer("x", 1)
+	if got := none.Chosen(); len(got) != 0 {
+		t.Fatalf("Max 0 kept %v", got)
+	}
+}
+
+func TestIdleLongEnough(t *testing.T) {
+	now := int64(100 * time.Second)
+	for _, c := range []struct {
+		idle time.Duration
+		want bool
+	}{{0, false}, {time.Second, false}, {MinIdle - 1, false}, {MinIdle, true}, {time.Minute, true}} {
+		if got := IdleLongEnough(now-int64(c.idle), now); got != c.want {
+			t.Errorf("idle %v: %v, want %v", c.idle, got, c.want)
+		}
+	}
+}
