@@ -7,7 +7,7 @@ import (
 )
 
 // Shedding idle clients when accepting fails for lack of descriptors
-// (docs/gateway.md, "Connections"; internal/acceptloop's shed.go): each
+// (docs/gateway.md, "Accepting clients"; internal/acceptloop's shed.go): each
 // loop closes its clients idle longest, so that a new client is served
 // while an idle flood holds the rest.
 

@@ -19,7 +19,7 @@ import (
 // served /health 200 within 5 s of its first try (a try closed unanswered
 // is tried again on a new connection). The gateway closes its longest-idle
 // clients when accepting fails for lack of descriptors (docs/gateway.md,
-// "Connections"). Without that, every new client is closed unanswered
+// "Accepting clients"). Without that, every new client is closed unanswered
 // while the flood is held.
 func TestIdleFloodNewClientServed(t *testing.T) {
 	t.Parallel()
