@@ -19,19 +19,19 @@ func (g *Gateway) shedIdle(n int) int {
 		loops = append(loops, loop)
 		return true
 	})
-	closed := acceptloop.ShedOnLoops(loops, n, func(loop gnet.EventLoop, n int) int {
+	return acceptloop.ShedOnLoops(loops, n, func(loop gnet.EventLoop, n int) int {
 		ls, ok := g.loops.Load(loop)
 		if !ok {
 			return 0
 		}
 		return ls.shedIdle(n, g.now.Load())
 	})
-	g.m.idleShed.Add(closed)
-	return closed
 }
 
 // shedIdle runs on the loop: it closes up to n of its idle clients
-// (clientConn.idle), those last active earliest first.
+// (clientConn.idle), those last active earliest first, and counts them
+// (here, so that a loop that ran it after the acceptor stopped waiting is
+// counted too).
 func (ls *loopState) shedIdle(n int, now int64) int {
 	oldest := acceptloop.Oldest[*clientConn]{Max: n}
 	for cc := range ls.clients {
@@ -45,6 +45,7 @@ func (ls *loopState) shedIdle(n int, now int64) int {
 			closed++
 		}
 	}
+	ls.g.m.idleShed.Add(closed)
 	return closed
 }
 

@@ -19,14 +19,14 @@ func (s *Server) shedIdle(n int) int {
 		loops = append(loops, loop)
 		return true
 	})
-	closed := acceptloop.ShedOnLoops(loops, n, s.shedOnLoop)
-	s.tm.idleShed.Add(closed)
-	return closed
+	return acceptloop.ShedOnLoops(loops, n, s.shedOnLoop)
 }
 
 // shedOnLoop runs on loop: it closes up to n of the loop's connections
 // that are idle (conn.idle) and were last active earliest, oldest first.
 // The scan reads the connections' own fields, which only their loop may.
+// It counts what it closed itself: a loop that ran it after the acceptor
+// stopped waiting closed connections all the same.
 func (s *Server) shedOnLoop(loop gnet.EventLoop, n int) int {
 	now := s.now.Load()
 	oldest := acceptloop.Oldest[*conn]{Max: n}
@@ -42,6 +42,7 @@ func (s *Server) shedOnLoop(loop gnet.EventLoop, n int) int {
 			closed++
 		}
 	}
+	s.tm.idleShed.Add(closed)
 	return closed
 }
 

@@ -1,12 +1,15 @@
 package acceptloop
 
 import (
+	"context"
 	"net"
 	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/panjf2000/gnet/v2"
 )
 
 // scripted is a listener whose Accept returns the results it is given, in
@@ -181,5 +184,53 @@ func TestIdleLongEnough(t *testing.T) {
 		if got := IdleLongEnough(now-int64(c.idle), now); got != c.want {
 			t.Errorf("idle %v: %v, want %v", c.idle, got, c.want)
 		}
+	}
+}
+
+// fakeLoop is a gnet.EventLoop whose Execute runs the task in a goroutine
+// of its own, or never (stuck: a loop busy with a long round).
+type fakeLoop struct {
+	gnet.EventLoop // the rest is not used here
+	idle           int
+	stuck          bool
+}
+
+func (f *fakeLoop) Execute(ctx context.Context, r gnet.Runnable) error {
+	if !f.stuck {
+		go r.Run(ctx)
+	}
+	return nil
+}
+
+// Each loop is given its share of n (rounded up) and the closes add up;
+// a loop that does not run its task within shedWait is not waited for.
+func TestShedOnLoopsSharesAndBoundsTheWait(t *testing.T) {
+	loops := []*fakeLoop{{idle: 100}, {idle: 2}, {idle: 100}, {idle: 100, stuck: true}}
+	var gl []gnet.EventLoop
+	for _, l := range loops {
+		gl = append(gl, l)
+	}
+	var mu sync.Mutex
+	var shares []int
+	start := time.Now()
+	closed := ShedOnLoops(gl, ShedBatch, func(loop gnet.EventLoop, n int) int {
+		mu.Lock()
+		shares = append(shares, n)
+		mu.Unlock()
+		return min(n, loop.(*fakeLoop).idle)
+	})
+	took := time.Since(start)
+	// 16 over 4 loops: 4 each; the second has 2 idle, the fourth is stuck.
+	if closed != 4+2+4 {
+		t.Fatalf("closed %d, want 10", closed)
+	}
+	if !slices.Equal(shares, []int{4, 4, 4}) {
+		t.Fatalf("shares %v, want 4 for each loop that ran", shares)
+	}
+	if took < shedWait || took > shedWait+time.Second {
+		t.Fatalf("returned after %v with a loop stuck, want about shedWait (%v)", took, shedWait)
+	}
+	if got := ShedOnLoops(nil, ShedBatch, nil); got != 0 {
+		t.Fatalf("no loops: %d", got)
 	}
 }
