@@ -234,3 +234,39 @@ func TestShedOnLoopsSharesAndBoundsTheWait(t *testing.T) {
 		t.Fatalf("no loops: %d", got)
 	}
 }
+
+// Under descriptor pressure the spare descriptor is given back while
+// Enroll duplicates the connection (the duplicate needs one) and taken
+// again after; before any pressure it stays open throughout.
+func TestSpareGivenBackAroundEnrollUnderPressure(t *testing.T) {
+	ln := newScripted(result{c: pipeConn()}, result{err: emfile}, result{c: pipeConn()})
+	var l *Loop
+	var spareDuring []bool
+	done := make(chan struct{})
+	l = &Loop{
+		Listener: ln,
+		Enroll: func(c net.Conn) error {
+			spareDuring = append(spareDuring, l.reserve != nil)
+			c.Close()
+			if len(spareDuring) == 2 {
+				close(done)
+			}
+			return nil
+		},
+		Stopping: func() bool { return false },
+		Quit:     make(chan struct{}),
+		Shed:     func(int) int { return 1 },
+	}
+	ran := make(chan struct{})
+	go func() { defer close(ran); l.Run() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not enroll both connections")
+	}
+	ln.Close()
+	<-ran
+	if !slices.Equal(spareDuring, []bool{true, false}) {
+		t.Fatalf("spare open during Enroll: %v, want [true false] (before pressure, then under it)", spareDuring)
+	}
+}
