@@ -22,7 +22,8 @@ import (
 // choice is made only under pressure, by a scan of each loop's connections
 // run on that loop (gnet's connections belong to their loop).
 
-// ShedBatch is how many connections one failure to accept closes at most:
+// ShedBatch is how many connections one failure to accept asks to close
+// (split over the loops, each its share rounded up):
 // enough to accept a burst of new clients (each needs a descriptor, and one
 // more for a moment while Enroll duplicates it) without a failure each, few
 // enough that a single new client costs an idle flood a handful of its
