@@ -23,11 +23,11 @@ import (
 // run on that loop (gnet's connections belong to their loop).
 
 // ShedBatch is how many connections one failure to accept asks to close
-// (split over the loops, each its share rounded up):
-// enough to accept a burst of new clients (each needs a descriptor, and one
-// more for a moment while Enroll duplicates it) without a failure each, few
-// enough that a single new client costs an idle flood a handful of its
-// connections, not all of them.
+// (split over the loops, each its share rounded up): enough to accept a
+// burst of new clients (each needs a descriptor, and one more for a moment
+// while Enroll duplicates it) without a failure each, few enough that a
+// single new client costs an idle flood a handful of its connections, not
+// all of them.
 const ShedBatch = 16
 
 // MinIdle: a connection idle for less than this is never shed, so that a
