@@ -469,6 +469,7 @@ func (ex *exchange) settle() *clientConn {
 		return nil
 	}
 	cc.up = nil
+	cc.lastActive = cc.g.now.Load() // idle from its last answer, not its request (closeIdle, shed.go)
 	return cc
 }
 

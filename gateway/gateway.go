@@ -184,6 +184,7 @@ func (g *Gateway) acceptLoop() {
 		Stopping: g.stopping.Load,
 		Quit:     g.quit,
 		Failed:   func(error) { g.m.acceptErrors.Inc() },
+		Shed:     g.shedIdle,
 	}
 	l.Run()
 }

@@ -20,7 +20,10 @@ type gatewayMetrics struct {
 	lost *metrics.Counter
 	// acceptErrors counts accept errors (out of descriptors, mostly).
 	acceptErrors *metrics.Counter
-	refusals     *xsync.Map[string, *metrics.Counter]
+	// idleShed counts idle clients closed so that a new one could be
+	// accepted when descriptors ran out (shed.go).
+	idleShed *metrics.Counter
+	refusals *xsync.Map[string, *metrics.Counter]
 }
 
 func (g *Gateway) initMetrics() {
@@ -31,6 +34,7 @@ func (g *Gateway) initMetrics() {
 	m.dials = m.set.NewCounter("queen_gateway_upstream_dials_total")
 	m.lost = m.set.NewCounter("queen_gateway_answers_lost_total")
 	m.acceptErrors = m.set.NewCounter("queen_gateway_accept_errors_total")
+	m.idleShed = m.set.NewCounter("queen_gateway_idle_shed_total")
 	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
 	m.set.NewGauge("queen_gateway_links", func() float64 { return float64(g.links.Load()) })
 	m.set.NewGauge("queen_gateway_usage_writes", func() float64 { return float64(g.flushes.Load()) })

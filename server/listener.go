@@ -23,6 +23,7 @@ type transportMetrics struct {
 	acceptPaused  atomic.Bool
 	bodyRefused   *metrics.Counter // bodies refused for the in-flight bound
 	outboundShed  *metrics.Counter // connections closed for unread answers
+	idleShed      *metrics.Counter // idle connections closed for a new one (shed.go)
 	lastAcceptLog atomic.Int64
 	errsSinceLog  atomic.Int64
 }
@@ -33,6 +34,7 @@ func (s *Server) initTransportMetrics() {
 	t.acceptErrors = set.NewCounter("queen_ephemeral_accept_errors_total")
 	t.bodyRefused = set.NewCounter("queen_ephemeral_inflight_refusals_total")
 	t.outboundShed = set.NewCounter("queen_ephemeral_outbound_closed_total")
+	t.idleShed = set.NewCounter("queen_ephemeral_idle_shed_total")
 	set.NewGauge("queen_ephemeral_accept_paused", func() float64 {
 		if t.acceptPaused.Load() {
 			return 1
@@ -56,6 +58,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 		Quit:     s.quit,
 		Failed:   s.acceptFailed,
 		Paused:   s.tm.acceptPaused.Store,
+		Shed:     s.shedIdle,
 	}
 	l.Run()
 }
@@ -71,6 +74,6 @@ func (s *Server) acceptFailed(err error) {
 		return
 	}
 	s.tm.errsSinceLog.Add(-n)
-	s.cfg.Logger.Warn("accepting connections failed; pausing and retrying (connections already open are served)",
-		"err", err, "errors", n, "openConnections", s.openConns.Load())
+	s.cfg.Logger.Warn("accepting connections failed; closing the longest-idle connections or pausing, and retrying (connections already open are served)",
+		"err", err, "errors", n, "openConnections", s.openConns.Load(), "idleShedTotal", s.tm.idleShed.Get())
 }

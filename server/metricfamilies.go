@@ -58,6 +58,8 @@ var families = []Family{
 		"Failed accepts (descriptor limit reached, for one); accepting pauses and retries."},
 	{"queen_ephemeral_accept_paused", "gauge", nil,
 		"1 while accepting is paused after an accept error, else 0."},
+	{"queen_ephemeral_idle_shed_total", "counter", nil,
+		"Idle keep-alive connections closed so that a new connection could be accepted when descriptors ran out."},
 	{"queen_ephemeral_gateway_links", "gauge", nil,
 		"Connections a gateway upgraded to a gateway link (not counted in queen_ephemeral_connections)."},
 	{"queen_ephemeral_inflight_request_bytes", "gauge", nil,

@@ -7,7 +7,9 @@
 // processes accept in a goroutine of their own from a net.Listener and hand
 // every connection to the event loops of a gnet.Client (Client.Enroll
 // duplicates the descriptor into a loop). An accept error pauses accepting
-// with a backoff, never ends it.
+// with a backoff, never ends it; one for lack of descriptors first closes
+// the connections idle longest (shed.go), so that a new client is served
+// while an idle flood holds the rest.
 package acceptloop
 
 import (
@@ -45,23 +47,38 @@ type Loop struct {
 	// of each pause's start and end. Either may be nil.
 	Failed func(err error)
 	Paused func(paused bool)
+	// Shed, when accepting fails for lack of descriptors, closes up to n of
+	// the connections idle longest (shed.go says which may be) and reports
+	// how many it closed. Nil: none is.
+	Shed func(n int) int
+
+	reserve *os.File // the spare descriptor, nil while it could not be opened
 }
+
+// pressureFor: after accepting failed for lack of descriptors, for this
+// long each accepted connection is handed to the loops with the spare
+// descriptor given back meanwhile (enroll).
+const pressureFor = 10 * time.Second
 
 // Run accepts until the listener is closed or an error comes while
 // stopping.
 func (l *Loop) Run() {
-	reserve, _ := os.Open(os.DevNull)
+	l.takeReserve()
 	defer func() {
-		if reserve != nil {
-			reserve.Close()
+		if l.reserve != nil {
+			l.reserve.Close()
 		}
 	}()
-	var delay time.Duration
+	var (
+		delay         time.Duration
+		pressureUntil time.Time // see pressureFor
+		justShed      bool      // the last error shed connections: the next one pauses
+	)
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			if err = l.Enroll(c); err == nil {
-				delay = 0
+			if err = l.enroll(c, pressureUntil); err == nil {
+				delay, justShed = 0, false
 				continue
 			}
 			// The duplicate could not be made (out of descriptors too) or
@@ -73,13 +90,28 @@ func (l *Loop) Run() {
 		if l.Failed != nil {
 			l.Failed(err)
 		}
-		if OutOfDescriptors(err) && reserve != nil {
-			// The spare-descriptor trick: give back the reserve, take the
-			// connection waiting in the backlog and close it, so that its
-			// client learns at once instead of hanging until we resume.
-			reserve.Close()
-			shedPending(l.Listener)
-			reserve, _ = os.Open(os.DevNull)
+		if OutOfDescriptors(err) {
+			pressureUntil = time.Now().Add(pressureFor)
+			if !justShed && l.Shed != nil && l.Shed(ShedBatch) > 0 {
+				// Descriptors are free again: accept at once. Should that
+				// fail too (another part of the process took them), the
+				// next error pauses before it sheds again, so shedding
+				// that does not help costs one batch per pause.
+				justShed = true
+				continue
+			}
+			justShed = false
+			l.takeReserve()
+			if l.reserve != nil {
+				// Nothing idle to close. The spare-descriptor trick: give
+				// back the reserve, take the connection waiting in the
+				// backlog and close it, so that its client learns at once
+				// instead of hanging until we resume.
+				l.reserve.Close()
+				shedPending(l.Listener)
+				l.reserve = nil
+				l.takeReserve()
+			}
 		}
 		delay = min(max(2*delay, backoffMin), backoffMax)
 		l.pause(true)
@@ -88,6 +120,31 @@ func (l *Loop) Run() {
 		case <-l.Quit:
 		}
 		l.pause(false)
+	}
+}
+
+// enroll hands c to the loops. Enroll duplicates the descriptor, which
+// needs one more: when accepting has lately failed for lack of them, the
+// spare is given back for the duplicate and taken again after, so that a
+// connection accepted with the last descriptor is not lost to the
+// duplicate failing (it would be, once per shed batch, under pressure).
+func (l *Loop) enroll(c net.Conn, pressureUntil time.Time) error {
+	if l.reserve == nil || pressureUntil.IsZero() || time.Now().After(pressureUntil) {
+		return l.Enroll(c)
+	}
+	l.reserve.Close()
+	l.reserve = nil
+	err := l.Enroll(c)
+	l.takeReserve()
+	return err
+}
+
+// takeReserve opens the spare descriptor unless it is open.
+func (l *Loop) takeReserve() {
+	if l.reserve == nil {
+		if f, err := os.Open(os.DevNull); err == nil {
+			l.reserve = f
+		}
 	}
 }
 
