@@ -169,17 +169,24 @@ const maxPeekLine = 4 << 10
 
 // reserve makes the connection hold n bytes of the bound on request bytes
 // in flight (more when it already holds some), or reports false when the
-// bound does not allow it.
+// bound does not allow it, even once the loop's unread answers are counted
+// again.
 func (cc *clientConn) reserve(n int64) bool {
 	d := n - cc.reserved
 	if d <= 0 {
 		return true
 	}
 	g := cc.g
+	recounted := false
 	for {
 		cur := g.inflight.Load()
 		if cur+d > g.cfg.MaxInflightBytes {
-			return false
+			if recounted {
+				return false
+			}
+			cc.ls.recountOutbound() // answers that left give their room back
+			recounted = true
+			continue
 		}
 		if g.inflight.CompareAndSwap(cur, cur+d) {
 			cc.reserved = n

@@ -73,6 +73,10 @@ type clientConn struct {
 	bigWhole    bool
 	reserved    int64
 	refuseLater *wire.Error
+	// Its answers gnet holds unsent, as counted in Gateway.inflight, and
+	// whether its requests wait for them to drain (outbound.go).
+	queuedOut int64
+	stalled   bool
 }
 
 func newClientConn(g *Gateway, c gnet.Conn) *clientConn {
@@ -116,11 +120,11 @@ type exchange struct {
 }
 
 // onTraffic serves what the client sent. While its next request waits
-// (busy, held), what it sends stays in gnet's buffer, bounded
+// (busy, held, stalled), what it sends stays in gnet's buffer, bounded
 // (holdQueued).
 func (cc *clientConn) onTraffic() gnet.Action {
 	cc.lastActive = cc.g.now.Load()
-	if !cc.busy && !cc.held {
+	if !cc.busy && !cc.held && !cc.stalled {
 		cc.serve()
 	} else if !cc.holdQueued() {
 		return gnet.Close
@@ -135,6 +139,9 @@ func (cc *clientConn) onTraffic() gnet.Action {
 // looked at once it is all here (body.go).
 func (cc *clientConn) serve() {
 	for !cc.busy && !cc.held && !cc.closeAfter && !cc.isClosed {
+		if cc.overOutbound() {
+			return // its unread answers first (outbound.go)
+		}
 		var buf []byte
 		fromBig := cc.big != nil
 		if fromBig {
@@ -568,6 +575,7 @@ func (cc *clientConn) write() gnet.Action {
 		if err != nil {
 			return gnet.Close
 		}
+		cc.countOutbound()
 	}
 	if cc.lost || cc.closeAfter && cc.inFlight == 0 && !cc.busy {
 		return gnet.Close
@@ -600,6 +608,8 @@ func (cc *clientConn) closed() {
 	}
 	cc.big = nil
 	cc.bodyDone()
+	cc.g.inflight.Add(-cc.queuedOut)
+	cc.queuedOut = 0
 	if u := cc.up; u != nil {
 		for _, ex := range u.queue {
 			if ex != nil && ex.cc == cc {
@@ -639,14 +649,19 @@ func (cc *clientConn) closed() {
 
 // closeIdle closes the loop's clients with nothing in flight that have
 // been quiet for the idle timeout, and those whose request's head or body
-// has been arriving for longer than its timeout (body.go).
+// has been arriving for longer than its timeout (body.go); the others'
+// unread answers are counted again (outbound.go).
 func (ls *loopState) closeIdle(now int64) {
 	limit := int64(ls.g.cfg.IdleTimeout)
 	for cc := range ls.clients {
 		if cc.inFlight == 0 && !cc.busy && now-cc.lastActive > limit || cc.overdue(now) {
 			_ = cc.c.Close()
+			continue
 		}
+		cc.recheckOutbound()
 	}
+	ls.writeListed()
+	ls.flushOwn()
 }
 
 // isLoopback reports whether the client connects from this host.

@@ -371,3 +371,72 @@ func processCPU(t *testing.T) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestUnreadAnswersCountAgainstTheBound: an answer its client does not
+// read, held by the gateway, counts against the in-flight bound, so that a
+// body then arriving is refused 503 on its head; once the client has read
+// it, bodies are admitted again.
+func TestUnreadAnswersCountAgainstTheBound(t *testing.T) {
+	g := startFront(t, map[string]string{"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES": strconv.Itoa(64 << 20)},
+		func(c *Config) { c.MaxInflightBytes = 20 << 20 })
+	tok := frontToken(t, "acme", "read-write")
+	body := pushOf("unread", 18<<20)
+	req, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+
+	// A pop whose 18 MiB answer is not read: the client's socket takes 64 KiB.
+	slow, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_ = slow.SetReadBuffer(64 << 10)
+	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=unread&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unread answer counted", func() bool { return g.inflight.Load() > 12<<20 })
+
+	small := pushOf("other", 9<<20)
+	conn := dial(t, g)
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(small))) + small[:100])); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, conn, r); status != 503 || code != "ephemeral_unavailable" {
+		t.Fatalf("a body while 18 MiB of answers wait unread: %d %q, want 503 ephemeral_unavailable", status, code)
+	}
+
+	// The client reads its answer: the room comes back.
+	_ = slow.SetReadBuffer(4 << 20)
+	_ = slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	popped, err := http.ReadResponse(bufio.NewReader(slow), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, popped.Body)
+	popped.Body.Close()
+	if popped.StatusCode != 200 || n < 18<<20 {
+		t.Fatalf("the unread pop: %d, %d bytes", popped.StatusCode, n)
+	}
+	// Counted again on the next tick (on its own loop, at once).
+	waitFor(t, "the read answer's room given back", func() bool { return g.inflight.Load() == 0 })
+	conn = dial(t, g)
+	r = bufio.NewReader(conn)
+	if _, err := conn.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(small))) + small[:100])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(small[100:])); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, conn, r); status != 201 {
+		t.Fatalf("a body once the answer was read: %d %q, want 201", status, code)
+	}
+}
