@@ -124,6 +124,9 @@ type exchange struct {
 // (holdQueued).
 func (cc *clientConn) onTraffic() gnet.Action {
 	cc.lastActive = cc.g.now.Load()
+	if cc.stalled {
+		cc.overOutbound() // its answers may have drained since
+	}
 	if !cc.busy && !cc.held && !cc.stalled {
 		cc.serve()
 	} else if !cc.holdQueued() {

@@ -12,11 +12,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/identity"
@@ -438,5 +441,83 @@ func TestUnreadAnswersCountAgainstTheBound(t *testing.T) {
 	}
 	if status, code, _ := answer(t, conn, r); status != 201 {
 		t.Fatalf("a body once the answer was read: %d %q, want 201", status, code)
+	}
+}
+
+// stalledClients counts, on each loop, the client connections stalled
+// behind their unread answers.
+func stalledClients(t *testing.T, g *Gateway) int {
+	t.Helper()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	g.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
+		wg.Add(1)
+		err := ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			defer wg.Done()
+			for cc := range ls.clients {
+				if cc.stalled {
+					n.Add(1)
+				}
+			}
+			return nil
+		}))
+		if err != nil {
+			wg.Done()
+		}
+		return true
+	})
+	wg.Wait()
+	return int(n.Load())
+}
+
+// TestStalledBehindUnreadAnswers: a client whose unread answers pass 1 MiB
+// has its next request left unread (not forwarded) until it reads them;
+// then the request is served.
+func TestStalledBehindUnreadAnswers(t *testing.T) {
+	g := startFront(t, map[string]string{"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES": strconv.Itoa(64 << 20)}, nil)
+	tok := frontToken(t, "acme", "read-write")
+	req, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(pushOf("big", 18<<20)))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+	slow, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_ = slow.SetReadBuffer(64 << 10)
+	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=big&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unread answer held", func() bool { return g.inflight.Load() > 12<<20 })
+	forwarded := g.m.forwarded.Get()
+	small := pushOf("after", 10)
+	if _, err := slow.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(small))) + small)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client stalled", func() bool { return stalledClients(t, g) == 1 })
+	if n := g.m.forwarded.Get(); n != forwarded {
+		t.Fatalf("%d requests forwarded while the client was stalled", n-forwarded)
+	}
+	_ = slow.SetReadBuffer(4 << 20)
+	_ = slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(slow)
+	popped, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, popped.Body)
+	popped.Body.Close()
+	if popped.StatusCode != 200 || n < 18<<20 {
+		t.Fatalf("the pop: %d, %d bytes", popped.StatusCode, n)
+	}
+	if status, code, _ := answer(t, slow, r); status != 201 {
+		t.Fatalf("the push behind the stall: %d %q, want 201", status, code)
 	}
 }

@@ -269,6 +269,12 @@ type loopState struct {
 	parsers wire.ParserPool          // lends parsers to the loop's clients
 	push    wire.PushBody            // counts a push's items (countItems)
 	spareEx []*exchange              // settled exchanges for reuse
+
+	// Clients stalled behind their unread answers (outbound.go), and the
+	// check that looks at them again.
+	stalled    []*clientConn
+	stallArmed bool
+	stallTask  gnet.RunnableFunc
 }
 
 func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
@@ -277,6 +283,7 @@ func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
 		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, n), linkRetryAt: make([]int64, n), clients: map[*clientConn]struct{}{}}
 		ls.parsers.Limits = wire.Limits{MaxBody: g.cfg.MaxBodyBytes}
 		ls.flushTask = ls.flush
+		ls.stallTask = ls.checkStalled
 		return ls, false
 	})
 	return ls

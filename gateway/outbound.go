@@ -1,5 +1,10 @@
 package gateway
 
+import (
+	"context"
+	"time"
+)
+
 // Answers a client has not read (docs/gateway.md, "The front door").
 //
 // What gnet holds of a client's answers, unsent because the client does
@@ -9,7 +14,9 @@ package gateway
 // never refused (its request was served), so the bound is kept by reading
 // no more requests of a client whose unread answers pass outboundSoft: the
 // broker's rule (QUEEN_OUTBOUND_SOFT_BYTES there). gnet says nothing when
-// its buffer drains, so such a client is looked at again on the tick.
+// its buffer drains, so such a client's loop looks at it again every
+// stallCheck while it stays stalled, and every client is counted again on
+// the tick.
 
 // outboundSoft: a client whose unread answers pass this has its next
 // requests wait, unread, until they drain (the broker's default soft
@@ -27,17 +34,64 @@ func (cc *clientConn) countOutbound() {
 }
 
 // overOutbound reports whether the client's unread answers pass
-// outboundSoft, and marks it stalled if so: its next request is not read.
+// outboundSoft, and stalls it if so: its next request is not read until
+// they drain (its loop looks again every stallCheck).
 func (cc *clientConn) overOutbound() bool {
 	if cc.c.OutboundBuffered() <= outboundSoft {
+		cc.stalled = false
 		return false
 	}
-	cc.stalled = true
+	if !cc.stalled {
+		cc.stalled = true
+		cc.ls.stalled = append(cc.ls.stalled, cc)
+		cc.ls.watchStalled()
+	}
 	return true
 }
 
-// recheckOutbound runs on the tick: the count is brought up to date, and a
-// stalled client whose answers have drained is served again.
+// stallCheck is how often a loop looks again at its stalled clients: gnet
+// reports no drained outbound buffer, and the 1 s tick would make a client
+// that reads promptly wait up to a second behind a large answer (the
+// broker's throttleCheck).
+const stallCheck = 5 * time.Millisecond
+
+// watchStalled has the loop look at its stalled clients after stallCheck,
+// unless it is to already.
+func (ls *loopState) watchStalled() {
+	if ls.stallArmed {
+		return
+	}
+	ls.stallArmed = true
+	time.AfterFunc(stallCheck, func() {
+		_ = ls.loop.Execute(context.Background(), ls.stallTask)
+	})
+}
+
+// checkStalled runs on the loop: stalled clients whose answers drained are
+// served again; while any is left, it looks again after stallCheck.
+func (ls *loopState) checkStalled(context.Context) error {
+	ls.stallArmed = false
+	kept := ls.stalled[:0]
+	for _, cc := range ls.stalled {
+		if !cc.isClosed {
+			cc.recheckOutbound()
+		}
+		if cc.stalled && !cc.isClosed {
+			kept = append(kept, cc)
+		}
+	}
+	clear(ls.stalled[len(kept):])
+	ls.stalled = kept
+	ls.writeListed()
+	ls.flushOwn()
+	if len(ls.stalled) > 0 {
+		ls.watchStalled()
+	}
+	return nil
+}
+
+// recheckOutbound brings the client's count up to date, and serves a
+// stalled client whose answers have drained.
 func (cc *clientConn) recheckOutbound() {
 	cc.countOutbound()
 	if !cc.stalled || cc.c.OutboundBuffered() > outboundSoft {
