@@ -108,10 +108,11 @@ func (cc *clientConn) headGate(req *wire.Request) *wire.Error {
 	return e
 }
 
-// refuseBody answers the pending request, whose body is not read, and
-// closes the connection after the answer: the unread body cannot be told
-// from the next request. With answers in flight before it, the refusal
-// waits for them (answeredAll) and nothing more is read meanwhile.
+// refuseBody answers the pending request, whose body is not read (or
+// whose framing is broken), and closes the connection after the answer:
+// the unread body cannot be told from the next request. With answers in
+// flight before it, the refusal waits for them (answeredAll) and nothing
+// more is read meanwhile.
 func (cc *clientConn) refuseBody(e *wire.Error) {
 	if cc.inFlight > 0 {
 		cc.refuseLater, cc.held = e, true

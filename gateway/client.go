@@ -167,13 +167,8 @@ func (cc *clientConn) serve() {
 		}
 		req, n, err := cc.p.Parse(buf)
 		if err != nil {
-			if cc.inFlight > 0 {
-				cc.hold()
-				return
-			}
 			e, _ := err.(*wire.Error)
-			cc.out = wire.AppendError(cc.out, wire.Head{Status: e.Status, Close: true}, e)
-			cc.closeAfter = true
+			cc.refuseBody(e) // after the answers in flight; the stream cannot be read on
 			return
 		}
 		if req == nil {

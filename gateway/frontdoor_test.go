@@ -521,3 +521,58 @@ func TestStalledBehindUnreadAnswers(t *testing.T) {
 		t.Fatalf("the push behind the stall: %d %q, want 201", status, code)
 	}
 }
+
+// TestRefusalWaitsForTheAnswersInFlight: a request refused on its head (no
+// token, a 60 MiB body announced) or for its framing (a large chunked body,
+// read into a buffer of its own, then a broken chunk line) behind a waiting
+// pop of the same connection is answered after the pop's answer, in order,
+// and the connection closes. (The broken chunk left the connection hung
+// when such a request was held for the answers in flight and read again
+// from its start.)
+func TestRefusalWaitsForTheAnswersInFlight(t *testing.T) {
+	g := startFront(t, nil, nil)
+	tok := frontToken(t, "acme", "read-write")
+	for _, c := range []struct {
+		name, behind, later string // later: sent once the pop has parked
+		status              int
+		code                string
+	}{
+		{"no token", head("POST", "/api/v1/ephemeral/push", "", 60<<20) + strings.Repeat("x", 64<<10), "", 401, "unauthorized"},
+		{"a broken chunk", "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok +
+			"\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n", 100<<10, strings.Repeat("x", 100<<10)), "zz\r\n", 400, "ephemeral_bad_request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			queue := "wait-" + strconv.Itoa(len(c.name))
+			conn := dial(t, g)
+			r := bufio.NewReader(conn)
+			pop := "GET /api/v1/ephemeral/pop?queue=" + queue + "&wait=true&timeout=10000&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+			if _, err := conn.Write([]byte(pop + c.behind)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the pop parked", func() bool {
+				ts, ok := g.tenants.Load("acme")
+				return ok && ts.parked.Load() == 1
+			})
+			if c.later != "" {
+				if _, err := conn.Write([]byte(c.later)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			push, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(`{"queue":"`+queue+`","messages":[{"payload":1}]}`))
+			push.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(push)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if status, _, _ := answer(t, conn, r); status != 200 {
+				t.Fatalf("the pop: %d, want 200 first", status)
+			}
+			if status, code, closes := answer(t, conn, r); status != c.status || code != c.code || !closes {
+				t.Fatalf("behind it: %d %q close %v, want %d %q and close", status, code, closes, c.status, c.code)
+			}
+			waitClosed(t, conn, r, 5*time.Second)
+			waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+		})
+	}
+}
