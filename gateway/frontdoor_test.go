@@ -576,3 +576,20 @@ func TestRefusalWaitsForTheAnswersInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestExpectContinueRefusedOnItsHead: a request that asks to be invited to
+// send its body (Expect: 100-continue) and that its head condemns is
+// answered with the refusal, never 100 Continue, and closed.
+func TestExpectContinueRefusedOnItsHead(t *testing.T) {
+	g := startFront(t, nil, nil)
+	conn := dial(t, g)
+	r := bufio.NewReader(conn)
+	h := strings.TrimSuffix(head("POST", "/api/v1/ephemeral/push", "", 1000), "\r\n") + "Expect: 100-continue\r\n\r\n"
+	if _, err := conn.Write([]byte(h)); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, closes := answer(t, conn, r); status != 401 || code != "unauthorized" || !closes {
+		t.Fatalf("got %d %q close %v, want 401 unauthorized and close (no 100 Continue)", status, code, closes)
+	}
+	waitClosed(t, conn, r, 5*time.Second)
+}
