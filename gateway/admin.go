@@ -11,12 +11,11 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
-	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
 
-// The admin routes (docs/gateway.md, "Admin routes"), for a credential
-// with the admin role (or, without end-client identity, from loopback):
+// The admin routes (docs/gateway.md, "Admin routes"), for the gateway's
+// operator (adminscope.go):
 //
 //	PUT|GET|DELETE /api/v1/gateway/plans/:plan
 //	PUT|GET        /api/v1/gateway/tenants/:tenant
@@ -33,24 +32,6 @@ type adminRequest struct {
 	path   string // after adminPrefix, still escaped
 	body   []byte
 	head   wire.Head
-}
-
-// adminRefusal is why req may not use the admin routes (and /metrics),
-// nil when it may.
-func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
-	g := cc.g
-	tenant, level, ierr := g.cfg.Auth.Identify(req)
-	switch {
-	case ierr != nil:
-		return ierr
-	case g.cfg.Auth.Mode() == identity.ModeNone && !cc.isLoopback():
-		return errAdminLoopback
-	case level != identity.Admin:
-		return errAdminOnly
-	case g.cfg.OperatorTenant != "" && g.cfg.Auth.Mode() != identity.ModeNone && tenant != g.cfg.OperatorTenant:
-		return errNotOperator
-	}
-	return nil
 }
 
 // admin checks the credential, then answers the admin route off the loop.

@@ -59,6 +59,24 @@ type clientConn struct {
 	linkWaiting bool
 	inFlight    int
 	lastActive  int64
+
+	// The request being read (body.go): when its head and its body began
+	// to arrive (unix nanos, 0 = not arriving), the length gnet must hold
+	// before the parser looks again (0: any), a large body read into a
+	// buffer of its own (bigWhole: all of it is there), the bytes of
+	// Gateway.inflight held, and a refusal on its head that waits for the
+	// answers in flight.
+	headSince   int64
+	bodySince   int64
+	need        int64
+	big         []byte
+	bigWhole    bool
+	reserved    int64
+	refuseLater *wire.Error
+	// Its answers gnet holds unsent, as counted in Gateway.inflight, and
+	// whether its requests wait for them to drain (outbound.go).
+	queuedOut int64
+	stalled   bool
 }
 
 func newClientConn(g *Gateway, c gnet.Conn) *clientConn {
@@ -101,49 +119,82 @@ type exchange struct {
 	lost      bool   // its answer was lost after its request was written (lose)
 }
 
-// onTraffic serves what the client sent.
+// onTraffic serves what the client sent. While its next request waits
+// (busy, held, stalled), what it sends stays in gnet's buffer, bounded
+// (holdQueued).
 func (cc *clientConn) onTraffic() gnet.Action {
 	cc.lastActive = cc.g.now.Load()
-	if !cc.busy && !cc.held {
+	if cc.stalled {
+		cc.overOutbound() // its answers may have drained since
+	}
+	if !cc.busy && !cc.held && !cc.stalled {
 		cc.serve()
+	} else if !cc.holdQueued() {
+		return gnet.Close
 	}
 	cc.ls.flushOwn()
 	return cc.write()
 }
 
 // serve reads and handles buffered requests until none is whole, one must
-// wait, or the connection is to close.
+// wait, or the connection is to close. A request's head is parsed once and
+// judged before its body is read; its body is read as it arrives and
+// looked at once it is all here (body.go).
 func (cc *clientConn) serve() {
 	for !cc.busy && !cc.held && !cc.closeAfter && !cc.isClosed {
-		buf, _ := cc.c.Peek(-1)
-		if len(buf) == 0 {
-			return
+		if cc.overOutbound() {
+			return // its unread answers first (outbound.go)
+		}
+		var buf []byte
+		fromBig := cc.big != nil
+		if fromBig {
+			if !cc.fillBig() {
+				return
+			}
+			buf = cc.big
+		} else {
+			if cc.need > 0 && int64(cc.c.InboundBuffered()) < cc.need {
+				return // the body is not all here: do not look at it again yet
+			}
+			buf, _ = cc.c.Peek(-1)
+			if len(buf) == 0 {
+				cc.headSince = 0
+				return
+			}
 		}
 		if cc.p == nil {
 			cc.p = cc.ls.parsers.Get()
 		}
 		req, n, err := cc.p.Parse(buf)
 		if err != nil {
-			if cc.inFlight > 0 {
-				cc.hold()
-				return
-			}
 			e, _ := err.(*wire.Error)
-			cc.out = wire.AppendError(cc.out, wire.Head{Status: e.Status, Close: true}, e)
-			cc.closeAfter = true
+			cc.refuseBody(e) // after the answers in flight; the stream cannot be read on
 			return
 		}
 		if req == nil {
-			if cc.p.TakeContinue() {
-				cc.out = wire.AppendContinue(cc.out)
+			if cc.p.InBody() {
+				if cc.awaitBody(buf) {
+					continue // moved into its own buffer: read what is there
+				}
+				return
+			}
+			if cc.headSince == 0 && cc.p.ReadingHead() {
+				cc.headSince = cc.g.now.Load()
 			}
 			return
 		}
+		cc.headSince = 0
+		cc.bigWhole = fromBig
 		if !cc.handle(req) {
 			cc.hold()
 			return
 		}
-		_, _ = cc.c.Discard(n)
+		cc.bodyDone()
+		if fromBig {
+			cc.big, cc.bigWhole = nil, false
+		} else {
+			_, _ = cc.c.Discard(n)
+		}
 		if cc.p.Idle() {
 			cc.ls.parsers.Put(cc.p)
 			cc.p = nil
@@ -152,10 +203,12 @@ func (cc *clientConn) serve() {
 }
 
 // hold leaves the parsed request unread: it is parsed again once the
-// answers in flight have come back (answeredAll).
+// answers in flight have come back (answeredAll), from its own buffer when
+// it has one. Its body stays reserved and its timer stops: it is all here.
 func (cc *clientConn) hold() {
 	cc.held = true
 	cc.p.Reset()
+	cc.need, cc.bodySince = 0, 0
 }
 
 // handle serves one request; false when it must wait for the answers in
@@ -205,25 +258,48 @@ func (cc *clientConn) refuse(req *wire.Request, e *wire.Error, retryAfter int) b
 	return true
 }
 
-// forward applies the gates to a request of the family and forwards it.
-func (cc *clientConn) forward(req *wire.Request) bool {
+// passed is what the gates that judge a request on its head found.
+type passed struct {
+	tenant string
+	level  identity.Level
+	route  routes.Route
+	ts     *tenantState
+	plan   *catalog.Plan
+}
+
+// gate applies the gates that need no body, outermost first: identity,
+// the route, the route's level, the plan's feature (docs/gateway.md, "A
+// request's way through"). It runs on the head of a request whose body is
+// still arriving (headGate) and again on the whole request.
+func (cc *clientConn) gate(req *wire.Request) (passed, *wire.Error) {
 	g := cc.g
 	tenant, level, ierr := g.cfg.Auth.Identify(req)
 	if ierr != nil {
-		return cc.refuse(req, ierr, 0)
+		return passed{}, ierr
 	}
 	r, ok := g.cfg.Routes.Match(req.Method.String(), req.Path)
 	if !ok {
-		return cc.refuse(req, errRouteBlocked, 0)
+		return passed{}, errRouteBlocked
 	}
 	if !level.Allows(accessOf(r)) {
-		return cc.refuse(req, errLevel, 0)
+		return passed{}, errLevel
 	}
 	ts := g.tenant(tenant)
 	plan := ts.plan.Load()
 	if plan == nil || !plan.Features.Ephemeral {
-		return cc.refuse(req, errFeatureGated, 0)
+		return passed{}, errFeatureGated
 	}
+	return passed{tenant: tenant, level: level, route: r, ts: ts, plan: plan}, nil
+}
+
+// forward applies the gates to a request of the family and forwards it.
+func (cc *clientConn) forward(req *wire.Request) bool {
+	g := cc.g
+	gp, e := cc.gate(req)
+	if e != nil {
+		return cc.refuse(req, e, 0)
+	}
+	tenant, level, r, ts, plan := gp.tenant, gp.level, gp.route, gp.ts, gp.plan
 	kind, wait := exOther, false
 	switch r.Meter {
 	case routes.MeterMessages:
@@ -480,7 +556,12 @@ func (cc *clientConn) answeredAll() {
 		return
 	}
 	cc.held = false
-	cc.serve()
+	if e := cc.refuseLater; e != nil {
+		cc.refuseLater = nil
+		cc.refuseBody(e)
+	} else {
+		cc.serve()
+	}
 	cc.markWrite()
 }
 
@@ -493,6 +574,7 @@ func (cc *clientConn) write() gnet.Action {
 		if err != nil {
 			return gnet.Close
 		}
+		cc.countOutbound()
 	}
 	if cc.lost || cc.closeAfter && cc.inFlight == 0 && !cc.busy {
 		return gnet.Close
@@ -523,6 +605,10 @@ func (cc *clientConn) closed() {
 		cc.ls.parsers.Put(cc.p)
 		cc.p = nil
 	}
+	cc.big = nil
+	cc.bodyDone()
+	cc.g.inflight.Add(-cc.queuedOut)
+	cc.queuedOut = 0
 	if u := cc.up; u != nil {
 		for _, ex := range u.queue {
 			if ex != nil && ex.cc == cc {
@@ -561,14 +647,20 @@ func (cc *clientConn) closed() {
 }
 
 // closeIdle closes the loop's clients with nothing in flight that have
-// been quiet for the idle timeout.
+// been quiet for the idle timeout, and those whose request's head or body
+// has been arriving for longer than its timeout (body.go); the others'
+// unread answers are counted again (outbound.go).
 func (ls *loopState) closeIdle(now int64) {
 	limit := int64(ls.g.cfg.IdleTimeout)
 	for cc := range ls.clients {
-		if cc.inFlight == 0 && !cc.busy && now-cc.lastActive > limit {
+		if cc.inFlight == 0 && !cc.busy && now-cc.lastActive > limit || cc.overdue(now) {
 			_ = cc.c.Close()
+			continue
 		}
+		cc.recheckOutbound()
 	}
+	ls.writeListed()
+	ls.flushOwn()
 }
 
 // isLoopback reports whether the client connects from this host.

@@ -16,10 +16,19 @@
 // connections to the brokers are served by the same loops, and a waiting
 // pop costs a connection to a broker, never a goroutine.
 //
+// A request is judged on its head (identity, route, level, plan; the admin
+// scope) before its body is read, its body is read once and held within a
+// bound shared by every client with the answers clients have not read, and
+// a head or a body that takes too long closes its connection: the broker's
+// own front door (docs/gateway.md, "The front door").
+//
 // Files: gateway.go (the Gateway, its loops and gnet's events), client.go
-// (a client connection: parsing, the gates, ordering), upstream.go (the
-// connections to the brokers), forward.go (the request as forwarded),
-// response.go (framing the brokers' answers), tenants.go (plans and
-// tenants in memory), meter.go (allowance, rate, slots and usage),
-// admin.go (the admin routes), refusals.go (the gateway's own answers).
+// (a client connection: parsing, the gates, ordering), body.go (a request's
+// head and body: the gate on the head, reading the body, the in-flight
+// bound, timeouts), outbound.go (answers a client has not read),
+// upstream.go (the connections to the brokers), forward.go (the request as
+// forwarded), response.go (framing the brokers' answers), tenants.go (plans
+// and tenants in memory), meter.go (allowance, rate, slots and usage),
+// admin.go (the admin routes), adminscope.go (who may use them),
+// refusals.go (the gateway's own answers).
 package gateway

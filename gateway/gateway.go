@@ -35,9 +35,14 @@ type Config struct {
 	// variables), or mode none (every client tenant default with the admin
 	// role, the admin routes on loopback only).
 	Auth *identity.Auth
-	// OperatorTenant, when set (QUEEN_OPERATOR_TENANT), limits the admin
-	// routes and /metrics to the admin role of that tenant: a tenant's
-	// own admins then cannot change plans. Unset, any admin token may.
+	// The admin scope (adminscope.go, docs/gateway.md "Admin routes"), the
+	// broker's rules. AdminToken (QUEEN_ADMIN_TOKEN), sent as
+	// "Authorization: Bearer <token>", makes a request the gateway's
+	// operator whatever the identity; empty = none. OperatorTenant
+	// (QUEEN_OPERATOR_TENANT): with JWT identity, an admin of this tenant
+	// is the operator too; empty = no tenant is, and a tenant's admin may
+	// change no plan or tenant and read only its own tenant and usage.
+	AdminToken     []byte
 	OperatorTenant string
 	// Catalog holds plans, tenants and usage.
 	Catalog catalog.Store
@@ -59,7 +64,18 @@ type Config struct {
 	NoLink bool
 	// MaxBodyBytes bounds a request body (64 MiB, the broker's).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// HeaderTimeout closes a client connection whose request head has been
+	// arriving for this long (QUEEN_HEADER_TIMEOUT_MS, 10 s); BodyTimeout
+	// one whose request body has (QUEEN_BODY_TIMEOUT_MS, 30 s). The
+	// broker's.
+	HeaderTimeout time.Duration
+	BodyTimeout   time.Duration
+	// MaxInflightBytes bounds the request bytes all client connections
+	// together may hold while bodies arrive or wait to be read
+	// (QUEEN_MAX_INFLIGHT_BYTES, 64 MiB): a body that cannot be reserved is
+	// refused on its head with 503 ephemeral_unavailable (body.go).
+	MaxInflightBytes int64
+	Logger           *slog.Logger
 }
 
 func (c *Config) fillDefaults() {
@@ -84,6 +100,15 @@ func (c *Config) fillDefaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 64 << 20
 	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = 10 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -107,6 +132,7 @@ type Gateway struct {
 	links    atomic.Int64 // links to brokers open (link.go)
 	flushes  atomic.Int64 // usage writes that succeeded
 	now      atomic.Int64 // unix nanos, set every tick
+	inflight atomic.Int64 // request bytes reserved by clients (body.go)
 	m        gatewayMetrics
 	quit     chan struct{}
 	stopping atomic.Bool
@@ -244,6 +270,12 @@ type loopState struct {
 	parsers wire.ParserPool          // lends parsers to the loop's clients
 	push    wire.PushBody            // counts a push's items (countItems)
 	spareEx []*exchange              // settled exchanges for reuse
+
+	// Clients stalled behind their unread answers (outbound.go), and the
+	// check that looks at them again.
+	stalled    []*clientConn
+	stallArmed bool
+	stallTask  gnet.RunnableFunc
 }
 
 func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
@@ -252,6 +284,7 @@ func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
 		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, n), linkRetryAt: make([]int64, n), clients: map[*clientConn]struct{}{}}
 		ls.parsers.Limits = wire.Limits{MaxBody: g.cfg.MaxBodyBytes}
 		ls.flushTask = ls.flush
+		ls.stallTask = ls.checkStalled
 		return ls, false
 	})
 	return ls

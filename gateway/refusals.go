@@ -18,6 +18,7 @@ const (
 	codeTenantNotFound    = "tenant_not_found"           // 404, the admin routes
 	codeMethodNotAllowed  = "method_not_allowed"         // 405
 	codeStoreUnavailable  = "gateway_store_unavailable"  // 503: the catalog could not be read or written
+	codeUnavailable       = "ephemeral_unavailable"      // 503: too many request bytes in flight (the broker's code)
 )
 
 // Refusals allocated once.
@@ -29,9 +30,6 @@ var (
 	errSlots         = &wire.Error{Status: 429, Code: codeSlotsExhausted, Msg: "every parked-consumer slot of the tenant's plan is taken; answer or stop a waiting pop first"}
 	errForwardFailed = &wire.Error{Status: 503, Code: codeForwardFailed, Msg: "no broker behind the gateway could be reached; retry"}
 	errLevel         = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the credential's access level does not allow this route"}
-	errAdminOnly     = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role"}
-	errNotOperator   = &wire.Error{Status: 403, Code: codeForbidden, Msg: "the gateway's admin routes need the admin role of the operator tenant (QUEEN_OPERATOR_TENANT)"}
-	errAdminLoopback = &wire.Error{Status: 403, Code: codeForbidden, Msg: "without end-client identity (no QUEEN_JWT_* set), the admin routes answer only on loopback"}
 	errMethod        = &wire.Error{Status: 405, Code: codeMethodNotAllowed, Msg: "method not allowed on this route"}
 )
 

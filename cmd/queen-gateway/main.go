@@ -43,10 +43,14 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_JWT_AUDIENCE", Default: "", Help: "end clients: required aud (unset = not checked)"},
 	{Name: "QUEEN_JWT_TENANT_CLAIM", Default: "tenant", Help: "end clients: the claim naming the tenant"},
 	{Name: "QUEEN_JWT_ALLOW_NO_EXP", Default: "false", Help: "end clients: true accepts tokens without an exp claim"},
-	{Name: "QUEEN_OPERATOR_TENANT", Default: "", Help: "with JWT identity: only an admin of this tenant may use the admin routes and /metrics (unset: any admin token, so a tenant's own admins could change plans)"},
+	{Name: "QUEEN_ADMIN_TOKEN", Default: "", Help: "sent as Authorization: Bearer <token>, makes a request the gateway's operator (plans, tenants, usage, /metrics) whatever the identity; without JWT identity, once set, needed from loopback too"},
+	{Name: "QUEEN_OPERATOR_TENANT", Default: "", Help: "with JWT identity: an admin of this tenant is the gateway's operator too (unset: no tenant is; only QUEEN_ADMIN_TOKEN changes plans and tenants)"},
 	{Name: "QUEEN_EVENT_LOOPS", Default: "0", Help: "event loops (0 = GOMAXPROCS)"},
 	{Name: "QUEEN_IDLE_TIMEOUT_S", Default: "120", Help: "close a client connection idle this long"},
 	{Name: "QUEEN_MAX_BODY_BYTES", Default: "67108864", Help: "largest request body (64 MiB)"},
+	{Name: "QUEEN_MAX_INFLIGHT_BYTES", Default: "67108864", Help: "request bytes all client connections may hold while bodies arrive (64 MiB): a body past it is a 503 ephemeral_unavailable on its head"},
+	{Name: "QUEEN_HEADER_TIMEOUT_MS", Default: "10000", Help: "close a client connection whose request head takes longer than this"},
+	{Name: "QUEEN_BODY_TIMEOUT_MS", Default: "30000", Help: "close a client connection whose request body takes longer than this"},
 	{Name: "QUEEN_LOG_LEVEL", Default: "info", Help: "debug, info, warn or error"},
 	{Name: "QUEEN_PPROF_ADDR", Default: "", Help: "serve net/http/pprof at this separate address, e.g. 127.0.0.1:6061 (unset = off); also samples mutex and block profiles"},
 }
@@ -128,19 +132,23 @@ func run(getenv func(string) string) error {
 		}
 	}
 	cfg := gateway.Config{
-		Addr:           net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
-		Upstreams:      upstreams,
-		Secret:         ev.Str("QUEEN_GATEWAY_SECRET"),
-		OperatorTenant: ev.Str("QUEEN_OPERATOR_TENANT"),
-		Auth:           auth,
-		Routes:         table,
-		Loops:          int(ev.Int64("QUEEN_EVENT_LOOPS")),
-		PollInterval:   time.Duration(ev.Int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
-		FlushInterval:  time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
-		IdleTimeout:    time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		MaxBodyBytes:   ev.Int64("QUEEN_MAX_BODY_BYTES"),
-		NoLink:         !ev.Bool("QUEEN_GATEWAY_LINK", true),
-		Logger:         log,
+		Addr:             net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
+		Upstreams:        upstreams,
+		Secret:           ev.Str("QUEEN_GATEWAY_SECRET"),
+		OperatorTenant:   ev.Str("QUEEN_OPERATOR_TENANT"),
+		AdminToken:       []byte(ev.Str("QUEEN_ADMIN_TOKEN")),
+		Auth:             auth,
+		Routes:           table,
+		Loops:            int(ev.Int64("QUEEN_EVENT_LOOPS")),
+		PollInterval:     time.Duration(ev.Int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
+		FlushInterval:    time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
+		IdleTimeout:      time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
+		MaxBodyBytes:     ev.Int64("QUEEN_MAX_BODY_BYTES"),
+		HeaderTimeout:    time.Duration(ev.Int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
+		BodyTimeout:      time.Duration(ev.Int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
+		MaxInflightBytes: ev.Int64("QUEEN_MAX_INFLIGHT_BYTES"),
+		NoLink:           !ev.Bool("QUEEN_GATEWAY_LINK", true),
+		Logger:           log,
 	}
 	if err := ev.Err(); err != nil {
 		return err
@@ -167,10 +175,10 @@ func run(getenv func(string) string) error {
 	}
 	bld := buildinfo.Read(version, commit)
 	log.Info("serving", "addr", g.Addr().String(), "upstreams", upstreams, "identity", auth.Mode(), "version", bld.Version)
-	if auth.Mode() == identity.ModeJWT && cfg.OperatorTenant == "" {
-		log.Warn("QUEEN_OPERATOR_TENANT is unset: any token with the admin role, of any tenant, may change plans and tenants")
-	}
-	if auth.Mode() == identity.ModeNone {
+	switch {
+	case auth.Mode() == identity.ModeJWT && cfg.OperatorTenant == "" && len(cfg.AdminToken) == 0:
+		log.Warn("neither QUEEN_ADMIN_TOKEN nor QUEEN_OPERATOR_TENANT is set: nobody may change plans and tenants")
+	case auth.Mode() == identity.ModeNone && len(cfg.AdminToken) == 0:
 		log.Info("no end-client identity (no QUEEN_JWT_* set): every client is tenant default; the admin routes and /metrics answer loopback clients only")
 	}
 	sig := make(chan os.Signal, 1)

@@ -272,20 +272,24 @@ func TestForgedTenancyHeaders(t *testing.T) {
 	p.admin.wantUsage(t, "tenant-b", 0, 0)
 }
 
-// TestOperatorTenant: with QUEEN_OPERATOR_TENANT set, only that tenant's
-// admins may use the admin routes and /metrics; another tenant's admin
-// role serves its own queues but cannot change its plan.
+// TestOperatorTenant: with QUEEN_OPERATOR_TENANT set, that tenant's
+// admins are the gateway's operator; another tenant's admin role serves
+// its own queues and reads its own tenant and usage, but cannot change its
+// plan or read another tenant's.
 func TestOperatorTenant(t *testing.T) {
 	t.Parallel()
 	p := startPair(t, nil, map[string]string{"QUEEN_OPERATOR_TENANT": "ops"})
 	p.admin.onPlan(t, "acme", "small", planJSON(true, 0, 0, 0, 0))
+	p.admin.putTenant(t, "rival", "small")
 	acmeAdmin := p.gw.as(t, "acme", "admin")
 	want(t, "acme admin: PUT plan", acmeAdmin.do(t, "PUT", "/api/v1/gateway/plans/small", planJSON(true, 0, 0, 0, 0)), 403, "forbidden")
 	want(t, "acme admin: PUT tenant", acmeAdmin.do(t, "PUT", "/api/v1/gateway/tenants/acme", `{"plan":"small"}`), 403, "forbidden")
-	want(t, "acme admin: usage", acmeAdmin.do(t, "GET", "/api/v1/gateway/usage/acme", ""), 403, "forbidden")
+	want(t, "acme admin: its usage", acmeAdmin.do(t, "GET", "/api/v1/gateway/usage/acme", ""), 200, "")
+	want(t, "acme admin: rival's usage", acmeAdmin.do(t, "GET", "/api/v1/gateway/usage/rival", ""), 403, "forbidden")
 	want(t, "acme admin: /metrics", acmeAdmin.do(t, "GET", "/metrics", ""), 403, "forbidden")
 	p.admin.mustPushAs(t, p.gw, "acme", "q", 1)
 	want(t, "acme admin: push", acmeAdmin.push(t, "q", 1), 201, "")
 	want(t, "ops admin: GET plan", p.admin.do(t, "GET", "/api/v1/gateway/plans/small", ""), 200, "")
+	want(t, "ops admin: rival's usage", p.admin.do(t, "GET", "/api/v1/gateway/usage/rival", ""), 200, "")
 	want(t, "ops admin: /metrics", p.admin.do(t, "GET", "/metrics", ""), 200, "")
 }

@@ -108,6 +108,7 @@ func gatewayEnv(upstreams []string, extra map[string]string) map[string]string {
 		"QUEEN_GATEWAY_UPSTREAMS":      strings.Join(upstreams, ","),
 		"QUEEN_GATEWAY_SECRET":         gwSecret,
 		"QUEEN_JWT_SECRET":             jwtSecret,
+		"QUEEN_OPERATOR_TENANT":        "ops", // startPair's admin is an admin of ops
 		"QUEEN_GATEWAY_POLL_MS":        "50",
 		"QUEEN_GATEWAY_USAGE_FLUSH_MS": "50",
 		"QUEEN_EVENT_LOOPS":            "2",
