@@ -51,12 +51,14 @@ func (ls *loopState) shedIdle(n int, now int64) int {
 
 // idle reports, on the client's loop, whether it may be closed to free its
 // descriptor: nothing in flight to a broker or being answered by the
-// gateway (a waiting pop, an admin route), no request partly read (the
-// client holds a parser exactly while part of one is buffered), nothing
-// waiting to be written, not about to close anyway, and no traffic for
+// gateway (a waiting pop, an admin route), no request partly read (a
+// parser held, a head or body being timed, body bytes reserved), no
+// request waiting behind answers (held, stalled), nothing waiting to be
+// written, not about to close anyway, and no traffic for
 // acceptloop.MinIdle.
 func (cc *clientConn) idle(now int64) bool {
 	return cc.inFlight == 0 && !cc.busy && !cc.closeAfter && cc.p == nil &&
+		cc.headSince == 0 && cc.bodySince == 0 && cc.reserved == 0 && !cc.held && !cc.stalled &&
 		len(cc.out) == 0 && cc.c.OutboundBuffered() == 0 &&
 		acceptloop.IdleLongEnough(cc.lastActive, now)
 }
