@@ -2,10 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/subtle"
-	"strings"
 
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -66,10 +65,8 @@ func adminNeedOf(req *wire.Request) (adminNeed, []byte) {
 func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
 	g := cc.g
 	need, name := adminNeedOf(req)
-	if len(g.cfg.AdminToken) > 0 {
-		if tok := bearerToken(req); len(tok) > 0 && subtle.ConstantTimeCompare(tok, g.cfg.AdminToken) == 1 {
-			return nil
-		}
+	if identity.HasAdminToken(req, g.cfg.AdminToken) {
+		return nil
 	}
 	if g.cfg.Auth.Mode() == identity.ModeNone {
 		switch {
@@ -77,6 +74,10 @@ func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
 			return errAdminToken
 		case !cc.isLoopback():
 			return errProtected
+		case !g.cfg.Browsers.LoopbackHost(req):
+			// A loopback client naming another host is how a web page
+			// whose name was rebound to 127.0.0.1 arrives (D20).
+			return crossorigin.ErrHostNotLoopback
 		}
 		return nil
 	}
@@ -101,12 +102,11 @@ func (cc *clientConn) adminRefusal(req *wire.Request) *wire.Error {
 	return errNotOperator
 }
 
-// bearerToken returns the credential of the Authorization header, with or
-// without its "Bearer " scheme (as the broker reads it).
-func bearerToken(req *wire.Request) []byte {
-	h, _ := req.Header("Authorization")
-	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
-		h = bytes.TrimLeft(h[7:], " ")
+// crossOrigin refuses a state-changing request a browser sent from another
+// origin (D20, internal/crossorigin), on its head, before any route.
+func (cc *clientConn) crossOrigin(req *wire.Request) *wire.Error {
+	if !crossorigin.StateChanging(req.Method, req.Path) {
+		return nil
 	}
-	return h
+	return cc.g.cfg.Browsers.Check(req)
 }

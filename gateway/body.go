@@ -98,6 +98,9 @@ func (cc *clientConn) awaitBody(buf []byte) bool {
 // not needed and is bounded like any other.
 func (cc *clientConn) headGate(req *wire.Request) *wire.Error {
 	path := req.Path
+	if e := cc.crossOrigin(req); e != nil {
+		return e
+	}
 	switch {
 	case bytes.Equal(path, []byte(healthPath)):
 		return nil

@@ -215,6 +215,9 @@ func (cc *clientConn) hold() {
 // flight (nothing was done for it).
 func (cc *clientConn) handle(req *wire.Request) bool {
 	path := req.Path
+	if e := cc.crossOrigin(req); e != nil {
+		return cc.refuse(req, e, 0)
+	}
 	switch {
 	case bytes.Equal(path, []byte(healthPath)):
 		return cc.local(req, func() { cc.out = appendHealth(cc.out, req, cc.g) })

@@ -18,6 +18,7 @@ import (
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/acceptloop"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -44,6 +45,11 @@ type Config struct {
 	// change no plan or tenant and read only its own tenant and usage.
 	AdminToken     []byte
 	OperatorTenant string
+	// Browsers holds what the operator lets browsers do (D20, as on the
+	// broker): trusted origins (QUEEN_TRUSTED_ORIGINS) exempt from the
+	// cross-origin refusal, and trusted hosts (QUEEN_TRUSTED_HOSTS) that
+	// protected mode accepts in a loopback client's Host. nil trusts neither.
+	Browsers *crossorigin.Guard
 	// Catalog holds plans, tenants and usage.
 	Catalog catalog.Store
 	// Routes is the route classification; nil is routes.Default().

@@ -233,11 +233,29 @@ func (a *Auth) gateway(req *wire.Request, prev string) (string, Level, *wire.Err
 	return string(ten), level, nil
 }
 
-func (a *Auth) jwt(req *wire.Request) (string, Level, *wire.Error) {
+// BearerToken returns the credential of the Authorization header, with or
+// without its "Bearer " scheme (both are taken).
+func BearerToken(req *wire.Request) []byte {
 	h, _ := req.Header("Authorization")
 	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
 		h = bytes.TrimLeft(h[7:], " ")
 	}
+	return h
+}
+
+// HasAdminToken reports whether req carries token, the operator's admin
+// token (QUEEN_ADMIN_TOKEN), as its bearer credential. It compares in
+// constant time; an empty token is nobody's.
+func HasAdminToken(req *wire.Request, token []byte) bool {
+	if len(token) == 0 {
+		return false
+	}
+	tok := BearerToken(req)
+	return len(tok) > 0 && subtle.ConstantTimeCompare(tok, token) == 1
+}
+
+func (a *Auth) jwt(req *wire.Request) (string, Level, *wire.Error) {
+	h := BearerToken(req)
 	if len(h) == 0 {
 		return "", 0, errNoCredential
 	}

@@ -1,10 +1,7 @@
 package server
 
 import (
-	"bytes"
-	"crypto/subtle"
 	"net"
-	"strings"
 
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/crossorigin"
@@ -46,10 +43,8 @@ var (
 // false.
 func (cs *conn) adminAccess(req *wire.Request, need adminNeed, grantTenant []byte) bool {
 	s := cs.s
-	if len(s.cfg.AdminToken) > 0 {
-		if tok := bearerToken(req); len(tok) > 0 && subtle.ConstantTimeCompare(tok, s.cfg.AdminToken) == 1 {
-			return true
-		}
+	if identity.HasAdminToken(req, s.cfg.AdminToken) {
+		return true
 	}
 	if s.auth.Mode() == identity.ModeNone {
 		switch {
@@ -91,16 +86,6 @@ func (cs *conn) adminAccess(req *wire.Request, need adminNeed, grantTenant []byt
 	}
 	cs.out = s.appendError(cs.out, req.Head(0), errNotOperator)
 	return false
-}
-
-// bearerToken returns the credential of the Authorization header, with or
-// without its "Bearer " scheme (the JWT mode takes both too).
-func bearerToken(req *wire.Request) []byte {
-	h, _ := req.Header("Authorization")
-	if len(h) > 7 && strings.EqualFold(string(h[:7]), "bearer ") {
-		h = bytes.TrimLeft(h[7:], " ")
-	}
-	return h
 }
 
 // loopback reports whether the client connects from a loopback address

@@ -13,6 +13,7 @@ import (
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -282,7 +283,7 @@ func (cs *conn) awaitBody(buf []byte) bool {
 // (docs/server.md, request bodies): POST and PUT under /api/v1/.
 func (cs *conn) earlyIdentity(buf []byte) *wire.Error {
 	head := cs.p.PendingHead(buf)
-	if changesState(head) {
+	if crossorigin.StateChanging(head.Method, head.Path) {
 		if werr := cs.s.cfg.Browsers.Check(head); werr != nil {
 			return werr
 		}

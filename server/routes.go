@@ -15,7 +15,6 @@ const (
 	queuesPath = prefix + "queues" // GET /api/v1/ephemeral/queues
 	depthTail  = "/depth"          // GET /api/v1/ephemeral/queues/:queue/depth
 	healthPath = "/health"
-	popPath    = prefix + "pop"
 )
 
 // route serves one request and observes its latency: here when it is
@@ -34,7 +33,7 @@ func (cs *conn) route(req *wire.Request) {
 // before its handler runs (a parked pop may be answered before Pop returns).
 func (cs *conn) dispatch(req *wire.Request) {
 	path := req.Path
-	if changesState(req) {
+	if crossorigin.StateChanging(req.Method, req.Path) {
 		if werr := cs.s.cfg.Browsers.Check(req); werr != nil {
 			cs.refuse(req, werr)
 			return
@@ -64,14 +63,6 @@ func (cs *conn) dispatch(req *wire.Request) {
 	default:
 		cs.routeEphemeral(req, path[len(prefix):])
 	}
-}
-
-// changesState reports whether req may change the broker's state, and so
-// is refused when a browser sends it from another origin (D20): every
-// method but GET, HEAD and OPTIONS, and a pop, a GET that takes leases and,
-// with autoAck, consumes.
-func changesState(req *wire.Request) bool {
-	return !crossorigin.Safe(req.Method) || string(req.Path) == popPath
 }
 
 // ephemeralRoute is one route of the family (docs/server.md): its

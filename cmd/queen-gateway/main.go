@@ -20,6 +20,7 @@ import (
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
+	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/internal/envconf"
 	"github.com/queenmq/ephemeral/internal/pprofserve"
 )
@@ -44,6 +45,8 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_JWT_TENANT_CLAIM", Default: "tenant", Help: "end clients: the claim naming the tenant"},
 	{Name: "QUEEN_JWT_ALLOW_NO_EXP", Default: "false", Help: "end clients: true accepts tokens without an exp claim"},
 	{Name: "QUEEN_ADMIN_TOKEN", Default: "", Help: "sent as Authorization: Bearer <token>, makes a request the gateway's operator (plans, tenants, usage, /metrics) whatever the identity; without JWT identity, once set, needed from loopback too"},
+	{Name: "QUEEN_TRUSTED_ORIGINS", Default: "", Help: "comma-separated browser origins (scheme://host[:port]) whose pages may change state from another origin; others get 403 forbidden (D20)"},
+	{Name: "QUEEN_TRUSTED_HOSTS", Default: "", Help: "comma-separated host names (no port) accepted in Host from a loopback client administering the gateway without identity, besides localhost, 127.0.0.1 and [::1] (D20)"},
 	{Name: "QUEEN_OPERATOR_TENANT", Default: "", Help: "with JWT identity: an admin of this tenant is the gateway's operator too (unset: no tenant is; only QUEEN_ADMIN_TOKEN changes plans and tenants)"},
 	{Name: "QUEEN_EVENT_LOOPS", Default: "0", Help: "event loops (0 = GOMAXPROCS)"},
 	{Name: "QUEEN_IDLE_TIMEOUT_S", Default: "120", Help: "close a client connection idle this long"},
@@ -125,6 +128,10 @@ func run(getenv func(string) string) error {
 			return fmt.Errorf("QUEEN_GATEWAY_ROUTES_FILE: %w", err)
 		}
 	}
+	browsers, err := crossorigin.New(crossorigin.Split(ev.Str("QUEEN_TRUSTED_ORIGINS")), crossorigin.Split(ev.Str("QUEEN_TRUSTED_HOSTS")))
+	if err != nil {
+		return fmt.Errorf("QUEEN_TRUSTED_ORIGINS or QUEEN_TRUSTED_HOSTS: %w", err)
+	}
 	var upstreams []string
 	for _, u := range strings.Split(ev.Str("QUEEN_GATEWAY_UPSTREAMS"), ",") {
 		if u = strings.TrimSpace(u); u != "" {
@@ -137,6 +144,7 @@ func run(getenv func(string) string) error {
 		Secret:           ev.Str("QUEEN_GATEWAY_SECRET"),
 		OperatorTenant:   ev.Str("QUEEN_OPERATOR_TENANT"),
 		AdminToken:       []byte(ev.Str("QUEEN_ADMIN_TOKEN")),
+		Browsers:         browsers,
 		Auth:             auth,
 		Routes:           table,
 		Loops:            int(ev.Int64("QUEEN_EVENT_LOOPS")),

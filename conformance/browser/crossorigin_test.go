@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -55,62 +56,124 @@ attack();
 </script>`
 
 // TestCrossOriginPageInChromium: a page served from another origin
-// (http://localhost:<port>, another site than http://127.0.0.1:<broker>)
+// (http://localhost:<port>, another site than http://127.0.0.1:<port>)
 // tries to pause the broker, reset and drain a queue, push by fetch and by
-// form, and set a grant. Refused, nothing changes. As a control, the same
-// page with its origin in QUEEN_TRUSTED_ORIGINS does change the broker, so
-// the page's requests really arrive and the refusal is what stops them.
-// And the broker's own pages still change state from their own origin.
+// form, and set a grant, against a real broker and against a real
+// queen-gateway in front of one. Refused, nothing changes. As a control,
+// the same page with its origin in QUEEN_TRUSTED_ORIGINS does change them,
+// so the page's requests really arrive and the refusal is what stops them.
+// And the broker's own page still changes state from its own origin.
 func TestCrossOriginPageInChromium(t *testing.T) {
 	chrome := findChromium(t)
 	page, pageOrigin := servePage(t)
 
-	for _, trusted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("trusted=%v", trusted), func(t *testing.T) {
-			env := map[string]string{}
-			if trusted {
-				env["QUEEN_TRUSTED_ORIGINS"] = pageOrigin
-			}
-			b := brokertest.StartQueen(t, env)
-			api := &apiClient{t: t, base: b.URL()}
-			api.push("victim", 3)
-
-			ctx, _ := newBrowser(t, chrome)
-			if err := chromedp.Do(ctx, chromedp.Navigate(page+"?target="+b.URL())); err != nil {
-				t.Fatalf("loading the page on another origin: %v", err)
-			}
-			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.attackDone === true`,
-				chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-				t.Fatalf("the page's tries did not end: %v", err)
-			}
-			t.Logf("the page tried: %s", evalString(t, ctx, `window.attackResult`))
-
-			paused := !killSwitchEnabled(t, api)
-			if paused {
-				// Paused, the listing is refused: resume it to read.
-				api.do("POST", "/api/v1/system/ephemeral", `{"enabled":true}`, 200)
-			}
-			depths := api.depths()
-			_, formPushed := depths["forged-form"]
-			_, fetchPushed := depths["forged-fetch"]
-			if !trusted {
-				if paused || depths["victim"] != 3 || formPushed || fetchPushed {
-					t.Fatalf("a page on another origin changed the broker: paused=%v, queues %v (want victim: 3 and nothing else)",
-						paused, depths)
+	for _, door := range []string{"broker", "gateway"} {
+		for _, trusted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/trusted=%v", door, trusted), func(t *testing.T) {
+				env := map[string]string{}
+				if trusted {
+					env["QUEEN_TRUSTED_ORIGINS"] = pageOrigin
 				}
-				api.do("GET", "/api/v1/system/ephemeral/grants/default", "", 404)
-				sameOrigin(t, ctx, b.URL())
-				return
-			}
-			// The control: every no-cors try and the form landed (the
-			// CORS PUT stops at its preflight, which the broker never
-			// answers with CORS headers).
-			if !paused || depths["victim"] != 0 || !formPushed || !fetchPushed {
-				t.Fatalf("with the page's origin trusted, its requests did not all land: paused=%v, queues %v", paused, depths)
-			}
-			api.do("GET", "/api/v1/system/ephemeral/grants/default", "", 404)
-		})
+				var b *brokertest.Broker
+				target := ""
+				if door == "broker" {
+					b = brokertest.StartQueen(t, env)
+					target = b.URL()
+				} else {
+					b, target = startGatewayPair(t, env)
+				}
+				api := &apiClient{t: t, base: target}
+				api.push("victim", 3)
+
+				ctx, _ := newBrowser(t, chrome)
+				if err := chromedp.Do(ctx, chromedp.Navigate(page+"?target="+target)); err != nil {
+					t.Fatalf("loading the page on another origin: %v", err)
+				}
+				if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.attackDone === true`,
+					chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+					t.Fatalf("the page's tries did not end: %v", err)
+				}
+				t.Logf("the page tried: %s", evalString(t, ctx, `window.attackResult`))
+
+				// The broker's switches; behind the gateway the page's pause
+				// has no route (the gateway serves the queue routes only).
+				operator := &apiClient{t: t, base: b.URL(), token: operatorToken}
+				if door == "broker" {
+					operator.token = ""
+				}
+				paused := !killSwitchEnabled(t, operator)
+				if paused {
+					// Paused, the listing is refused: resume it to read.
+					operator.do("POST", "/api/v1/system/ephemeral", `{"enabled":true}`, 200)
+				}
+				depths := api.depths()
+				_, formPushed := depths["forged-form"]
+				_, fetchPushed := depths["forged-fetch"]
+				if !trusted {
+					if paused || depths["victim"] != 3 || formPushed || fetchPushed {
+						t.Fatalf("a page on another origin changed the %s: paused=%v, queues %v (want victim: 3 and nothing else)",
+							door, paused, depths)
+					}
+					if door == "broker" {
+						api.do("GET", "/api/v1/system/ephemeral/grants/default", "", 404)
+						sameOrigin(t, ctx, b.URL())
+					}
+					return
+				}
+				// The control: every no-cors try and the form landed (the
+				// CORS PUT stops at its preflight, which neither door
+				// answers with CORS headers).
+				if door == "broker" && !paused {
+					t.Fatal("with the page's origin trusted, its pause did not land")
+				}
+				if depths["victim"] != 0 || !formPushed || !fetchPushed {
+					t.Fatalf("with the page's origin trusted, its requests did not all land at the %s: queues %v", door, depths)
+				}
+			})
+		}
 	}
+}
+
+// operatorToken is the admin token of the broker behind the gateway.
+const operatorToken = "browser-test-operator-token"
+
+// startGatewayPair starts a broker in gateway mode and a queen-gateway in
+// front of it (gwEnv added to its environment) without end-client
+// identity, whose tenant default is on a plan with ephemeral queues. It
+// returns the broker and the gateway's URL.
+func startGatewayPair(t *testing.T, gwEnv map[string]string) (*brokertest.Broker, string) {
+	t.Helper()
+	const secret = "browser-test-gateway-secret"
+	b := brokertest.StartQueen(t, map[string]string{"QUEEN_AUTH_MODE": "gateway", "QUEEN_GATEWAY_SECRET": secret,
+		"QUEEN_ADMIN_TOKEN": operatorToken, "QUEEN_EPHEMERAL_REQUIRE_GRANT": "false"})
+	env := map[string]string{"QUEEN_GATEWAY_UPSTREAMS": b.URL(), "QUEEN_GATEWAY_SECRET": secret, "QUEEN_GATEWAY_POLL_MS": "50"}
+	for k, v := range gwEnv {
+		env[k] = v
+	}
+	g := brokertest.Start(t, brokertest.Binary(t, "./cmd/queen-gateway"), env)
+	// Without identity a loopback client is the gateway's operator.
+	admin := &apiClient{t: t, base: g.URL()}
+	admin.do("PUT", "/api/v1/gateway/plans/open", `{"features":{"ephemeral":true}}`, 200)
+	admin.do("PUT", "/api/v1/gateway/tenants/default", `{"plan":"open"}`, 200)
+	// The catalog is read every 50 ms: wait until the plan is in force.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body := 0, ""
+		resp, err := http.Get(g.URL() + "/api/v1/ephemeral/queues")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			status, body = resp.StatusCode, string(b)
+			if status == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway does not serve tenant default its plan: %d %s %v", status, body, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return b, g.URL()
 }
 
 // sameOrigin loads the broker's dashboard and pushes from it, as a page of

@@ -95,16 +95,21 @@ type Header interface {
 	Header(name string) ([]byte, bool)
 }
 
-// Safe reports whether m never changes state by itself (GET, HEAD,
-// OPTIONS), as net/http.CrossOriginProtection counts methods. A server
-// with a state-changing GET (the broker's pop) checks that route itself.
-func Safe(m wire.Method) bool {
-	return m == wire.MethodGet || m == wire.MethodHead || m == wire.MethodOptions
+// PopPath is the one route of the queue protocol whose GET changes state:
+// a pop takes leases and, with autoAck, consumes.
+const PopPath = "/api/v1/ephemeral/pop"
+
+// StateChanging reports whether a request may change state, and so is
+// checked: every method but GET, HEAD and OPTIONS (the methods
+// net/http.CrossOriginProtection lets through), and a GET of PopPath.
+func StateChanging(m wire.Method, path []byte) bool {
+	safe := m == wire.MethodGet || m == wire.MethodHead || m == wire.MethodOptions
+	return !safe || string(path) == PopPath
 }
 
 // Check refuses a request that a browser sent from another origin, or
 // returns nil. The caller decides that the request changes state (see
-// Safe); Check reads only the headers. The rules are
+// StateChanging); Check reads only the headers. The rules are
 // net/http.CrossOriginProtection's, in its order.
 func (g *Guard) Check(r Header) *wire.Error {
 	if site, ok := r.Header("Sec-Fetch-Site"); ok && len(site) > 0 {
