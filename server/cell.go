@@ -50,8 +50,12 @@ type cellState struct {
 type RelayOptions struct {
 	Secret       []byte        // the cell secret: links are dialled with its handshake
 	DialTimeout  time.Duration // dial and handshake together (default 2 s)
-	PingInterval time.Duration // a link that has read nothing for this long is pinged (default 1 s)
-	PingTimeout  time.Duration // one silent for this long fails, and its calls with it (default 5 s)
+	PingInterval time.Duration // every dialled link is pinged this often (default 1 s)
+	PingTimeout  time.Duration // a link, dialled or accepted, silent for this long fails, and its calls with it (default 5 s)
+	// FrameTimeout: a link whose frame, once begun, is not whole within
+	// this long fails (default: the server's BodyTimeout), so that a peer
+	// cannot hold the bytes of frames it never completes.
+	FrameTimeout time.Duration
 	// CallDeadline bounds a relayed push or ack (default 30 s), PopMargin
 	// a relayed pop beyond its wait (default 5 s): an owner that never
 	// answers still ends the call, and the client's connection is closed
@@ -85,6 +89,9 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 	}
 	if opts.PingTimeout <= 0 {
 		opts.PingTimeout = 5 * time.Second
+	}
+	if opts.FrameTimeout <= 0 {
+		opts.FrameTimeout = s.cfg.BodyTimeout
 	}
 	if opts.CallDeadline <= 0 {
 		opts.CallDeadline = 30 * time.Second
