@@ -80,10 +80,9 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	// The relay's port is bound before joining: a member that joined and
 	// then could not listen would move queues to itself (emptying them on
 	// their owners) only to leave again.
-	_, port, _ := net.SplitHostPort(cc.Advertise)
-	ln, err := net.Listen("tcp", ":"+port)
+	ln, err := relayListener(cc)
 	if err != nil {
-		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port): %w", err)
+		return nil, err
 	}
 	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Adopt: srv.AdoptRelayConn, Logger: log})
 	if err != nil {
@@ -127,6 +126,16 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	srv.SetMembership(m)
 	log.Info("cell member", "advertise", cc.Advertise, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
 	return &cellParts{m: m, rs: rs, rc: rc, ln: ln, log: log}, nil
+}
+
+// relayListener binds the relay's port: QUEEN_CELL_ADVERTISE's port on
+// QUEEN_CELL_LISTEN's host (default HOST; neither set: every interface).
+func relayListener(cc cell.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cc.RelayAddr())
+	if err != nil {
+		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port on QUEEN_CELL_LISTEN, default HOST): %w", err)
+	}
+	return ln, nil
 }
 
 // leave takes this member out of the cell (its row deleted, the others
