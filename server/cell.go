@@ -44,6 +44,7 @@ type cellState struct {
 	// dials. The two refusals are counted with every refusal, by code.
 	relayed, served, lost, dials *metrics.Counter
 	linkCount                    atomic.Int64 // relay links open or being dialled, both ways
+	returning                    atomic.Bool  // a returnHeldMemory is pending (relaylink.go)
 }
 
 // RelayOptions configure the relay on the event loops (relaylink.go).

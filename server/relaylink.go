@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -454,7 +456,7 @@ func (ls *loopScratch) tend(context.Context) error {
 			continue
 		}
 		s.cfg.Logger.Info("cell: relay link from another member closed", "peer", l.c.RemoteAddr().String(), "why", err)
-		l.fail(err)
+		l.failHolding(err)
 	}
 	for _, l := range ls.links {
 		if l.c == nil {
@@ -465,7 +467,7 @@ func (ls *loopScratch) tend(context.Context) error {
 			continue
 		}
 		if l.partialSince != 0 && now-l.partialSince > frame {
-			l.fail(errFrameStalled)
+			l.failHolding(errFrameStalled)
 			continue
 		}
 		// Once a tend, that is once a ping interval.
@@ -483,6 +485,36 @@ func (ls *loopScratch) tend(context.Context) error {
 	}
 	ls.flushLinks()
 	return nil
+}
+
+// failHolding fails the link and, when it held a large partial frame,
+// has the memory given back to the system soon: gnet pools a closed
+// connection's inbound buffer, which an idle broker would otherwise keep
+// (no allocation, no collection) for minutes.
+func (l *relayLink) failHolding(err error) {
+	held := l.c.InboundBuffered()
+	l.fail(err)
+	if held >= returnHeldAt {
+		l.s.returnHeldMemory()
+	}
+}
+
+// returnHeldAt: a failed link holding this much is worth a collection.
+const returnHeldAt = 4 << 20
+
+// returnHeldMemory collects twice (a pooled buffer survives the first
+// collection in sync.Pool's victim cache) and gives the freed memory back
+// to the system, a second after the first link that asked, on a goroutine
+// of its own: links failing together (one per loop, tended in the same
+// second) are covered by one return.
+func (s *Server) returnHeldMemory() {
+	if s.cell.returning.CompareAndSwap(false, true) {
+		time.AfterFunc(time.Second, func() {
+			runtime.GC()
+			debug.FreeOSMemory()
+			s.cell.returning.Store(false)
+		})
+	}
 }
 
 // forget fails this loop's link to addr (the member left the cell): its
