@@ -4,6 +4,7 @@ package reliability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,7 +105,7 @@ func TestRelayHalfOpenFlood(t *testing.T) {
 	for ; ctx.Err() == nil; <-tick.C {
 		lat, err := freshHealth(c.b.URL())
 		if err != nil {
-			health.addKey("failed: " + err.Error())
+			health.addKey(failure(err))
 			continue
 		}
 		health.addKey("200")
@@ -128,6 +130,22 @@ func TestRelayHalfOpenFlood(t *testing.T) {
 		c.fail("%d half-open relay connections held at once from one address; want at most 32", p)
 	}
 	c.fallback()
+}
+
+// failure names how a fresh probe failed, for the figures' codes.
+func failure(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "unanswered"
+	}
+	return "failed"
 }
 
 // halfOpen holds nc without answering the relay's hello, until the member
