@@ -61,8 +61,8 @@ func (a *admission) admit(c net.Conn) (ip netip.Addr, reason int) {
 	if a.nearDescriptorLimit(c) {
 		return ip, shedDescriptors
 	}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-		ip = ap.Addr().Unmap()
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr().Unmap()
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
