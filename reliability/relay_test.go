@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -146,7 +147,36 @@ func relayFlood(t *testing.T, sources int, maxHeld int64) {
 	if p := peakHeld.Load(); p > maxHeld {
 		c.fail("%d half-open relay connections held at once from %d addresses; want at most %d", p, sources, maxHeld)
 	}
+	// The member counts what it shed (at least what the flood saw shed)
+	// and the handshakes that timed out.
+	shedMetric, refusedMetric := metricValue(c.b.URL(), "queen_ephemeral_relay_shed_total"),
+		metricValue(c.b.URL(), "queen_ephemeral_relay_handshakes_refused_total")
+	c.f.Extra["relayShedMetric"], c.f.Extra["relayRefusedMetric"] = shedMetric, refusedMetric
+	if shedMetric < float64(shed.Load()) || refusedMetric < 1 {
+		c.fail("queen_ephemeral_relay_shed_total %v (the flood saw %d shed), queen_ephemeral_relay_handshakes_refused_total %v: want them counted",
+			shedMetric, shed.Load(), refusedMetric)
+	}
 	c.fallback()
+}
+
+// metricValue reads one unlabelled series of base's /metrics; -1 when it
+// is not there.
+func metricValue(base, name string) float64 {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 // failure names how a fresh probe failed, for the figures' codes.

@@ -43,8 +43,9 @@ type cellState struct {
 	// closed unanswered because the owner may have acted, and the relay's
 	// dials. The two refusals are counted with every refusal, by code.
 	relayed, served, lost, dials *metrics.Counter
-	linkCount                    atomic.Int64 // relay links open or being dialled, both ways
-	returning                    atomic.Bool  // a returnHeldMemory is pending (relaylink.go)
+	refused, shed                *metrics.Counter // the relay port's, counted by cmd/queen's relay.Server
+	linkCount                    atomic.Int64     // relay links open or being dialled, both ways
+	returning                    atomic.Bool      // a returnHeldMemory is pending (relaylink.go)
 }
 
 // RelayOptions configure the relay on the event loops (relaylink.go).
@@ -109,6 +110,8 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 	s.cell.served = set.NewCounter("queen_ephemeral_relay_served_total")
 	s.cell.lost = set.NewCounter("queen_ephemeral_relay_closed_unanswered_total")
 	s.cell.dials = set.NewCounter("queen_ephemeral_relay_dials_total")
+	s.cell.refused = set.NewCounter("queen_ephemeral_relay_handshakes_refused_total")
+	s.cell.shed = set.NewCounter("queen_ephemeral_relay_shed_total")
 	set.NewGauge("queen_ephemeral_relay_links", func() float64 { return float64(s.cell.linkCount.Load()) })
 }
 
@@ -134,6 +137,14 @@ func (s *Server) AdoptRelayConn(nc net.Conn) {
 	}
 	_, _ = s.cli.EnrollContext(nc, &relayLink{s: s, role: linkAccepted}) // closes nc: the loop holds a duplicate
 }
+
+// CountRelayRefused and CountRelayShed count a connection to the relay
+// port refused at its handshake, or closed before it (relay.ServerConfig's
+// OnRefused and OnShed). Call them only after AttachCell.
+func (s *Server) CountRelayRefused() { s.cell.refused.Inc() }
+
+// CountRelayShed: see CountRelayRefused.
+func (s *Server) CountRelayShed() { s.cell.shed.Inc() }
 
 // RelayCounts reports the relayed requests answered 503
 // ephemeral_forward_failed and those whose client connection was closed

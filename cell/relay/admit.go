@@ -131,6 +131,9 @@ func reserveFor(reserve, limit int) int {
 // that a flood cannot flood the log (Shed counts them all).
 func (s *Server) logShed(c net.Conn, reason int) {
 	total := s.adm.shed.Add(1)
+	if s.cfg.OnShed != nil {
+		s.cfg.OnShed()
+	}
 	now := time.Now().UnixNano()
 	if last := s.adm.lastLog.Load(); now-last >= int64(refusalLogEvery) && s.adm.lastLog.CompareAndSwap(last, now) {
 		s.cfg.Logger.Warn("relay connection closed before its handshake", "peer", c.RemoteAddr().String(),

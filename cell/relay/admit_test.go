@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -57,9 +58,11 @@ func isReset(err error) bool {
 // next one from it is closed at once, while another address is served;
 // a slot comes back when a handshake ends.
 func TestHandshakeCapPerAddress(t *testing.T) {
+	var hooked atomic.Int64
 	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
 		cfg.MaxHandshakesPerAddr = 4
 		cfg.MaxHandshakes = 100
+		cfg.OnShed = func() { hooked.Add(1) }
 	})
 	var held []net.Conn
 	for range 4 {
@@ -75,8 +78,8 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("a fifth half-open connection from one address got a hello; want it closed at once")
 	}
-	if n := srv.Shed(); n != 1 {
-		t.Fatalf("Shed %d, want 1", n)
+	if n, h := srv.Shed(), hooked.Load(); n != 1 || h != 1 {
+		t.Fatalf("Shed %d, OnShed called %d times; want 1 and 1", n, h)
 	}
 	// Another address (the client's, 127.0.0.1) is not held up.
 	c := newClient(t, nil)
@@ -94,10 +97,12 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 // next one is closed at once (an authenticated member included: it dials
 // again later); the slots come back as the handshakes time out.
 func TestHandshakeCapTotal(t *testing.T) {
+	var hooked atomic.Int64
 	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
 		cfg.MaxHandshakesPerAddr = 3
 		cfg.MaxHandshakes = 5
 		cfg.HandshakeTimeout = 500 * time.Millisecond
+		cfg.OnRefused = func() { hooked.Add(1) }
 	})
 	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
 		if !helloOrClosed(t, dialFrom(t, src, addr)) {
@@ -120,8 +125,8 @@ func TestHandshakeCapTotal(t *testing.T) {
 	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
 		t.Fatalf("after the held handshakes timed out: %v", err)
 	}
-	if r := srv.Refused(); r != 5 {
-		t.Fatalf("Refused %d, want the 5 timed-out handshakes", r)
+	if r, h := srv.Refused(), hooked.Load(); r != 5 || h != 5 {
+		t.Fatalf("Refused %d, OnRefused called %d times; want the 5 timed-out handshakes", r, h)
 	}
 }
 

@@ -58,7 +58,11 @@ type ServerConfig struct {
 	// this long is closed (default 30 s, the broker's body timeout).
 	// Neither applies to adopted connections: the adopter keeps its own.
 	PingTimeout, FrameTimeout time.Duration
-	Logger                    *slog.Logger
+	// OnRefused and OnShed, when set, are called for each connection that
+	// failed its handshake (Refused) and each closed before it (Shed): the
+	// broker counts them in its metrics.
+	OnRefused, OnShed func()
+	Logger            *slog.Logger
 }
 
 const (
@@ -219,6 +223,9 @@ func (s *Server) serveConn(c net.Conn, ip netip.Addr) {
 	s.adm.release(ip)
 	if err != nil {
 		total := s.refused.Add(1)
+		if s.cfg.OnRefused != nil {
+			s.cfg.OnRefused()
+		}
 		now := time.Now().UnixNano()
 		if last := s.lastLog.Load(); now-last >= int64(refusalLogEvery) && s.lastLog.CompareAndSwap(last, now) {
 			s.cfg.Logger.Warn("relay handshake refused", "peer", c.RemoteAddr().String(), "err", err, "refused_total", total)

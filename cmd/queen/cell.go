@@ -84,7 +84,16 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	if err != nil {
 		return nil, err
 	}
-	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Adopt: srv.AdoptRelayConn, Logger: log})
+	// The relay's bounds before authentication are the package's defaults
+	// (docs/cell-relay.md); what it refuses and sheds is counted in the
+	// server's metrics (attached below, before Serve runs).
+	rs, err := relay.NewServer(relay.ServerConfig{
+		Secret:    cc.Secret,
+		Adopt:     srv.AdoptRelayConn,
+		OnRefused: srv.CountRelayRefused,
+		OnShed:    srv.CountRelayShed,
+		Logger:    log,
+	})
 	if err != nil {
 		ln.Close()
 		return nil, err
