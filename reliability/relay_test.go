@@ -4,6 +4,7 @@ package reliability
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,41 @@ func newMemberCase(t *testing.T, env map[string]string) (*rcase, string) {
 	for k, v := range env {
 		e[k] = v
 	}
-	return newCase(t, e), relayAddr
+	c := newCase(t, e)
+	// Until its first view a member owns nothing (503
+	// ephemeral_forward_failed): the probe begins again once it does.
+	c.probe.Stop()
+	if err := waitMember(c.b.URL(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.probe = startProbe(c.b.URL(), "probe", "")
+	return c, relayAddr
+}
+
+// waitMember waits until /health says the member is in its cell of one,
+// not fenced.
+func waitMember(base string, d time.Duration) error {
+	var last string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var h struct {
+			Cell *struct {
+				Members int  `json:"members"`
+				Fenced  bool `json:"fenced"`
+			} `json:"cell"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&h)
+		resp.Body.Close()
+		if err == nil && h.Cell != nil && h.Cell.Members == 1 && !h.Cell.Fenced {
+			return nil
+		}
+		last = fmt.Sprintf("%+v, %v", h.Cell, err)
+	}
+	return fmt.Errorf("the member is not live in its cell after %v: /health's cell %s", d, last)
 }
 
 // freshHealth is GET /health on a connection of its own (a client that
