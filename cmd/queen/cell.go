@@ -84,6 +84,9 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	if err != nil {
 		return nil, err
 	}
+	if w := unreachableRelay(cc); w != "" {
+		log.Warn(w)
+	}
 	// The relay's bounds before authentication are the package's defaults
 	// (docs/cell-relay.md); what it refuses and sheds is counted in the
 	// server's metrics (attached below, before Serve runs).
@@ -145,6 +148,32 @@ func relayListener(cc cell.Config) (net.Listener, error) {
 		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port on QUEEN_CELL_LISTEN, default HOST): %w", err)
 	}
 	return ln, nil
+}
+
+// unreachableRelay says why the other members may not reach a relay bound
+// to a loopback address (QUEEN_CELL_LISTEN, or HOST, which it follows by
+// default) while the advertised address is not one: "" when there is
+// nothing to say. A warning, not a refusal: a local proxy may forward to
+// it.
+func unreachableRelay(cc cell.Config) string {
+	if !isLoopback(cc.Listen) {
+		return ""
+	}
+	host, _, _ := net.SplitHostPort(cc.Advertise)
+	if isLoopback(host) {
+		return "" // a cell on one machine
+	}
+	return fmt.Sprintf("the relay listens on %s (QUEEN_CELL_LISTEN, default HOST) but QUEEN_CELL_ADVERTISE=%s: members on other hosts cannot reach it unless something local forwards to it; set QUEEN_CELL_LISTEN to an address they reach",
+		cc.RelayAddr(), cc.Advertise)
+}
+
+// isLoopback: "localhost" or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // leave takes this member out of the cell (its row deleted, the others

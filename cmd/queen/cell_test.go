@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/queenmq/ephemeral/cell"
 )
 
 // QUEEN_CELL_LISTEN (default HOST) from the environment to the relay's
@@ -77,5 +79,31 @@ func TestHelpListsCellListen(t *testing.T) {
 	printHelp(&b)
 	if !strings.Contains(b.String(), "QUEEN_CELL_LISTEN") || !strings.Contains(b.String(), "default: HOST when set, else every interface") {
 		t.Fatalf("--help does not describe QUEEN_CELL_LISTEN:\n%s", b.String())
+	}
+}
+
+// A relay bound to loopback while the advertised address is not one is
+// warned about (members elsewhere cannot reach it); a cell on one machine,
+// or a relay on every interface, is not.
+func TestUnreachableRelayWarning(t *testing.T) {
+	for _, tc := range []struct {
+		listen, advertise string
+		warn              bool
+	}{
+		{"127.0.0.1", "10.0.0.5:7000", true},
+		{"::1", "broker-a.internal:7000", true},
+		{"localhost", "10.0.0.5:7000", true},
+		{"127.0.0.1", "127.0.0.1:7000", false},
+		{"127.0.0.1", "localhost:7000", false},
+		{"", "10.0.0.5:7000", false},
+		{"10.0.0.5", "10.0.0.5:7000", false},
+	} {
+		w := unreachableRelay(cell.Config{Listen: tc.listen, Advertise: tc.advertise})
+		if (w != "") != tc.warn {
+			t.Errorf("listen %q, advertise %q: warning %q, want one: %v", tc.listen, tc.advertise, w, tc.warn)
+		}
+		if tc.warn && !strings.Contains(w, "set QUEEN_CELL_LISTEN") {
+			t.Errorf("the warning does not say what to set: %q", w)
+		}
 	}
 }
