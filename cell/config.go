@@ -35,11 +35,23 @@ type Config struct {
 	// could not renew its own row for this long is fenced
 	// (QUEEN_CELL_MEMBER_TIMEOUT_MS, default 5000).
 	MemberTimeout time.Duration
+	// Listen is the host the relay binds, on Advertise's port
+	// (QUEEN_CELL_LISTEN; default HOST, so that HOST=127.0.0.1 keeps the
+	// relay local too). Empty: every interface.
+	Listen string
 }
 
 // Enabled reports whether the broker is a member of a cell (more than a
 // cell of one).
 func (c Config) Enabled() bool { return c.Advertise != "" }
+
+// RelayAddr is the address the relay's listener binds: Listen with the
+// advertised port. The advertised host is not bound: it may be a name, or
+// an address translated on the way (a container's published port).
+func (c Config) RelayAddr() string {
+	_, port, _ := net.SplitHostPort(c.Advertise)
+	return net.JoinHostPort(c.Listen, port)
+}
 
 // The variables FromEnv reads.
 const (
@@ -47,6 +59,9 @@ const (
 	EnvSecret        = "QUEEN_CELL_SECRET"
 	EnvHeartbeat     = "QUEEN_CELL_HEARTBEAT_MS"
 	EnvMemberTimeout = "QUEEN_CELL_MEMBER_TIMEOUT_MS"
+	EnvListen        = "QUEEN_CELL_LISTEN"
+	// EnvHost is the broker's own HOST, the default of EnvListen.
+	EnvHost = "HOST"
 )
 
 // FromEnv reads the cell's configuration; getenv is os.Getenv outside
@@ -60,7 +75,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	adv := strings.TrimSpace(getenv(EnvAdvertise))
 	if adv == "" {
 		var set []string
-		for _, n := range []string{EnvSecret, EnvHeartbeat, EnvMemberTimeout} {
+		for _, n := range []string{EnvSecret, EnvHeartbeat, EnvMemberTimeout, EnvListen} {
 			if getenv(n) != "" {
 				set = append(set, n)
 			}
@@ -98,10 +113,37 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Sprintf("%s=%d must be at least twice %s=%d",
 			EnvMemberTimeout, to.Milliseconds(), EnvHeartbeat, hb.Milliseconds()))
 	}
+	listen, err := listenHost(getenv)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.New("bad cell configuration: " + strings.Join(errs, "; "))
 	}
-	return Config{Advertise: adv, Secret: []byte(secret), Heartbeat: hb, MemberTimeout: to}, nil
+	return Config{Advertise: adv, Secret: []byte(secret), Heartbeat: hb, MemberTimeout: to, Listen: listen}, nil
+}
+
+// listenHost reads QUEEN_CELL_LISTEN, or HOST when it is unset: a host to
+// bind, without a port (an IPv6 address with or without brackets).
+func listenHost(getenv func(string) string) (string, error) {
+	name := EnvListen
+	h := strings.TrimSpace(getenv(name))
+	if h == "" {
+		name = EnvHost
+		h = strings.TrimSpace(getenv(name))
+	}
+	if inner, ok := strings.CutPrefix(h, "["); ok {
+		if inner, ok = strings.CutSuffix(inner, "]"); ok && strings.Contains(inner, ":") {
+			h = inner
+		}
+	}
+	switch {
+	case strings.ContainsAny(h, " \t\r\n[]/"):
+		return "", fmt.Errorf("%s=%q is not a host to bind", name, h)
+	case strings.Contains(h, ":") && net.ParseIP(h) == nil:
+		return "", fmt.Errorf("%s=%q: give the host only; the relay listens on %s's port", name, h, EnvAdvertise)
+	}
+	return h, nil
 }
 
 // validAdvertise accepts host:port with a port of 1 to 65535 and a host the
@@ -148,11 +190,12 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("secret_bytes", len(c.Secret)),
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Duration("member_timeout", c.MemberTimeout),
+		slog.String("relay_listen", c.RelayAddr()),
 	)
 }
 
 // String is LogValue for fmt: the secret is never printed.
 func (c Config) String() string {
-	return fmt.Sprintf("cell{advertise=%s secret=<%d bytes> heartbeat=%v member_timeout=%v}",
-		c.Advertise, len(c.Secret), c.Heartbeat, c.MemberTimeout)
+	return fmt.Sprintf("cell{advertise=%s secret=<%d bytes> heartbeat=%v member_timeout=%v relay_listen=%s}",
+		c.Advertise, len(c.Secret), c.Heartbeat, c.MemberTimeout, c.RelayAddr())
 }

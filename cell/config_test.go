@@ -83,6 +83,10 @@ func TestFromEnvRefusals(t *testing.T) {
 		{"timeout under two default heartbeats", base(EnvMemberTimeout, "1500"), "must be at least twice"},
 		{"secret without advertise", map[string]string{"QUEEN_DATABASE_URL": "x", EnvSecret: secret}, "QUEEN_CELL_SECRET is set without QUEEN_CELL_ADVERTISE"},
 		{"heartbeat without advertise", map[string]string{EnvHeartbeat: "100"}, "QUEEN_CELL_HEARTBEAT_MS is set without QUEEN_CELL_ADVERTISE"},
+		{"listen without advertise", map[string]string{EnvListen: "127.0.0.1"}, "QUEEN_CELL_LISTEN is set without QUEEN_CELL_ADVERTISE"},
+		{"listen with a port", base(EnvListen, "127.0.0.1:7000"), `QUEEN_CELL_LISTEN="127.0.0.1:7000": give the host only; the relay listens on QUEEN_CELL_ADVERTISE's port`},
+		{"listen not a host", base(EnvListen, "a b"), `QUEEN_CELL_LISTEN="a b" is not a host to bind`},
+		{"HOST with a port", base(EnvHost, "10.0.0.1:80"), `HOST="10.0.0.1:80": give the host only`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := FromEnv(env(tc.env))
@@ -112,6 +116,31 @@ func TestConfigHidesSecret(t *testing.T) {
 		}
 		if !strings.Contains(s, "a:1") {
 			t.Fatalf("the address is not: %s", s)
+		}
+	}
+}
+
+// Where the relay binds: QUEEN_CELL_LISTEN, else HOST, else every
+// interface; always on the advertised port.
+func TestRelayAddr(t *testing.T) {
+	for _, tc := range []struct{ listen, host, want string }{
+		{"", "", ":7000"},
+		{"", "127.0.0.1", "127.0.0.1:7000"},
+		{"", "0.0.0.0", "0.0.0.0:7000"},
+		{"10.1.2.3", "127.0.0.1", "10.1.2.3:7000"},
+		{"::1", "", "[::1]:7000"},
+		{"[fd00::2]", "", "[fd00::2]:7000"},
+		{"broker-a.internal", "", "broker-a.internal:7000"},
+	} {
+		c, err := FromEnv(env(map[string]string{
+			"QUEEN_DATABASE_URL": "postgres://db/q", EnvAdvertise: "broker-a.example:7000", EnvSecret: secret,
+			EnvListen: tc.listen, EnvHost: tc.host,
+		}))
+		if err != nil {
+			t.Fatalf("QUEEN_CELL_LISTEN=%q HOST=%q: %v", tc.listen, tc.host, err)
+		}
+		if got := c.RelayAddr(); got != tc.want {
+			t.Errorf("QUEEN_CELL_LISTEN=%q HOST=%q: the relay binds %q, want %q", tc.listen, tc.host, got, tc.want)
 		}
 	}
 }

@@ -43,15 +43,21 @@ type cellState struct {
 	// closed unanswered because the owner may have acted, and the relay's
 	// dials. The two refusals are counted with every refusal, by code.
 	relayed, served, lost, dials *metrics.Counter
-	linkCount                    atomic.Int64 // relay links open or being dialled, both ways
+	refused, shed                *metrics.Counter // the relay port's, counted by cmd/queen's relay.Server
+	linkCount                    atomic.Int64     // relay links open or being dialled, both ways
+	returning                    atomic.Bool      // a returnHeldMemory is pending (relaylink.go)
 }
 
 // RelayOptions configure the relay on the event loops (relaylink.go).
 type RelayOptions struct {
 	Secret       []byte        // the cell secret: links are dialled with its handshake
 	DialTimeout  time.Duration // dial and handshake together (default 2 s)
-	PingInterval time.Duration // a link that has read nothing for this long is pinged (default 1 s)
-	PingTimeout  time.Duration // one silent for this long fails, and its calls with it (default 5 s)
+	PingInterval time.Duration // every dialled link is pinged this often (default 1 s)
+	PingTimeout  time.Duration // a link, dialled or accepted, silent for this long fails, and its calls with it (default 5 s)
+	// FrameTimeout: a link whose frame, once begun, is not whole within
+	// this long fails (default: the server's BodyTimeout), so that a peer
+	// cannot hold the bytes of frames it never completes.
+	FrameTimeout time.Duration
 	// CallDeadline bounds a relayed push or ack (default 30 s), PopMargin
 	// a relayed pop beyond its wait (default 5 s): an owner that never
 	// answers still ends the call, and the client's connection is closed
@@ -86,6 +92,9 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 	if opts.PingTimeout <= 0 {
 		opts.PingTimeout = 5 * time.Second
 	}
+	if opts.FrameTimeout <= 0 {
+		opts.FrameTimeout = s.cfg.BodyTimeout
+	}
 	if opts.CallDeadline <= 0 {
 		opts.CallDeadline = 30 * time.Second
 	}
@@ -101,6 +110,8 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 	s.cell.served = set.NewCounter("queen_ephemeral_relay_served_total")
 	s.cell.lost = set.NewCounter("queen_ephemeral_relay_closed_unanswered_total")
 	s.cell.dials = set.NewCounter("queen_ephemeral_relay_dials_total")
+	s.cell.refused = set.NewCounter("queen_ephemeral_relay_handshakes_refused_total")
+	s.cell.shed = set.NewCounter("queen_ephemeral_relay_shed_total")
 	set.NewGauge("queen_ephemeral_relay_links", func() float64 { return float64(s.cell.linkCount.Load()) })
 }
 
@@ -126,6 +137,14 @@ func (s *Server) AdoptRelayConn(nc net.Conn) {
 	}
 	_, _ = s.cli.EnrollContext(nc, &relayLink{s: s, role: linkAccepted}) // closes nc: the loop holds a duplicate
 }
+
+// CountRelayRefused and CountRelayShed count a connection to the relay
+// port refused at its handshake, or closed before it (relay.ServerConfig's
+// OnRefused and OnShed). Call them only after AttachCell.
+func (s *Server) CountRelayRefused() { s.cell.refused.Inc() }
+
+// CountRelayShed: see CountRelayRefused.
+func (s *Server) CountRelayShed() { s.cell.shed.Inc() }
 
 // RelayCounts reports the relayed requests answered 503
 // ephemeral_forward_failed and those whose client connection was closed

@@ -26,13 +26,16 @@ type loopScratch struct {
 	scratch  []byte
 
 	// The cell (relaylink.go): this loop's dialled links by peer address
-	// (nLinks their number, read by the tending goroutine), the links with
-	// frames to write this round, the stand-in conns for relayed requests
-	// and the request they are served from.
+	// (nLinks their number, read by the tending goroutine), the links other
+	// members dialled (nAccepted their number), the links with frames to
+	// write this round, the stand-in conns for relayed requests and the
+	// request they are served from.
 	s            *Server
 	links        map[string]*relayLink
 	dialFailed   map[string]int64 // unix nanos of each peer's last failed dial (relaylink.go, redialAfter)
 	nLinks       atomic.Int32
+	accepted     map[*relayLink]struct{}
+	nAccepted    atomic.Int32
 	dirty        []*relayLink
 	standIns     []*conn
 	standInsMade int // stand-ins allocated since boot: reuse keeps it flat (standIn)

@@ -84,6 +84,10 @@ var families = []Family{
 		"Dials of relay links to other members."},
 	{"queen_ephemeral_relay_links", "gauge", nil,
 		"Relay links to or from other members, open or being dialled."},
+	{"queen_ephemeral_relay_handshakes_refused_total", "counter", nil,
+		"Connections to the relay port that failed the cell secret's handshake."},
+	{"queen_ephemeral_relay_shed_total", "counter", nil,
+		"Connections to the relay port closed before their handshake: handshakes in progress at their cap, or descriptors near the limit."},
 
 	// The build.
 	{"queen_ephemeral_build_info", "gauge", []string{"version", "commit", "goversion"},

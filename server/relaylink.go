@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -58,8 +60,11 @@ type relayLink struct {
 
 	listed   bool  // in ls.dirty
 	closed   bool  // failed or closed: nothing more is sent on it
-	lastRead int64 // unix nanos of the last frame read
-	lastPing int64 // unix nanos of the last ping sent
+	lastRead int64 // unix nanos of the last read
+	// partialSince: unix nanos since which the inbound buffer has held the
+	// start of a frame that is not whole yet (0: none), so that tend can
+	// fail a link whose frame does not complete within the frame timeout.
+	partialSince int64
 
 	// Dialled links: the calls waiting for an answer, by stream id. Calls
 	// with an id below sentBelow have had their frame handed to the
@@ -143,6 +148,9 @@ func (l *relayLink) opened(c gnet.Conn, s *Server) {
 		l.ls = s.scratchOf(c.EventLoop())
 		l.streams = map[uint64]*conn{}
 		l.countOpen(1)
+		if l.role == linkAccepted {
+			l.ls.tendAccepted(l, true)
+		}
 		return
 	}
 	if l.closed {
@@ -260,6 +268,7 @@ func (l *relayLink) onTraffic() gnet.Action {
 		l.ls.gatewayRead = true
 		defer l.ls.endGatewayRead()
 	}
+	whole := false // a frame was read: what is left begins a new one
 	for {
 		hdr, _ := c.Peek(relay.HeaderLen)
 		if len(hdr) < relay.HeaderLen {
@@ -277,6 +286,13 @@ func (l *relayLink) onTraffic() gnet.Action {
 			return gnet.Close
 		}
 		_, _ = c.Discard(relay.HeaderLen + n)
+		whole = true
+	}
+	switch {
+	case c.InboundBuffered() == 0:
+		l.partialSince = 0
+	case whole || l.partialSince == 0:
+		l.partialSince = l.lastRead
 	}
 	return gnet.None
 }
@@ -373,6 +389,9 @@ func (l *relayLink) fail(err error) {
 		delete(l.streams, id)
 		cs.letGo()
 	}
+	if l.role == linkAccepted && l.ls != nil {
+		l.ls.tendAccepted(l, false)
+	}
 	l.countOpen(-1)
 	l.out = nil
 	if l.c != nil {
@@ -393,27 +412,67 @@ func (l *relayLink) countOpen(n int64) {
 // errLinkClosedByPeer: the link's connection closed (gnet's OnClose).
 var errLinkClosedByPeer = errors.New("the relay connection closed")
 
-// tend runs on the loop every ping interval: a dialled link that has read
-// nothing for pingInterval is pinged, one silent for pingTimeout fails (a
-// paused or cut-off owner), and calls past their deadline end (the owner
-// may have acted: their client's connection closes).
+// tendAccepted lists (or unlists) an accepted link for tend.
+func (ls *loopScratch) tendAccepted(l *relayLink, open bool) {
+	if open {
+		if ls.accepted == nil {
+			ls.accepted = map[*relayLink]struct{}{}
+		}
+		ls.accepted[l] = struct{}{}
+	} else {
+		delete(ls.accepted, l)
+	}
+	ls.nAccepted.Store(int32(len(ls.accepted)))
+}
+
+// Why tend fails a link.
+var (
+	errOwnerSilent  = errors.New("the owner sent nothing for the ping timeout")
+	errMemberSilent = errors.New("the member sent nothing, not even a ping, for the ping timeout")
+	errFrameStalled = errors.New("a frame did not complete within the frame timeout")
+)
+
+// tend runs on the loop every ping interval. Every dialled link is pinged
+// at each (so that its owner, which fails an accepted link silent for the ping
+// timeout, keeps it even while only answers flow), and one silent for the
+// ping timeout fails (a paused or cut-off owner); an accepted link silent
+// for the ping timeout fails too (a paused or cut-off caller: its parked
+// pops are let go); a link whose frame has not completed within the frame
+// timeout fails, whichever side dialled it, and gnet frees the bytes it
+// held; and calls past their deadline end (the owner may have acted: their
+// client's connection closes).
 func (ls *loopScratch) tend(context.Context) error {
 	s := ls.s
 	now := time.Now().UnixNano()
-	every, limit := int64(s.cell.PingInterval), int64(s.cell.PingTimeout)
+	limit, frame := int64(s.cell.PingTimeout), int64(s.cell.FrameTimeout)
+	for l := range ls.accepted {
+		var err error
+		switch {
+		case now-l.lastRead > limit:
+			err = errMemberSilent
+		case l.partialSince != 0 && now-l.partialSince > frame:
+			err = errFrameStalled
+		default:
+			continue
+		}
+		s.cfg.Logger.Info("cell: relay link from another member closed", "peer", l.c.RemoteAddr().String(), "why", err)
+		l.failHolding(err)
+	}
 	for _, l := range ls.links {
 		if l.c == nil {
 			continue // being dialled: bounded by the dial timeout
 		}
 		if now-l.lastRead > limit {
-			l.fail(errors.New("the owner sent nothing for the ping timeout"))
+			l.fail(errOwnerSilent)
 			continue
 		}
-		if now-l.lastRead >= every && now-l.lastPing >= every {
-			l.lastPing = now
-			l.out = relay.AppendHeader(l.out, relay.FramePing, 0, 0)
-			l.markDirty()
+		if l.partialSince != 0 && now-l.partialSince > frame {
+			l.failHolding(errFrameStalled)
+			continue
 		}
+		// Once a tend, that is once a ping interval.
+		l.out = relay.AppendHeader(l.out, relay.FramePing, 0, 0)
+		l.markDirty()
 		for id, cs := range l.calls {
 			if now > cs.relayUntil {
 				delete(l.calls, id)
@@ -428,6 +487,36 @@ func (ls *loopScratch) tend(context.Context) error {
 	return nil
 }
 
+// failHolding fails the link and, when it held a large partial frame,
+// has the memory given back to the system soon: gnet pools a closed
+// connection's inbound buffer, which an idle broker would otherwise keep
+// (no allocation, no collection) for minutes.
+func (l *relayLink) failHolding(err error) {
+	held := l.c.InboundBuffered()
+	l.fail(err)
+	if held >= returnHeldAt {
+		l.s.returnHeldMemory()
+	}
+}
+
+// returnHeldAt: a failed link holding this much is worth a collection.
+const returnHeldAt = 4 << 20
+
+// returnHeldMemory collects twice (a pooled buffer survives the first
+// collection in sync.Pool's victim cache) and gives the freed memory back
+// to the system, a second after the first link that asked, on a goroutine
+// of its own: links failing together (one per loop, tended in the same
+// second) are covered by one return.
+func (s *Server) returnHeldMemory() {
+	if s.cell.returning.CompareAndSwap(false, true) {
+		time.AfterFunc(time.Second, func() {
+			runtime.GC()
+			debug.FreeOSMemory()
+			s.cell.returning.Store(false)
+		})
+	}
+}
+
 // forget fails this loop's link to addr (the member left the cell): its
 // calls end at once rather than at the ping timeout.
 func (ls *loopScratch) forget(addr string) {
@@ -436,11 +525,11 @@ func (ls *loopScratch) forget(addr string) {
 	}
 }
 
-// tendLinks has every loop with dialled links tend them, every ping
+// tendLinks has every loop with relay links tend them, every ping
 // interval, until the server stops.
 func (s *Server) tendLinks() {
 	s.tickLoops(s.cell.PingInterval, func(ls *loopScratch) gnet.RunnableFunc {
-		if ls.nLinks.Load() > 0 {
+		if ls.nLinks.Load() > 0 || ls.nAccepted.Load() > 0 {
 			return ls.tendTask
 		}
 		return nil

@@ -391,3 +391,112 @@ func TestRelayedAnswersFindTheirCalls(t *testing.T) {
 		seen[body] = true
 	}
 }
+
+// startAccepting starts a cell member whose relay port hands every
+// authenticated connection to its loops (AdoptRelayConn), as cmd/queen
+// wires it; it returns the relay port's address.
+func startAccepting(t *testing.T, opts RelayOptions) string {
+	t.Helper()
+	ts := startLanding(t, twoMembers("127.0.0.1:2"), opts)
+	rs, err := relay.NewServer(relay.ServerConfig{Secret: testSecret, Adopt: ts.s.AdoptRelayConn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rs.Serve(ln)
+	t.Cleanup(func() { rs.Close() })
+	return ln.Addr().String()
+}
+
+// dialMember passes the relay's handshake to addr, as another member.
+func dialMember(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := relay.Dial(addr, testSecret, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitClosed reads c until the member under test closes it, within d; it
+// returns how long that took.
+func waitClosed(t *testing.T, c net.Conn, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(d))
+	if _, err := io.Copy(io.Discard, c); err != nil && !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("the link was not closed within %v: %v", d, err)
+	}
+	return time.Since(start)
+}
+
+// every writes b to c every d until the test ends or a write fails.
+func every(t *testing.T, c net.Conn, d time.Duration, b []byte) {
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(d):
+				if _, err := c.Write(b); err != nil {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// A link another member dialled that then goes silent (paused, cut off)
+// fails after the ping timeout, as a dialled one does; one that pings is
+// kept and answered.
+func TestSilentMemberFailsTheAcceptedLink(t *testing.T) {
+	addr := startAccepting(t, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 300 * time.Millisecond})
+	pinging := dialMember(t, addr)
+	every(t, pinging, 50*time.Millisecond, relay.AppendHeader(nil, relay.FramePing, 0, 0))
+	silent := dialMember(t, addr)
+	if took := waitClosed(t, silent, 5*time.Second); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the ping timeout", took)
+	}
+	if typ, _, _ := readFrame(t, pinging); typ != relay.FramePong {
+		t.Fatalf("the pinging member got frame type %d, want a pong", typ)
+	}
+}
+
+// A link whose frame begins and never completes, a byte dribbled now and
+// then so that it is never silent, fails after the frame timeout: the
+// bytes of the partial frame are not held longer than that.
+func TestStalledFrameFailsTheAcceptedLink(t *testing.T) {
+	addr := startAccepting(t, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 200 * time.Millisecond, FrameTimeout: 400 * time.Millisecond})
+	c := dialMember(t, addr)
+	head := relay.AppendHeader(nil, relay.FrameRequest, 1, 64<<20)
+	if _, err := c.Write(append(head, make([]byte, 64<<10)...)); err != nil {
+		t.Fatal(err)
+	}
+	every(t, c, 40*time.Millisecond, []byte{0})
+	if took := waitClosed(t, c, 5*time.Second); took < 350*time.Millisecond {
+		t.Fatalf("closed after %v, before the frame timeout", took)
+	}
+}
+
+// A dialled link is pinged every interval even while the owner keeps
+// sending (answers to parked pops, here unasked pongs): the owner fails an
+// accepted link that has sent it nothing for its ping timeout.
+func TestDialledLinkPingsWhileTheOwnerSends(t *testing.T) {
+	o := startOwner(t)
+	ts := startLanding(t, twoMembers(o.addr), RelayOptions{PingInterval: 100 * time.Millisecond, PingTimeout: 5 * time.Second})
+	sendPush(t, ts, queueOf(t, ts.s.cell.m.View(), o.addr))
+	link := o.link(t)
+	if typ, _, _ := readFrame(t, link); typ != relay.FrameRequest {
+		t.Fatalf("frame type %d, want the request", typ)
+	}
+	every(t, link, 20*time.Millisecond, relay.AppendHeader(nil, relay.FramePong, 0, 0))
+	if typ, _, _ := readFrame(t, link); typ != relay.FramePing {
+		t.Fatalf("frame type %d, want a ping", typ)
+	}
+}

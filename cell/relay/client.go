@@ -21,12 +21,16 @@ type ClientConfig struct {
 	MaxFrameBytes int
 	// DialTimeout bounds dial and handshake together (default 2 s).
 	DialTimeout time.Duration
-	// PingInterval: a connection that has read nothing for this long is
-	// pinged (default 1 s). PingTimeout: one that has read nothing for this
-	// long is closed and its calls fail with ErrUnreachable (default 5 s,
-	// the default member timeout: a paused owner is given up on when the
-	// cell would give up on it).
+	// PingInterval: every connection is pinged this often (default 1 s),
+	// so that the server, which closes a connection silent for its own
+	// PingTimeout, keeps it. PingTimeout: one that has read nothing for
+	// this long is closed and its calls fail with ErrUnreachable (default
+	// 5 s, the default member timeout: a paused owner is given up on when
+	// the cell would give up on it).
 	PingInterval, PingTimeout time.Duration
+	// FrameTimeout: a connection whose frame, once begun, does not
+	// complete within this long is closed (default 30 s).
+	FrameTimeout time.Duration
 	// CallTimeout bounds a call whose context has no deadline (default
 	// 6 min: a pop waits at most 5).
 	CallTimeout time.Duration
@@ -60,6 +64,9 @@ func (c *ClientConfig) fillDefaults() {
 	}
 	if c.PingTimeout <= 0 {
 		c.PingTimeout = defaultPingTimeout
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = defaultFrameTimeout
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = defaultCallTimeout

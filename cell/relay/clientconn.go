@@ -119,7 +119,7 @@ func (c *Client) dial(s *slot) (*clientConn, error) {
 		return nil, err
 	}
 	cc := &clientConn{slot: s, calls: map[uint64]*call{}}
-	cc.link = newLink(nc, c.cfg.MaxFrameBytes)
+	cc.link = newLink(nc, c.cfg.MaxFrameBytes, c.cfg.FrameTimeout)
 	cc.dispatch = cc.onFrame
 	cc.onClose = cc.closed
 	c.mu.Lock()
@@ -268,7 +268,11 @@ func (cc *clientConn) closed(error) {
 	}
 }
 
-// pinger pings a quiet connection and closes one that stays silent.
+// pinger pings the connection every interval and closes it when it stays
+// silent for timeout. It pings even while answers arrive: the server
+// closes a connection that has sent it nothing for its own ping timeout
+// (ServerConfig.PingTimeout), and a caller whose calls are all parked
+// sends nothing else.
 func (cc *clientConn) pinger(interval, timeout time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -277,14 +281,11 @@ func (cc *clientConn) pinger(interval, timeout time.Duration) {
 		case <-cc.done:
 			return
 		case now := <-t.C:
-			quiet := now.Sub(time.Unix(0, cc.lastRecv.Load()))
-			if quiet >= timeout {
+			if now.Sub(time.Unix(0, cc.lastRecv.Load())) >= timeout {
 				cc.close(errPingTimeout)
 				return
 			}
-			if quiet >= interval {
-				cc.sendCtl(FramePing, 0, nil)
-			}
+			cc.sendCtl(FramePing, 0, nil)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +20,12 @@ import (
 type link struct {
 	nc       net.Conn
 	maxFrame int
-	dispatch func(typ byte, id uint64, p []byte)
-	onClose  func(error)
+	// silence: the link is closed when nothing has arrived for this long
+	// (0: never, the client's pinger watches instead); frameTimeout: when a
+	// frame, once its first bytes are in, is not whole within this long.
+	silence, frameTimeout time.Duration
+	dispatch              func(typ byte, id uint64, p []byte)
+	onClose               func(error)
 
 	mu     sync.Mutex
 	q      []outFrame // frames waiting for the writer
@@ -45,15 +51,20 @@ const (
 	readBufSize = 64 << 10
 	copyMax     = 16 << 10 // payloads up to this are copied into the write buffer
 	keepWBuf    = 1 << 20  // a write buffer grown past this is not kept
+	// payloadStep: a payload up to this is allocated whole when its header
+	// arrives; a larger one grows as its bytes arrive (readPayload).
+	payloadStep = 1 << 20
 )
 
 var (
 	errFrameTooLarge = errors.New("relay: frame over the limit")
 	errProtocol      = errors.New("relay: protocol error")
+	errSilent        = errors.New("relay: the peer sent nothing for the ping timeout")
+	errFrameTimeout  = errors.New("relay: a frame did not complete within the frame timeout")
 )
 
-func newLink(nc net.Conn, maxFrame int) *link {
-	l := &link{nc: nc, maxFrame: maxFrame, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newLink(nc net.Conn, maxFrame int, frameTimeout time.Duration) *link {
+	l := &link{nc: nc, maxFrame: maxFrame, frameTimeout: frameTimeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	l.lastRecv.Store(time.Now().UnixNano())
 	return l
 }
@@ -143,30 +154,96 @@ func (l *link) writeLoop() {
 	}
 }
 
+// readLoop reads frames until the link fails. Before a read that may
+// block it sets the deadline that applies: the silence bound while waiting
+// for a frame to begin, the frame timeout from then on (a peer that starts
+// a frame and stalls is cut off, holding no more than it sent). A frame
+// already buffered is read without touching the deadline.
 func (l *link) readLoop() {
 	br := bufio.NewReaderSize(l.nc, readBufSize)
 	var h [HeaderLen]byte
+	deadline := false // a read deadline is set on nc
 	for {
+		if br.Buffered() == 0 {
+			switch {
+			case l.silence > 0:
+				l.nc.SetReadDeadline(time.Now().Add(l.silence))
+				deadline = true
+			case deadline:
+				l.nc.SetReadDeadline(time.Time{})
+				deadline = false
+			}
+			if _, err := br.Peek(1); err != nil {
+				l.close(timeoutAs(err, errSilent))
+				return
+			}
+		}
+		// The frame has begun: it must be whole within frameTimeout.
+		framed := false
+		if br.Buffered() < HeaderLen {
+			l.nc.SetReadDeadline(time.Now().Add(l.frameTimeout))
+			deadline, framed = true, true
+		}
 		if _, err := io.ReadFull(br, h[:]); err != nil {
-			l.close(err)
+			l.close(timeoutAs(err, errFrameTimeout))
 			return
 		}
-		n := binary.BigEndian.Uint32(h[0:4])
-		if uint64(n) > uint64(l.maxFrame) {
+		n := int(binary.BigEndian.Uint32(h[0:4]))
+		if n > l.maxFrame {
 			l.close(errFrameTooLarge)
 			return
 		}
 		var p []byte
 		if n > 0 {
-			p = make([]byte, n)
-			if _, err := io.ReadFull(br, p); err != nil {
-				l.close(err)
+			if !framed && br.Buffered() < n {
+				l.nc.SetReadDeadline(time.Now().Add(l.frameTimeout))
+				deadline = true
+			}
+			var err error
+			if p, err = readPayload(br, n); err != nil {
+				l.close(timeoutAs(err, errFrameTimeout))
 				return
 			}
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
 		l.dispatch(h[4], binary.BigEndian.Uint64(h[5:13]), p)
 	}
+}
+
+// readPayload reads an n-byte payload into a buffer of its own. One up to
+// payloadStep is allocated whole; a larger one starts at payloadStep and
+// doubles as its bytes arrive, so that a peer declaring a large frame and
+// sending little makes the link hold at most twice what it sent, not the
+// declared length.
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	if n <= payloadStep {
+		p := make([]byte, n)
+		_, err := io.ReadFull(r, p)
+		return p, err
+	}
+	p := make([]byte, 0, payloadStep)
+	for len(p) < n {
+		if len(p) == cap(p) {
+			p = slices.Grow(p, min(len(p), n-len(p)))
+		}
+		m, err := r.Read(p[len(p):min(cap(p), n)])
+		p = p[:len(p)+m]
+		if err != nil && len(p) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// timeoutAs names a read deadline's expiry as what it means here.
+func timeoutAs(err, as error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return as
+	}
+	return err
 }
 
 // close ends the link once: queued frames are dropped, both goroutines

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,13 +39,37 @@ type ServerConfig struct {
 	MaxStreamsPerConn int
 	// HandshakeTimeout bounds the handshake (default 5 s).
 	HandshakeTimeout time.Duration
-	Logger           *slog.Logger
+	// MaxHandshakes bounds the handshakes in progress at once (default
+	// 128), MaxHandshakesPerAddr those from one source address (default
+	// 32): a connection accepted past either is closed at once, so that
+	// unauthenticated connections cost at most that many descriptors and
+	// goroutines (admit.go).
+	MaxHandshakes, MaxHandshakesPerAddr int
+	// DescriptorReserve: a connection accepted while fewer than this many
+	// descriptors are left under the process's limit is closed at once,
+	// leaving them to the public port (default: an eighth of the limit,
+	// 16 to 1,024). DescriptorLimit stands for the limit in tests (0: the
+	// soft RLIMIT_NOFILE, read at each accept).
+	DescriptorReserve, DescriptorLimit int
+	// PingTimeout: a connection that has sent nothing, not even a ping,
+	// for this long is closed and its calls' contexts cancelled (default
+	// 5 s; a Client pings every PingInterval, 1 s by default).
+	// FrameTimeout: one whose frame, once begun, does not complete within
+	// this long is closed (default 30 s, the broker's body timeout).
+	// Neither applies to adopted connections: the adopter keeps its own.
+	PingTimeout, FrameTimeout time.Duration
+	// OnRefused and OnShed, when set, are called for each connection that
+	// failed its handshake (Refused) and each closed before it (Shed): the
+	// broker counts them in its metrics.
+	OnRefused, OnShed func()
+	Logger            *slog.Logger
 }
 
 const (
 	defaultMaxFrame      = 80 << 20
 	defaultMaxStreams    = 1 << 16
 	defaultHandshakeTime = 5 * time.Second
+	defaultFrameTimeout  = 30 * time.Second
 )
 
 // fillDefaults sets every field left zero (or negative) to its default.
@@ -57,6 +82,18 @@ func (c *ServerConfig) fillDefaults() {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = defaultHandshakeTime
+	}
+	if c.MaxHandshakes <= 0 {
+		c.MaxHandshakes = defaultMaxHandshakes
+	}
+	if c.MaxHandshakesPerAddr <= 0 {
+		c.MaxHandshakesPerAddr = defaultMaxHandshakesPerAddr
+	}
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = defaultPingTimeout
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = defaultFrameTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -74,6 +111,7 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
+	adm     admission    // handshakes in progress (admit.go)
 	refused atomic.Int64 // connections that failed the handshake
 	lastLog atomic.Int64 // unix nanos of the last refusal logged
 }
@@ -91,11 +129,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, errors.New("relay: no handler")
 	}
 	cfg.fillDefaults()
-	return &Server{cfg: cfg, lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}, nil
+	s := &Server{cfg: cfg, lns: map[net.Listener]struct{}{}, conns: map[*serverConn]struct{}{}}
+	s.adm = admission{max: cfg.MaxHandshakes, perAddr: cfg.MaxHandshakesPerAddr,
+		limit: cfg.DescriptorLimit, reserve: cfg.DescriptorReserve, byAddr: map[netip.Addr]int{}}
+	return s, nil
 }
 
 // Refused is the number of connections refused at the handshake.
 func (s *Server) Refused() int64 { return s.refused.Load() }
+
+// Shed is the number of connections closed as they were accepted, before
+// their handshake, because a bound of admit.go was reached.
+func (s *Server) Shed() int64 { return s.adm.shed.Load() }
+
+// Handshakes is the number of handshakes in progress.
+func (s *Server) Handshakes() int { return s.adm.inProgress() }
 
 // Conns is the number of authenticated connections open now.
 func (s *Server) Conns() int {
@@ -133,8 +181,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
+		ip, reason := s.adm.admit(c)
+		if reason != shedNone {
+			c.Close()
+			s.logShed(c, reason)
+			continue
+		}
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.serveConn(c) }()
+		go func() { defer s.wg.Done(); s.serveConn(c, ip) }()
 	}
 }
 
@@ -158,14 +212,20 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// serveConn authenticates c and then serves it on this goroutine (the
-// reader) and one writer.
-func (s *Server) serveConn(c net.Conn) {
+// serveConn authenticates c, giving back its handshake slot (ip's) when
+// that is done, and then serves it on this goroutine (the reader) and one
+// writer.
+func (s *Server) serveConn(c net.Conn, ip netip.Addr) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if err := serverHandshake(c, s.cfg.Secret, s.cfg.HandshakeTimeout); err != nil {
+	err := serverHandshake(c, s.cfg.Secret, s.cfg.HandshakeTimeout)
+	s.adm.release(ip)
+	if err != nil {
 		total := s.refused.Add(1)
+		if s.cfg.OnRefused != nil {
+			s.cfg.OnRefused()
+		}
 		now := time.Now().UnixNano()
 		if last := s.lastLog.Load(); now-last >= int64(refusalLogEvery) && s.lastLog.CompareAndSwap(last, now) {
 			s.cfg.Logger.Warn("relay handshake refused", "peer", c.RemoteAddr().String(), "err", err, "refused_total", total)
@@ -178,7 +238,8 @@ func (s *Server) serveConn(c net.Conn) {
 		return
 	}
 	sc := &serverConn{srv: s, streams: map[uint64]*stream{}}
-	sc.link = newLink(c, s.cfg.MaxFrameBytes)
+	sc.link = newLink(c, s.cfg.MaxFrameBytes, s.cfg.FrameTimeout)
+	sc.silence = s.cfg.PingTimeout
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	sc.dispatch = sc.onFrame
 	sc.onClose = sc.closed

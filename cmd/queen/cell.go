@@ -80,12 +80,23 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	// The relay's port is bound before joining: a member that joined and
 	// then could not listen would move queues to itself (emptying them on
 	// their owners) only to leave again.
-	_, port, _ := net.SplitHostPort(cc.Advertise)
-	ln, err := net.Listen("tcp", ":"+port)
+	ln, err := relayListener(cc)
 	if err != nil {
-		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port): %w", err)
+		return nil, err
 	}
-	rs, err := relay.NewServer(relay.ServerConfig{Secret: cc.Secret, Adopt: srv.AdoptRelayConn, Logger: log})
+	if w := unreachableRelay(cc); w != "" {
+		log.Warn(w)
+	}
+	// The relay's bounds before authentication are the package's defaults
+	// (docs/cell-relay.md); what it refuses and sheds is counted in the
+	// server's metrics (attached below, before Serve runs).
+	rs, err := relay.NewServer(relay.ServerConfig{
+		Secret:    cc.Secret,
+		Adopt:     srv.AdoptRelayConn,
+		OnRefused: srv.CountRelayRefused,
+		OnShed:    srv.CountRelayShed,
+		Logger:    log,
+	})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -127,6 +138,42 @@ func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice
 	srv.SetMembership(m)
 	log.Info("cell member", "advertise", cc.Advertise, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
 	return &cellParts{m: m, rs: rs, rc: rc, ln: ln, log: log}, nil
+}
+
+// relayListener binds the relay's port: QUEEN_CELL_ADVERTISE's port on
+// QUEEN_CELL_LISTEN's host (default HOST; neither set: every interface).
+func relayListener(cc cell.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cc.RelayAddr())
+	if err != nil {
+		return nil, fmt.Errorf("the relay's listener (QUEEN_CELL_ADVERTISE's port on QUEEN_CELL_LISTEN, default HOST): %w", err)
+	}
+	return ln, nil
+}
+
+// unreachableRelay says why the other members may not reach a relay bound
+// to a loopback address (QUEEN_CELL_LISTEN, or HOST, which it follows by
+// default) while the advertised address is not one: "" when there is
+// nothing to say. A warning, not a refusal: a local proxy may forward to
+// it.
+func unreachableRelay(cc cell.Config) string {
+	if !isLoopback(cc.Listen) {
+		return ""
+	}
+	host, _, _ := net.SplitHostPort(cc.Advertise)
+	if isLoopback(host) {
+		return "" // a cell on one machine
+	}
+	return fmt.Sprintf("the relay listens on %s (QUEEN_CELL_LISTEN, default HOST) but QUEEN_CELL_ADVERTISE=%s: members on other hosts cannot reach it unless something local forwards to it; set QUEEN_CELL_LISTEN to an address they reach",
+		cc.RelayAddr(), cc.Advertise)
+}
+
+// isLoopback: "localhost" or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // leave takes this member out of the cell (its row deleted, the others

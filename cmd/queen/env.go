@@ -19,6 +19,7 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_CELL_ADVERTISE", Default: "", Help: "host:port where the other members of a cell reach this broker (its relay listens on that port, which must differ from PORT); needs PostgreSQL; unset: a cell of one"},
 	{Name: "QUEEN_CELL_SECRET", Default: "", Help: "with QUEEN_CELL_ADVERTISE: shared secret authenticating member-to-member traffic (at least 16 bytes)"},
 	{Name: "QUEEN_CELL_HEARTBEAT_MS", Default: "1000", Help: "with QUEEN_CELL_ADVERTISE: how often a member renews its row and reloads the live set"},
+	{Name: "QUEEN_CELL_LISTEN", Default: "", Help: "with QUEEN_CELL_ADVERTISE: the host the relay binds, on the advertised port (default: HOST when set, else every interface)"},
 	{Name: "QUEEN_CELL_MEMBER_TIMEOUT_MS", Default: "5000", Help: "with QUEEN_CELL_ADVERTISE: a member silent this long leaves the cell (and fences itself); at least twice the heartbeat"},
 	{Name: "QUEEN_EPHEMERAL_MAX_BYTES", Default: "268435456", Help: "the broker's total payload budget (256 MiB): 503 ephemeral_unavailable past it"},
 	{Name: "QUEEN_EPHEMERAL_QUEUE_MAX_BYTES", Default: "16777216", Help: "default maxBytes of a queue (16 MiB)"},

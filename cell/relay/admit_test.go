@@ -1,0 +1,356 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// What an unauthenticated peer can hold (admit.go) and what an
+// authenticated one can hold without finishing its frames (link.go), over
+// real TCP.
+
+// dialFrom opens a TCP connection to addr from the loopback address src
+// (127.0.0.0/8 is all loopback on Linux, so each test "host" has its own
+// source address).
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// helloOrClosed reads what the server sends first on c: true for its
+// hello (the connection is in its handshake), false for a close without a
+// byte (shed as it was accepted).
+func helloOrClosed(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	b := make([]byte, helloLen)
+	n, err := io.ReadFull(c, b)
+	switch {
+	case err == nil && string(b[:4]) == magic:
+		return true
+	case n == 0 && (errors.Is(err, io.EOF) || isReset(err)):
+		return false
+	default:
+		t.Fatalf("read %d bytes %q, %v: want a hello or a close", n, b[:n], err)
+		return false
+	}
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+// Past MaxHandshakesPerAddr half-open connections from one address, the
+// next one from it is closed at once, while another address is served;
+// a slot comes back when a handshake ends.
+func TestHandshakeCapPerAddress(t *testing.T) {
+	var hooked atomic.Int64
+	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
+		cfg.MaxHandshakesPerAddr = 4
+		cfg.MaxHandshakes = 100
+		cfg.OnShed = func() { hooked.Add(1) }
+	})
+	var held []net.Conn
+	for range 4 {
+		c := dialFrom(t, "127.0.0.2", addr)
+		if !helloOrClosed(t, c) {
+			t.Fatal("a handshake under the per-address cap was closed")
+		}
+		held = append(held, c)
+	}
+	if n := srv.Handshakes(); n != 4 {
+		t.Fatalf("%d handshakes in progress, want 4", n)
+	}
+	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("a fifth half-open connection from one address got a hello; want it closed at once")
+	}
+	if n, h := srv.Shed(), hooked.Load(); n != 1 || h != 1 {
+		t.Fatalf("Shed %d, OnShed called %d times; want 1 and 1", n, h)
+	}
+	// Another address (the client's, 127.0.0.1) is not held up.
+	c := newClient(t, nil)
+	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
+		t.Fatalf("a member at another address: %v", err)
+	}
+	held[0].Close()
+	waitFor(t, "the closed handshake's slot to come back", func() bool { return srv.Handshakes() == 3 })
+	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("closed after a slot came back")
+	}
+}
+
+// Past MaxHandshakes half-open connections in all, from any addresses, the
+// next one is closed at once (an authenticated member included: it dials
+// again later); the slots come back as the handshakes time out.
+func TestHandshakeCapTotal(t *testing.T) {
+	var hooked atomic.Int64
+	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
+		cfg.MaxHandshakesPerAddr = 3
+		cfg.MaxHandshakes = 5
+		cfg.HandshakeTimeout = 500 * time.Millisecond
+		cfg.OnRefused = func() { hooked.Add(1) }
+	})
+	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
+		if !helloOrClosed(t, dialFrom(t, src, addr)) {
+			t.Fatalf("a handshake from %s under the caps was closed", src)
+		}
+	}
+	if helloOrClosed(t, dialFrom(t, "127.0.0.4", addr)) {
+		t.Fatal("a sixth half-open connection got a hello; want it closed at once")
+	}
+	c := newClient(t, nil)
+	_, err := c.Do(context.Background(), addr, req("/echo", "x"))
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("a member's call while the cap is held: %v, want ErrUnreachable", err)
+	}
+	if n := srv.Shed(); n != 2 {
+		t.Fatalf("Shed %d, want 2", n)
+	}
+	// The held handshakes time out (500 ms) and give their slots back.
+	waitFor(t, "the held handshakes to time out", func() bool { return srv.Handshakes() == 0 })
+	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
+		t.Fatalf("after the held handshakes timed out: %v", err)
+	}
+	if r, h := srv.Refused(), hooked.Load(); r != 5 || h != 5 {
+		t.Fatalf("Refused %d, OnRefused called %d times; want the 5 timed-out handshakes", r, h)
+	}
+}
+
+// A connection whose descriptor lies within DescriptorReserve of the limit
+// is closed at once; the same connection lower down is served. The limit
+// is set just above the descriptors this process uses, and dummy files
+// push the next descriptor number into the reserve.
+func TestDescriptorReserve(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := int(f.Fd())
+	f.Close()
+	const reserve = 16
+	limit := base + 64
+	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
+		cfg.DescriptorLimit = limit
+		cfg.DescriptorReserve = reserve
+	})
+	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("a connection far from the limit was closed")
+	}
+	var dummies []*os.File
+	defer func() {
+		for _, d := range dummies {
+			d.Close()
+		}
+	}()
+	// Until a dummy's number reaches the reserve: every lower one is then
+	// in use (the kernel hands out the lowest free), whatever holes other
+	// tests' closed connections left.
+	for {
+		d, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dummies = append(dummies, d)
+		if int(d.Fd()) >= limit-reserve {
+			break
+		}
+	}
+	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatalf("a connection past descriptor %d (limit %d, reserve %d) got a hello; want it closed", limit-reserve, limit, reserve)
+	}
+	if n := srv.Shed(); n != 1 {
+		t.Fatalf("Shed %d, want 1", n)
+	}
+	for _, d := range dummies {
+		d.Close()
+	}
+	dummies = nil
+	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("closed once the descriptors were free again")
+	}
+}
+
+// dialRaw passes the handshake and returns the connection, which then
+// speaks frames as the test writes them.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := Dial(addr, testSecret, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWithin reads c until the server closes it, failing the test if that
+// takes longer than d; it returns how long it took.
+func closedWithin(t *testing.T, c net.Conn, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(d))
+	_, err := io.Copy(io.Discard, c)
+	if err != nil && !isReset(err) {
+		t.Fatalf("not closed within %v: %v", d, err)
+	}
+	return time.Since(start)
+}
+
+// A member that passed the handshake and then sends nothing, not even a
+// ping, is closed after the server's PingTimeout; one that pings stays.
+func TestSilentPeerIsClosed(t *testing.T) {
+	_, addr := startServer(t, newOwner(), func(cfg *ServerConfig) { cfg.PingTimeout = 300 * time.Millisecond })
+	pinging := dialRaw(t, addr)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				pinging.Write(AppendHeader(nil, FramePing, 0, 0))
+			}
+		}
+	}()
+	silent := dialRaw(t, addr)
+	if took := closedWithin(t, silent, 3*time.Second); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the ping timeout", took)
+	}
+	// The pinging one has outlived the silent one; it is still served.
+	pinging.SetReadDeadline(time.Now().Add(3 * time.Second))
+	var h [HeaderLen]byte
+	if _, err := io.ReadFull(pinging, h[:]); err != nil {
+		t.Fatalf("the pinging connection: %v", err)
+	}
+	if typ, _, _ := ParseHeader(h[:]); typ != FramePong {
+		t.Fatalf("frame type %d, want a pong", typ)
+	}
+}
+
+// A Client pings on every interval even while answers keep arriving, so
+// a server that closes silent connections keeps a client whose calls are
+// all parked and answered one by one (it sends nothing else).
+func TestClientPingsWhileAnswersArrive(t *testing.T) {
+	o := newOwner()
+	srv, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.PingTimeout = 300 * time.Millisecond })
+	c := newClient(t, func(cfg *ClientConfig) {
+		cfg.ConnsPerPeer = 1
+		cfg.PingInterval = 100 * time.Millisecond
+	})
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		key := string(rune('a' + i))
+		if err := c.Go(context.Background(), addr, req("/park", key), func(_ Response, err error) { errs <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the calls to park", func() bool { return o.parkedCount() == n })
+	// One answer every 50 ms for 1.2 s: the client always has something to
+	// read, four ping timeouts of the server over.
+	for i := range n {
+		key := string(rune('a' + i))
+		o.mu.Lock()
+		reply := o.parked[key]
+		delete(o.parked, key)
+		o.mu.Unlock()
+		reply(answer(key))
+		if err := <-errs; err != nil {
+			t.Fatalf("call %d of %d: %v", i+1, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := srv.Conns(); got != 1 {
+		t.Fatalf("%d connections on the server, want the one kept", got)
+	}
+}
+
+// A member that begins a frame and never completes it, dribbling a byte
+// now and then so that it is never silent, is closed after FrameTimeout.
+func TestPartialFrameClosesTheLink(t *testing.T) {
+	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
+		cfg.FrameTimeout = 400 * time.Millisecond
+		cfg.PingTimeout = 200 * time.Millisecond
+	})
+	c := dialRaw(t, addr)
+	waitFor(t, "the connection to be served", func() bool { return srv.Conns() == 1 })
+	head := AppendHeader(nil, FrameRequest, 1, 64<<20)
+	if _, err := c.Write(append(head, make([]byte, 1024)...)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if _, err := c.Write([]byte{0}); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	if took := closedWithin(t, c, 5*time.Second); took < 350*time.Millisecond {
+		t.Fatalf("closed after %v, before the frame timeout", took)
+	}
+	waitFor(t, "the server to forget the connection", func() bool { return srv.Conns() == 0 })
+}
+
+// A frame's payload buffer grows with what arrives: a peer that declares
+// 64 MiB and sends 1 KiB costs about a step (1 MiB), not 64 MiB.
+func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readPayload(io.LimitReader(zeros{}, 1024), 64<<20)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err %v, want ErrUnexpectedEOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*payloadStep {
+		t.Fatalf("allocated %d bytes for 1 KiB of a 64 MiB frame; want at most %d", got, 2*payloadStep)
+	}
+	// And a whole one arrives intact, grown through several steps.
+	want := 5*payloadStep + 123
+	p, err := readPayload(io.LimitReader(&counting{}, int64(want)), want)
+	if err != nil || len(p) != want {
+		t.Fatalf("len %d, %v; want %d bytes", len(p), err, want)
+	}
+	for i, b := range p {
+		if b != byte(i) {
+			t.Fatalf("byte %d is %d, want %d", i, b, byte(i))
+		}
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// counting yields 0, 1, 2, ... 255, 0, ... in reads of at most 7,000 bytes
+// (a network's chunks, not aligned with the buffer's steps).
+type counting struct{ n int }
+
+func (c *counting) Read(p []byte) (int, error) {
+	p = p[:min(len(p), 7000)]
+	for i := range p {
+		p[i] = byte(c.n)
+		c.n++
+	}
+	return len(p), nil
+}
