@@ -62,9 +62,11 @@ func (p *partition) payload(s *slot) []byte { return p.q.e.arena.Bytes(s.h) }
 
 // ringSize is the ring's size once it has room for n more slots: the size it
 // has when they fit, else the first power of two (2 at least) that holds them.
-func (p *partition) ringSize(n int) int {
-	need := p.held() + uint64(n)
-	size := len(p.ring)
+func (p *partition) ringSize(n int) int { return ringSizeFor(len(p.ring), p.held()+uint64(n)) }
+
+// ringSizeFor is the size a ring of size slots has once it holds need: size
+// when they fit, else the first power of two (2 at least) that holds them.
+func ringSizeFor(size int, need uint64) int {
 	if need > uint64(size) {
 		size = max(size, 2)
 		for uint64(size) < need {
