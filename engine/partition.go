@@ -141,10 +141,10 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	}
 	p.ensureCursors() // so a group that never read here counts its skips
 	e := p.q.e
-	var bytes, rbytes, rcount int64
+	var bytes, rbytes, rcount, slack int64
 	for i := uint64(0); i < k; i++ {
 		s := p.slotOf(p.head)
-		e.arena.Free(s.h) // an empty payload's zero-length handle is ignored
+		slack += e.arena.Free(s.h) // an empty payload's zero-length handle is ignored
 		n := int64(s.h.Len)
 		bytes += n
 		if p.head < p.reclaim {
@@ -164,7 +164,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	q := p.q
 	q.length.Add(-int64(k))
 	q.accountReclaimable(-rcount)
-	q.accountBytes(-bytes, -rbytes)
+	q.accountFreed(bytes, rbytes, slack)
 	if cause != causeNone {
 		q.countDrops(cause, int64(dropped))
 	}
