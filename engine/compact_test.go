@@ -332,7 +332,17 @@ func TestRefusalWakesTheCompactor(t *testing.T) {
 	for m.refused == 0 {
 		m.round()
 	}
+	// Refused with nothing reclaimable left and nothing consumed meanwhile:
+	// only a compaction can make the room now.
+	e.reclaimAll()
 	ps := batchOf(1, 100)
+	for i := 0; ; i++ {
+		if _, err := e.Push("default", m.queues[mixedConsumed], "", ps); err == ErrBrokerFull {
+			break
+		} else if err != nil || i == 100000 {
+			t.Fatalf("push %d: %v, want ErrBrokerFull once the total is reached", i, err)
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := e.Push("default", m.queues[0], "", ps)
