@@ -7,6 +7,12 @@
 // segment under that shard's mutex; shards keep pushes to different
 // partitions from contending (rule P4). Reads and frees are lock-free.
 //
+// Partitions share segments, so a few live payloads can keep a whole
+// segment: the arena counts those free bytes (Slack) for its caller's
+// budget, names the sealed segments at most half live (Sparse), and gives
+// the survivors moved out of them a shard of their own (AllocMoved), so the
+// caller can empty them (docs/engine.md, "What the arena holds").
+//
 // Invariants:
 //
 //   - seg.refs is the number of live (allocated, not freed) bytes of seg,
@@ -98,9 +104,9 @@ type segmentFields struct {
 	buf        []byte
 	refs       atomic.Int64 // live bytes, + openBias while open
 	sealedLive atomic.Int64 // live bytes when it was sealed (all of them for a dedicated one)
-	idx       uint32       // slot in the table; stable while in the table
-	shard     uint32       // whose held counter its bytes count in; set before it hands out a byte
-	dedicated bool         // exactly one oversized allocation; dropped, never pooled
+	idx        uint32       // slot in the table; stable while in the table
+	shard      uint32       // whose held counter its bytes count in; set before it hands out a byte
+	dedicated  bool         // exactly one oversized allocation; dropped, never pooled
 }
 
 // shard is one allocation stream: its open segment, the bump offset in it,

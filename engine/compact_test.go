@@ -318,7 +318,7 @@ func (c *checker) Complete(int, Origin) {}
 // both hands every message to two consumers.
 type both struct{ a, b Consumer }
 
-func (c *both) Deliver(m Message)          { c.a.Deliver(m); c.b.Deliver(m) }
+func (c *both) Deliver(m Message)         { c.a.Deliver(m); c.b.Deliver(m) }
 func (c *both) Complete(n int, by Origin) { c.a.Complete(n, by); c.b.Complete(n, by) }
 
 // docs/engine.md (what the arena holds): a push refused at the broker's

@@ -45,13 +45,13 @@ type Engine struct {
 	// "Ownership moves"). It stays 0 in a broker that never lost a queue.
 	moveFloor atomic.Uint64
 
-	nextHint  atomic.Uint64 // spreads partitions over arena and wheel shards
-	sweep     sweeper
+	nextHint atomic.Uint64 // spreads partitions over arena and wheel shards
+	sweep    sweeper
 	// countSlack: the broker's footprint counts the arena's slack (off with
 	// the charges, Config.payloadOnly).
 	countSlack bool
 	compact    compactor
-	reclaimMu sync.Mutex // one broker-wide reclaim pass at a time
+	reclaimMu  sync.Mutex // one broker-wide reclaim pass at a time
 
 	closed atomic.Bool
 	stop   chan struct{}
