@@ -222,3 +222,25 @@ func benchRefusedPushFullBroker(b *testing.B, n int) {
 		}
 	}
 }
+
+// BenchmarkCompactionWalk100kQueues is a compaction pass over 100,000 queues
+// of one message each, none of them in a sparse segment: the walk alone,
+// which a pass pays whenever the sparse segments are worth one
+// (docs/engine.md, "What the arena holds").
+func BenchmarkCompactionWalk100kQueues(b *testing.B) {
+	e := benchEngine(b)
+	ps := batchOf(1, 64)
+	const n = 100_000
+	for _, q := range nameList("q", n) {
+		e.Push("default", q, "", ps)
+	}
+	set := make([]uint64, 1) // no segment: nothing moves
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if moved := e.compactSet(set); moved != 0 {
+			b.Fatalf("moved %d bytes, want none", moved)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/queue")
+}
