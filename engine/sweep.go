@@ -88,9 +88,10 @@ func (s *sweeper) Fire(now int64) {
 // Sweep runs one idle collection pass at engine time now: it visits the
 // queues the due index holds for the ticks that have come (idle groups
 // forgotten, D4; idle implicit queues collected, D8), walks the tenants
-// under memory pressure for empty inboxes, and frees reclaimable messages
-// near the broker total (D3). The wheel calls it every SweepEvery; tests
-// may call it directly.
+// under memory pressure for empty inboxes, frees reclaimable messages near
+// the broker total (D3), and then has sparse arena segments compacted
+// (compact.go: woken, or inline with a manual clock). The wheel calls it
+// every SweepEvery; tests may call it directly.
 func (e *Engine) Sweep(now int64) {
 	brokerPressed := pressed(e.CellBytes(), e.cfg.MaxBytes)
 	e.tenants.Range(func(_ string, t *tenant) bool {
