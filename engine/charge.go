@@ -84,7 +84,7 @@ func (t *tenant) tryReserve(n, credit, headroom int64, tried reclaimScope) (recl
 		if e.reclaimableMsgs.Load() > 0 && tried&reclaimBroker == 0 {
 			return reclaimBroker, nil
 		}
-		e.kickCompaction() // the room may be slack that moving survivors gives back
+		e.refusedAtTotal() // the room may be slack that moving survivors gives back
 		return reclaimNone, ErrBrokerFull
 	}
 	return reclaimNone, nil

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/queenmq/ephemeral/arena"
+import (
+	"sync/atomic"
+
+	"github.com/queenmq/ephemeral/arena"
+)
 
 // Compaction: the budget bounds what the arena holds (docs/engine.md, "What
 // the arena holds").
@@ -23,9 +27,10 @@ import "github.com/queenmq/ephemeral/arena"
 // move freed: Message.Payload is valid only during Deliver, as for a free.
 //
 // It runs off the hot paths, on a goroutine of its own (compactLoop), woken
-// by the sweep (every SweepEvery, after the reclaim near the budget) and by
-// a push refused at the broker's total; with a manual clock the sweep runs
-// it inline. It takes a partition's lock for at most compactStep slots at a
+// by the sweep (every SweepEvery, after the reclaim near the budget) when
+// the sparse segments hold compactAt, and by a push refused at the broker's
+// total when they hold anything; with a manual clock the sweep runs it
+// inline. It takes a partition's lock for at most compactStep slots at a
 // time, so a pop or push of a partition holding many messages waits for a
 // step, not for the whole partition.
 
@@ -35,13 +40,27 @@ const compactStep = 4096
 
 type compactor struct {
 	kick chan struct{} // capacity 1: a wake-up is pending or not
-	done chan struct{} // closed when compactLoop returns
-	set  []uint64      // scratch: the sparse segments, reused (compactLoop or the manual sweep only)
+	// urgent: a refusal at the broker's total woke it, so any sparse
+	// segment is worth the walk, not only compactAt's worth.
+	urgent atomic.Bool
+	done   chan struct{} // closed when compactLoop returns
+	set    []uint64      // scratch: the sparse segments, reused (compactLoop or the manual sweep only)
+}
+
+// refusedAtTotal wakes the compactor for a push or creation refused at the
+// broker's total: the room may be slack that moving survivors gives back,
+// however little of it there is (one segment sealed with a byte live holds
+// less than a segment of slack, less than compactAt). It allocates nothing,
+// so a refused push stays free of allocations.
+func (e *Engine) refusedAtTotal() {
+	if !e.compact.urgent.Load() {
+		e.compact.urgent.Store(true)
+	}
+	e.kickCompaction()
 }
 
 // kickCompaction wakes the compactor without waiting (nothing with a manual
-// clock: the sweep compacts inline). It allocates nothing, so a refused push
-// stays free of allocations.
+// clock: the sweep compacts inline).
 func (e *Engine) kickCompaction() {
 	select {
 	case e.compact.kick <- struct{}{}:
@@ -56,15 +75,19 @@ func (e *Engine) compactLoop() {
 		case <-e.stop:
 			return
 		case <-e.compact.kick:
-			e.compactIfWorth()
+			least := e.compactAt()
+			if e.compact.urgent.Swap(false) {
+				least = 1
+			}
+			e.compactIfWorth(least)
 		}
 	}
 }
 
 // compactAt is the slack in sparse segments worth a walk of every
-// partition: a segment, or a sixty-fourth of the broker's total when that is
-// more (1 MiB of the reliability suite's 64 MiB, 4 MiB of the default
-// 256 MiB).
+// partition when nothing was refused: a segment, or a sixty-fourth of the
+// broker's total when that is more (1 MiB of the reliability suite's
+// 64 MiB, 4 MiB of the default 256 MiB).
 func (e *Engine) compactAt() int64 {
 	seg := int64(e.cfg.SegmentSize)
 	if seg <= 0 {
@@ -73,12 +96,12 @@ func (e *Engine) compactAt() int64 {
 	return max(seg, e.cfg.MaxBytes/64)
 }
 
-// compactIfWorth compacts when the sparse segments hold at least compactAt
-// of slack, and returns the payload bytes it moved.
-func (e *Engine) compactIfWorth() int64 {
+// compactIfWorth compacts when the sparse segments hold at least least
+// bytes of slack, and returns the payload bytes it moved.
+func (e *Engine) compactIfWorth(least int64) int64 {
 	set, slack := e.arena.Sparse(e.compact.set)
 	e.compact.set = set
-	if slack < e.compactAt() {
+	if slack < max(least, 1) {
 		return 0
 	}
 	return e.compactSet(set)

@@ -355,3 +355,56 @@ func TestRefusalWakesTheCompactor(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// docs/engine.md (what the arena holds): a refusal at the total has any
+// sparse segment compacted, however little slack it holds: here one
+// segment sealed with a single live byte, just under a segment of slack and
+// so under the sweep's threshold, is what fills the total. Without the
+// refusal's urgency the broker refused every push until more slack piled up,
+// and a full broker whose pushes are refused piles none up.
+func TestRefusalCompactsASingleSparseSegment(t *testing.T) {
+	const seg, total = 16 << 10, 1 << 20
+	e := New(Config{SegmentSize: seg, MaxBytes: total, SweepEvery: time.Hour})
+	t.Cleanup(e.Close)
+	// Partitions take the shards in turn: p0 and the last share one.
+	shards := e.arena.Shards()
+	parts := numbered("p", shards+1)
+	for _, p := range parts {
+		if _, err := e.Push("default", "q", p, batchOf(1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := parts[shards]
+	// 100-byte messages to the last partition until the shared segment is
+	// sealed by the last of them: it holds p0's byte and the last
+	// partition's messages, the new open segment one message.
+	for range (seg-2)/100 + 1 {
+		if _, err := e.Push("default", "q", last, batchOf(1, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := PopRequest{Tenant: "default", Queue: "q", Partition: last, Batch: 1000, AutoAck: true}
+	if n, _, err := e.Pop(&r, &discard{}); err != nil || n != (seg-2)/100+2 {
+		t.Fatalf("pop: %d, %v", n, err)
+	}
+	e.reclaimAll() // the consumed messages go: their segment is a segment of slack but a byte
+	if slack := e.arena.Slack(); slack != seg-1 {
+		t.Fatalf("slack %d, want %d: the test did not make the segment it means", slack, seg-1)
+	}
+	e.Charge(total - e.CellBytes()) // the total is reached
+	ps := batchOf(1, 100)
+	if _, err := e.Push("default", "new", "", ps); err != ErrBrokerFull {
+		t.Fatalf("push to a full broker: %v, want ErrBrokerFull", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := e.Push("default", "new", "", ps)
+		if err == nil {
+			break
+		}
+		if err != ErrBrokerFull || time.Now().After(deadline) {
+			t.Fatalf("push: %v 10 s after the refusal (slack %d)", err, e.arena.Slack())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

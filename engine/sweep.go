@@ -111,7 +111,7 @@ func (e *Engine) Sweep(now int64) {
 	}
 	// After the reclaim: what it freed beside messages that stay is slack.
 	if e.manual != nil {
-		e.compactIfWorth()
+		e.compactIfWorth(e.compactAt())
 	} else {
 		e.kickCompaction()
 	}
