@@ -200,24 +200,19 @@ func (a *Arena) SetMaxFree(n int) {
 // n bytes. When the shard's open segment has no room it is sealed and another
 // is opened, from the free pool if possible.
 func (a *Arena) Alloc(hint uint64, n int) (Handle, []byte) {
-	if n < 1 || int64(n) > math.MaxUint32 {
-		panic(fmt.Sprintf("arena: Alloc of %d bytes", n))
-	}
-	return a.alloc(uint32(hint&a.mask), n)
+	return a.alloc(uint32(hint&a.mask), n) // small enough to inline: one call on the push path
 }
 
 // AllocMoved is Alloc for bytes moved out of a sparse segment (Sparse) so
 // that it empties: they come from a shard of their own, past every hint, so
 // the survivors of many sparse segments fill few segments together instead
 // of mixing again with new payloads.
-func (a *Arena) AllocMoved(n int) (Handle, []byte) {
-	if n < 1 || int64(n) > math.MaxUint32 {
-		panic(fmt.Sprintf("arena: AllocMoved of %d bytes", n))
-	}
-	return a.alloc(a.moved, n)
-}
+func (a *Arena) AllocMoved(n int) (Handle, []byte) { return a.alloc(a.moved, n) }
 
 func (a *Arena) alloc(si uint32, n int) (Handle, []byte) {
+	if n < 1 || int64(n) > math.MaxUint32 {
+		panic(fmt.Sprintf("arena: Alloc of %d bytes", n))
+	}
 	if n > a.segSize {
 		return a.allocDedicated(si, n)
 	}
