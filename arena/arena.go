@@ -7,6 +7,12 @@
 // segment under that shard's mutex; shards keep pushes to different
 // partitions from contending (rule P4). Reads and frees are lock-free.
 //
+// Partitions share segments, so a few live payloads can keep a whole
+// segment: the arena counts those free bytes (Slack) for its caller's
+// budget, names the sealed segments at most half live (Sparse), and gives
+// the survivors moved out of them a shard of their own (AllocMoved), so the
+// caller can empty them (docs/engine.md, "What the arena holds").
+//
 // Invariants:
 //
 //   - seg.refs is the number of live (allocated, not freed) bytes of seg,
@@ -28,6 +34,15 @@
 //     frees always meet the same counter.
 //   - Footprint counts the bytes of every segment in the table (open,
 //     sealed-but-live, pooled); the pool keeps at most maxFree segments.
+//   - Slack, the bytes of sealed segments that hold no live payload, is
+//     counted in two parts so that no counter is shared by every Free:
+//     sealSlack holds size - sealedLive of every sealed segment in the
+//     table and not pooled (written when a segment is sealed or recycled),
+//     and each Free returns what it changed of the rest (+Len in a sealed
+//     segment, Len - sealedLive for the Free that empties it), for its
+//     caller to count. The two add up to the slack exactly (Slack scans it).
+//     sealedLive is written before the seal's compare-and-swap makes the
+//     segment sealed, so the Free that empties it reads it.
 //
 // Bytes handed out by Alloc are not zeroed: a recycled segment still holds
 // old payloads, and the caller overwrites all n bytes.
@@ -86,11 +101,12 @@ type segment struct {
 }
 
 type segmentFields struct {
-	buf       []byte
-	refs      atomic.Int64 // live bytes, + openBias while open
-	idx       uint32       // slot in the table; stable while in the table
-	shard     uint32       // whose held counter its bytes count in; set before it hands out a byte
-	dedicated bool         // exactly one oversized allocation; dropped, never pooled
+	buf        []byte
+	refs       atomic.Int64 // live bytes, + openBias while open
+	sealedLive atomic.Int64 // live bytes when it was sealed (all of them for a dedicated one)
+	idx        uint32       // slot in the table; stable while in the table
+	shard      uint32       // whose held counter its bytes count in; set before it hands out a byte
+	dedicated  bool         // exactly one oversized allocation; dropped, never pooled
 }
 
 // shard is one allocation stream: its open segment, the bump offset in it,
@@ -113,11 +129,13 @@ type Arena struct {
 	table   atomic.Pointer[[]*segment] // len(*table) == capacity; unused slots are nil
 	segSize int
 	mask    uint64
-	shards  []shard
+	shards  []shard // the hinted ones, then moved's
+	moved   uint32  // the shard AllocMoved allocates in, past every hint
 	_       [pad]byte
 
 	footprint atomic.Int64
 	nseg      atomic.Int64
+	sealSlack atomic.Int64 // size - sealedLive of the sealed segments in use
 
 	mu      sync.Mutex // guards everything below and writes to table slots
 	used    int        // slots [0, used) have been handed out at least once
@@ -149,7 +167,8 @@ func New(segmentSize, shards int) *Arena {
 	a := &Arena{
 		segSize: segmentSize,
 		mask:    uint64(shards - 1),
-		shards:  make([]shard, shards),
+		shards:  make([]shard, shards+1),
+		moved:   uint32(shards),
 		pool:    make([]*segment, 0, DefaultMaxFree),
 		maxFree: DefaultMaxFree,
 	}
@@ -181,10 +200,19 @@ func (a *Arena) SetMaxFree(n int) {
 // n bytes. When the shard's open segment has no room it is sealed and another
 // is opened, from the free pool if possible.
 func (a *Arena) Alloc(hint uint64, n int) (Handle, []byte) {
+	return a.alloc(uint32(hint&a.mask), n) // small enough to inline: one call on the push path
+}
+
+// AllocMoved is Alloc for bytes moved out of a sparse segment (Sparse) so
+// that it empties: they come from a shard of their own, past every hint, so
+// the survivors of many sparse segments fill few segments together instead
+// of mixing again with new payloads.
+func (a *Arena) AllocMoved(n int) (Handle, []byte) { return a.alloc(a.moved, n) }
+
+func (a *Arena) alloc(si uint32, n int) (Handle, []byte) {
 	if n < 1 || int64(n) > math.MaxUint32 {
 		panic(fmt.Sprintf("arena: Alloc of %d bytes", n))
 	}
-	si := uint32(hint & a.mask)
 	if n > a.segSize {
 		return a.allocDedicated(si, n)
 	}
@@ -193,7 +221,7 @@ func (a *Arena) Alloc(hint uint64, n int) (Handle, []byte) {
 	seg := s.seg
 	if seg == nil || len(seg.buf)-s.off < n {
 		if seg != nil {
-			a.release(seg, openBias) // seal
+			a.seal(seg)
 		}
 		seg = a.open()
 		seg.shard = si
@@ -223,15 +251,54 @@ func (a *Arena) Bytes(h Handle) []byte {
 // Free releases h's bytes. Handles made by Sub from one Alloc are freed one by
 // one; a segment is recycled once every byte allocated from it has been freed
 // and it is sealed. Freeing a handle twice corrupts the accounting.
-func (a *Arena) Free(h Handle) {
+//
+// It returns by how much the free changed the slack beyond SealSlack (see
+// Slack): Len when h was in a sealed segment that still holds live bytes
+// (they stay allocated, but hold nothing), 0 in an open one, and
+// Len - sealedLive when it emptied its segment. A caller that counts the
+// slack adds it up; others ignore it.
+func (a *Arena) Free(h Handle) int64 {
 	if h.Len == 0 {
-		return
+		return 0
 	}
 	seg := (*a.table.Load())[h.Seg]
-	// seg.shard is read before release: once refs reaches zero the segment
-	// may be reopened by another shard.
-	a.shards[seg.shard].held.Add(-int64(h.Len))
-	a.release(seg, int64(h.Len))
+	// seg.shard is read before refs moves: once refs reaches zero the
+	// segment may be reopened by another shard.
+	d := int64(h.Len)
+	a.shards[seg.shard].held.Add(-d)
+	r := seg.refs.Add(-d)
+	switch {
+	case r >= openBias/2:
+		return 0 // open
+	case r > 0:
+		return d
+	case r < 0:
+		panic("arena: segment freed more than allocated (double Free?)")
+	}
+	live := seg.sealedLive.Load()
+	a.sealSlack.Add(live - int64(len(seg.buf)))
+	a.recycle(seg)
+	return d - live
+}
+
+// seal ends seg's time as a shard's open segment: the open bias goes, and
+// what it does not hold live becomes slack. sealedLive is written before the
+// compare-and-swap that makes the segment sealed, so a Free that empties it
+// afterwards reads it; a Free racing the swap makes it try again.
+func (a *Arena) seal(seg *segment) {
+	for {
+		v := seg.refs.Load()
+		live := v - openBias
+		seg.sealedLive.Store(live)
+		if seg.refs.CompareAndSwap(v, live) {
+			if live == 0 {
+				a.recycle(seg) // no slack: it held nothing
+			} else {
+				a.sealSlack.Add(int64(len(seg.buf)) - live)
+			}
+			return
+		}
+	}
 }
 
 // Held is the exact number of payload bytes allocated and not yet freed. This
@@ -253,16 +320,8 @@ func (a *Arena) Footprint() int64 { return a.footprint.Load() }
 // and pooled: the segments Footprint counts).
 func (a *Arena) Segments() int { return int(a.nseg.Load()) }
 
-// release subtracts d from seg.refs and recycles seg if that was the last
-// reference (live bytes, or the open bias of a seal).
-func (a *Arena) release(seg *segment, d int64) {
-	r := seg.refs.Add(-d)
-	if r > 0 {
-		return
-	}
-	if r < 0 {
-		panic("arena: segment freed more than allocated (double Free?)")
-	}
+// recycle pools or drops seg, which holds no live byte any more.
+func (a *Arena) recycle(seg *segment) {
 	a.mu.Lock()
 	if !seg.dedicated && len(a.pool) < a.maxFree {
 		a.pool = append(a.pool, seg)
@@ -290,6 +349,7 @@ func (a *Arena) open() *segment {
 func (a *Arena) allocDedicated(si uint32, n int) (Handle, []byte) {
 	seg := a.newSegment(n, true)
 	seg.shard = si
+	seg.sealedLive.Store(int64(n)) // sealed from birth, full: no slack
 	seg.refs.Store(int64(n))
 	a.shards[si].held.Add(int64(n))
 	return Handle{Seg: seg.idx, Len: uint32(n)}, seg.buf[:n:n]
@@ -343,6 +403,10 @@ func (a *Arena) popPool() *segment {
 	return seg
 }
 
+// Shards is the number of hinted allocation shards (AllocMoved's comes on
+// top): each may hold an open segment.
+func (a *Arena) Shards() int { return int(a.moved) }
+
 // Pooled returns the number of recycled segments waiting in the free pool.
 func (a *Arena) Pooled() int {
 	a.mu.Lock()
@@ -366,4 +430,65 @@ func (a *Arena) TrimIdle() int64 {
 	}
 	a.poolLow = len(a.pool)
 	return released
+}
+
+// SealSlack is the part of the slack that seals and recycles count (see
+// Slack): the free bytes of every sealed segment when it was sealed. Its
+// counter is written once per segment, so reading it on every push costs
+// no contention.
+func (a *Arena) SealSlack() int64 { return a.sealSlack.Load() }
+
+// Slack is the bytes of the sealed segments in use (not pooled) that hold
+// no live payload: what the arena holds beyond Held, open segments apart.
+// It scans the table under the arena's mutex; it is what SealSlack plus the
+// sum of Free's returns counts, when no Free or Alloc is in flight.
+func (a *Arena) Slack() int64 {
+	_, slack := a.scan(nil, false, 1)
+	return slack
+}
+
+// Sparse returns, as a bit set by segment index (bit i%64 of word i/64,
+// reusing set's array), the sealed segments in use whose live bytes are at
+// most half their size, and the slack they hold: the segments worth emptying
+// by moving their survivors (AllocMoved), at most half a segment copied for
+// every segment freed. A segment may be recycled, even reopened, after the
+// scan: moving a message it did not mean is a copy for nothing, never a
+// mistake.
+func (a *Arena) Sparse(set []uint64) ([]uint64, int64) {
+	return a.scan(set, true, 2)
+}
+
+// InSet reports whether segment seg is in set (Sparse).
+func InSet(set []uint64, seg uint32) bool {
+	i := int(seg / 64)
+	return i < len(set) && set[i]&(1<<(seg%64)) != 0
+}
+
+// scan sums size - live over the sealed segments in use whose live bytes
+// are at most 1/div of their size, marking them in set when mark is set.
+func (a *Arena) scan(set []uint64, mark bool, div int64) ([]uint64, int64) {
+	a.mu.Lock() // table slots are written under it
+	defer a.mu.Unlock()
+	tab := *a.table.Load()
+	if mark {
+		set = set[:0]
+		for range (a.used + 63) / 64 {
+			set = append(set, 0)
+		}
+	}
+	var slack int64
+	for i, seg := range tab[:a.used] {
+		if seg == nil {
+			continue
+		}
+		live, size := seg.refs.Load(), int64(len(seg.buf))
+		if live <= 0 || live >= openBias/2 || live*div > size {
+			continue // pooled, open, or dense
+		}
+		slack += size - live
+		if mark {
+			set[i/64] |= 1 << (i % 64)
+		}
+	}
+	return set, slack
 }

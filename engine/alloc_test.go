@@ -79,3 +79,64 @@ func TestParkedPopCostsOneAllocation(t *testing.T) {
 		t.Fatalf("a parked round trip allocates %.1f times", allocs)
 	}
 }
+
+// A refused push allocates nothing (issue 24): admission of the whole push
+// comes before a queue or partition is built (docs/engine.md, "A refused
+// push changes nothing"), so a flood of refusals does not churn the heap.
+// Each case refuses a push to a queue, or a partition, that does not exist:
+// the queue's own bound, the tenant's queue and byte allowances, and the
+// broker's total, with and without reclaimable messages to free first (D3).
+func TestRefusedPushIsAllocationFree(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxBytes = 1 << 20 })
+	ps := batchOf(10, 64)
+	must(t, h.e.Configure("default", "bounded", OptionSet{Has: HasMaxLength, Options: Options{MaxLength: 5}}))
+	h.e.SetTenantLimits("counted", 0, 1)
+	h.e.Push("counted", "only", "", ps)
+	h.e.Push("small", "kept", "", batchOf(1, 2048))
+	h.e.SetTenantLimits("small", tenantFootprint(h.e, "small"), 0) // spent
+	// The broker's total, spent by one queue, one of whose messages was
+	// consumed: reclaimable, freed before the refusal (D3), and still not
+	// room enough.
+	h.e.Push("default", "full", "", batchOf(1, 64))
+	c := &idCollector{e: h.e}
+	r := PopRequest{Tenant: "default", Queue: "full", Batch: 1}
+	consume := func() {
+		h.e.Push("default", "full", "", batchOf(1, 64))
+		c.buf, c.items = c.buf[:0], c.items[:0]
+		h.e.Pop(&r, c)
+		h.e.Ack("default", "full", "", c.items, nil)
+	}
+	consume()
+	h.e.cfg.MaxBytes = h.e.CellBytes() // no new queue fits
+	for _, c := range []struct {
+		name                     string
+		tenant, queue, partition string
+		before                   func()
+		want                     error
+	}{
+		{"queue_full, new partition", "default", "bounded", "new", nil, ErrQueueFull},
+		{"queue allowance, new queue", "counted", "new", "", nil, ErrTenantQueues},
+		{"byte allowance, new queue", "small", "new", "", nil, ErrTenantBytes},
+		{"byte allowance, new partition", "small", "kept", "new", nil, ErrTenantBytes},
+		{"broker total, new queue", "default", "new", "", nil, ErrBrokerFull},
+		{"broker total, new partition", "default", "full", "new", nil, ErrBrokerFull},
+		{"broker total after a reclaim", "default", "new", "", consume, ErrBrokerFull},
+	} {
+		push := func() {
+			if c.before != nil {
+				c.before()
+			}
+			if _, err := h.e.Push(c.tenant, c.queue, c.partition, ps); err != c.want {
+				t.Fatalf("%s: %v, want %v", c.name, err, c.want)
+			}
+		}
+		push()
+		var before float64
+		if c.before != nil {
+			before = testing.AllocsPerRun(20, c.before)
+		}
+		if allocs := testing.AllocsPerRun(20, push) - before; allocs > 0 {
+			t.Errorf("%s: a refused push allocates %.1f times", c.name, allocs)
+		}
+	}
+}

@@ -233,3 +233,42 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
 }
+
+// BenchmarkRefusedPush is a push of 10 messages refused by each budget in
+// D7 order, to a queue or partition that does not exist (issue 24: 960 B in
+// 8 objects each, before admission came before building them). It fails
+// when a refusal allocates: a flood of refusals must not churn the heap.
+func BenchmarkRefusedPush(b *testing.B) {
+	for _, c := range []struct {
+		name, tenant, queue, partition string
+		want                           error
+	}{
+		{"queue_full", "default", "bounded", "new", ErrQueueFull},
+		{"tenant_bytes", "small", "new", "", ErrTenantBytes},
+		{"broker_total", "default", "new", "", ErrBrokerFull},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e := benchEngine(b)
+			if err := e.Configure("default", "bounded", OptionSet{Has: HasMaxLength, Options: Options{MaxLength: 5}}); err != nil {
+				b.Fatal(err)
+			}
+			e.SetTenantLimits("small", 1, 0)
+			e.cfg.MaxBytes = e.CellBytes()
+			ps := batchOf(10, 64)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := e.Push(c.tenant, c.queue, c.partition, ps); err != c.want {
+					b.Fatalf("push: %v, want %v", err, c.want)
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			if n := after.Mallocs - before.Mallocs; n >= uint64(b.N) {
+				b.Fatalf("%d refused pushes allocated %d times", b.N, n)
+			}
+		})
+	}
+}

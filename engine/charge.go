@@ -78,12 +78,13 @@ func (t *tenant) tryReserve(n, credit, headroom int64, tried reclaimScope) (recl
 		}
 		return reclaimNone, ErrTenantBytes
 	}
-	if eb := e.footprint.Add(n); grows && eb+headroom-credit > e.cfg.MaxBytes {
+	if eb := e.footprint.Add(n); grows && eb+e.sealSlack()+headroom-credit > e.cfg.MaxBytes {
 		e.footprint.Add(-n)
 		t.footprint.Add(-n)
 		if e.reclaimableMsgs.Load() > 0 && tried&reclaimBroker == 0 {
 			return reclaimBroker, nil
 		}
+		e.refusedAtTotal() // the room may be slack that moving survivors gives back
 		return reclaimNone, ErrBrokerFull
 	}
 	return reclaimNone, nil
@@ -130,6 +131,28 @@ func (q *Queue) accountReclaimable(n int64) {
 		q.reclaimableMsgs.Add(n)
 		q.t.reclaimableMsgs.Add(n)
 		q.e.reclaimableMsgs.Add(n)
+	}
+}
+
+// accountFreed is accountBytes(-bytes, -reclaimable) for bytes freed, with
+// the change in the arena's slack those frees made (arena.Free), which the
+// broker's footprint counts and no tenant's: one write of the broker's
+// footprint for both.
+func (q *Queue) accountFreed(bytes, reclaimable, slack int64) {
+	if !q.e.countSlack {
+		slack = 0
+	}
+	if bytes != 0 {
+		q.bytes.Add(-bytes)
+		q.t.footprint.Add(-bytes)
+	}
+	if slack != bytes {
+		q.e.footprint.Add(slack - bytes)
+	}
+	if reclaimable != 0 {
+		q.reclaimableBytes.Add(-reclaimable)
+		q.t.reclaimableBytes.Add(-reclaimable)
+		q.e.reclaimableBytes.Add(-reclaimable)
 	}
 }
 

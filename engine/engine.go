@@ -45,9 +45,13 @@ type Engine struct {
 	// "Ownership moves"). It stays 0 in a broker that never lost a queue.
 	moveFloor atomic.Uint64
 
-	nextHint  atomic.Uint64 // spreads partitions over arena and wheel shards
-	sweep     sweeper
-	reclaimMu sync.Mutex // one broker-wide reclaim pass at a time
+	nextHint atomic.Uint64 // spreads partitions over arena and wheel shards
+	sweep    sweeper
+	// countSlack: the broker's footprint counts the arena's slack (off with
+	// the charges, Config.payloadOnly).
+	countSlack bool
+	compact    compactor
+	reclaimMu  sync.Mutex // one broker-wide reclaim pass at a time
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -70,9 +74,12 @@ func New(cfg Config) *Engine {
 		e.inc = newIncarnation()
 	}
 	e.charge = measuredCharges
+	e.countSlack = !cfg.payloadOnly
 	if cfg.payloadOnly {
 		e.charge = charges{}
 	}
+	e.compact.kick = make(chan struct{}, 1)
+	e.compact.done = make(chan struct{})
 	e.incHex = fmt.Sprintf("%x", e.inc)
 	e.idPrefix = "e:" + e.incHex + ":"
 	e.now.Store(e.readClock())
@@ -86,8 +93,10 @@ func New(cfg Config) *Engine {
 	e.wheels.Shard(0).Schedule(&e.sweep.timer, e.now.Load()+int64(cfg.SweepEvery), &e.sweep)
 	if e.manual == nil {
 		go e.run()
+		go e.compactLoop()
 	} else {
 		close(e.done)
+		close(e.compact.done)
 	}
 	return e
 }
@@ -129,9 +138,20 @@ func (e *Engine) Incarnation() string { return e.incHex }
 
 // CellBytes is the broker's whole ephemeral footprint: payload bytes held,
 // every tenant included, plus the charge of every queue, partition, group,
-// cursor and parked pop, plus what Charge took (docs/engine.md, "What the
-// budgets count"). It is what QUEEN_EPHEMERAL_MAX_BYTES bounds.
-func (e *Engine) CellBytes() int64 { return e.footprint.Load() }
+// cursor and parked pop, plus what Charge took, plus the arena's slack, the
+// free bytes of the segments that live messages keep (docs/engine.md, "What
+// the budgets count"). It is what QUEEN_EPHEMERAL_MAX_BYTES bounds.
+func (e *Engine) CellBytes() int64 { return e.footprint.Load() + e.sealSlack() }
+
+// sealSlack is the part of the arena's slack that the footprint does not
+// hold (arena.SealSlack; the frees' part is in the footprint), 0 when the
+// slack is not counted.
+func (e *Engine) sealSlack() int64 {
+	if !e.countSlack {
+		return 0
+	}
+	return e.arena.SealSlack()
+}
 
 // Drops is the number of messages dropped for cause since start.
 func (e *Engine) Drops(c Cause) int64 { return e.drops[c].Load() }
@@ -146,6 +166,7 @@ func (e *Engine) Close() {
 		close(e.stop)
 	}
 	<-e.done
+	<-e.compact.done
 	e.ReleaseWaiters()
 }
 

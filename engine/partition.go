@@ -62,9 +62,11 @@ func (p *partition) payload(s *slot) []byte { return p.q.e.arena.Bytes(s.h) }
 
 // ringSize is the ring's size once it has room for n more slots: the size it
 // has when they fit, else the first power of two (2 at least) that holds them.
-func (p *partition) ringSize(n int) int {
-	need := p.held() + uint64(n)
-	size := len(p.ring)
+func (p *partition) ringSize(n int) int { return ringSizeFor(len(p.ring), p.held()+uint64(n)) }
+
+// ringSizeFor is the size a ring of size slots has once it holds need: size
+// when they fit, else the first power of two (2 at least) that holds them.
+func ringSizeFor(size int, need uint64) int {
 	if need > uint64(size) {
 		size = max(size, 2)
 		for uint64(size) < need {
@@ -139,10 +141,10 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	}
 	p.ensureCursors() // so a group that never read here counts its skips
 	e := p.q.e
-	var bytes, rbytes, rcount int64
+	var bytes, rbytes, rcount, slack int64
 	for i := uint64(0); i < k; i++ {
 		s := p.slotOf(p.head)
-		e.arena.Free(s.h) // an empty payload's zero-length handle is ignored
+		slack += e.arena.Free(s.h) // an empty payload's zero-length handle is ignored
 		n := int64(s.h.Len)
 		bytes += n
 		if p.head < p.reclaim {
@@ -162,7 +164,7 @@ func (p *partition) freeHead(k uint64, cause Cause) (dropped uint64) {
 	q := p.q
 	q.length.Add(-int64(k))
 	q.accountReclaimable(-rcount)
-	q.accountBytes(-bytes, -rbytes)
+	q.accountFreed(bytes, rbytes, slack)
 	if cause != causeNone {
 		q.countDrops(cause, int64(dropped))
 	}

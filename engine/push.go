@@ -38,6 +38,20 @@ func (e *Engine) PushBy(by Origin, tenant, queue, partition string, payloads [][
 	var tried reclaimScope
 	for {
 		tgt := e.pushTarget(tenant, queue, partition)
+		if tgt.p == nil {
+			// The queue or the partition does not exist: admit the push
+			// before building them, so a refused push allocates nothing.
+			scope, err := tgt.admit(queue, partition, payloads, nb, largest, tried)
+			if err != nil {
+				return 0, err
+			}
+			if scope != reclaimNone {
+				tried |= scope
+				e.reclaimIn(scope, tgt.q, tgt.t)
+				continue
+			}
+			tgt.build(queue, partition)
+		}
 		p := tgt.p
 		p.mu.Lock()
 		if tgt.q.dead.Load() {
@@ -61,7 +75,7 @@ func (e *Engine) PushBy(by Origin, tenant, queue, partition string, payloads [][
 		// Reclaimable bytes elsewhere could make the room: free them with no
 		// partition lock held, then try once more.
 		tried |= scope
-		e.reclaimIn(scope, tgt.q, tgt.q.t)
+		e.reclaimIn(scope, tgt.q, tgt.t)
 	}
 }
 
@@ -79,30 +93,97 @@ const (
 )
 
 // pushTarget is the queue and partition a push goes to. Either may be fresh:
-// made for this push and seen by nobody yet. A fresh object is published
-// only once the push is admitted, so a refused push leaves no queue and no
-// partition behind (docs/engine.md, "A refused push changes nothing").
+// made for this push and seen by nobody yet. A fresh object is built only
+// once admit has admitted the push, and published only once partition.push
+// admits it again with its bounds reserved, so a refused push allocates
+// nothing and leaves no queue and no partition behind (docs/engine.md, "A
+// refused push changes nothing").
 type pushTarget struct {
-	q          *Queue
-	p          *partition
+	t          *tenant
+	q          *Queue     // nil until built when the queue does not exist
+	p          *partition // nil until built when the partition does not exist
 	freshQueue bool
 	freshPart  bool
 }
 
 func (t *pushTarget) fresh() bool { return t.freshPart }
 
-// pushTarget finds the queue and partition, or makes fresh ones.
+// pushTarget finds the queue and partition; what does not exist is left nil
+// for admit to weigh and build to make.
 func (e *Engine) pushTarget(tenant, queue, partition string) pushTarget {
 	q := e.lookup(tenant, queue)
 	if q == nil {
-		q = newQueue(e, e.tenant(tenant), strings.Clone(queue))
-		p := newPartition(q, strings.Clone(partition))
-		return pushTarget{q: q, p: p, freshQueue: true, freshPart: true}
+		return pushTarget{t: e.tenant(tenant)}
 	}
-	if p := q.findPartition(partition); p != nil {
-		return pushTarget{q: q, p: p}
+	return pushTarget{t: q.t, q: q, p: q.findPartition(partition)}
+}
+
+// build makes the fresh queue (when there is none) and partition of an
+// admitted push.
+func (t *pushTarget) build(queue, partition string) {
+	if t.q == nil {
+		t.q = newQueue(t.t.e, t.t, strings.Clone(queue))
+		t.freshQueue = true
 	}
-	return pushTarget{q: q, p: newPartition(q, strings.Clone(partition)), freshPart: true}
+	t.p = newPartition(t.q, strings.Clone(partition))
+	t.freshPart = true
+}
+
+// admit asks, before a fresh queue or partition is built, what
+// partition.push asks of a push that creates them, in the same order (D7):
+// a message that can never fit, the queue's bounds (a fresh partition holds
+// nothing to drop, so under dropOldest only the push's own oldest messages
+// make room), the tenant's queue allowance, then its byte allowance and the
+// broker's total on the payload, the charges of the objects and the ring the
+// push would create. It reserves nothing: partition.push reserves for good
+// once the objects exist (a push that loses a race to the last room there is
+// refused after building them, and publishes nothing). Like partition.push,
+// it returns the scope to reclaim in when reclaimable messages could make
+// the room (D3).
+func (t *pushTarget) admit(queue, partition string, payloads [][]byte, nb, largest int64, tried reclaimScope) (reclaimScope, error) {
+	e := t.t.e
+	opts := e.defaultOpts // what newQueue gives an implicit queue
+	var length, bytes int64
+	if t.q != nil {
+		opts = t.q.options()
+		length, bytes = t.q.length.Load(), t.q.bytes.Load()
+	}
+	if err := neverFits(queue, opts, largest); err != nil {
+		return reclaimNone, err
+	}
+	n := int64(len(payloads))
+	var overN, overB int64
+	if n > 0 {
+		overN = length + n - opts.MaxLength
+		overB = bytes + nb - opts.MaxBytes
+	}
+	if overN > 0 || overB > 0 {
+		if t.q != nil && t.q.reclaimableMsgs.Load() > 0 && tried&reclaimQueue == 0 {
+			return reclaimQueue, nil
+		}
+		if opts.Policy == PolicyReject {
+			return reclaimNone, ErrQueueFull
+		}
+	}
+	var dropNewB int64 // the push's own oldest messages dropOldest drops
+	for i := 0; i < len(payloads) && (overN > 0 || overB > 0); i++ {
+		l := int64(len(payloads[i]))
+		overN, overB = overN-1, overB-l
+		dropNewB += l
+	}
+	objects := e.charge.ofPartition(partition)
+	if t.q == nil {
+		if t.t.atQueueAllowance(false) {
+			return reclaimNone, ErrTenantQueues
+		}
+		objects += e.charge.ofQueue(queue)
+	}
+	ring := int64(ringSizeFor(0, uint64(len(payloads)))) * e.charge.slot
+	scope, err := t.t.tryReserve(nb+objects, dropNewB, ring, tried)
+	if scope == reclaimNone && err == nil {
+		t.t.force(-(nb + objects)) // admitted: partition.push reserves for good
+	}
+	return scope, err
 }
 
 // charge is the footprint the fresh objects add.

@@ -58,7 +58,7 @@ func (s *sweeper) returnMemory(now int64) {
 	}
 	s.lastTrim = now
 	s.unreturned += s.e.arena.TrimIdle()
-	fp := s.e.footprint.Load()
+	fp := s.e.CellBytes()
 	s.peak = max(s.peak, fp)
 	fell := s.peak - fp
 	if now-s.lastReturn < returnEvery {
@@ -73,7 +73,7 @@ func (s *sweeper) returnMemory(now int64) {
 // nearBudget is the share of QUEEN_EPHEMERAL_MAX_BYTES above which the
 // sweeper frees reclaimable messages ahead of need (7/8).
 func (e *Engine) nearBudget() bool {
-	return e.footprint.Load() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
+	return e.CellBytes() > e.cfg.MaxBytes-e.cfg.MaxBytes/8
 }
 
 func (s *sweeper) Fire(now int64) {
@@ -88,11 +88,12 @@ func (s *sweeper) Fire(now int64) {
 // Sweep runs one idle collection pass at engine time now: it visits the
 // queues the due index holds for the ticks that have come (idle groups
 // forgotten, D4; idle implicit queues collected, D8), walks the tenants
-// under memory pressure for empty inboxes, and frees reclaimable messages
-// near the broker total (D3). The wheel calls it every SweepEvery; tests
-// may call it directly.
+// under memory pressure for empty inboxes, frees reclaimable messages near
+// the broker total (D3), and then has sparse arena segments compacted
+// (compact.go: woken, or inline with a manual clock). The wheel calls it
+// every SweepEvery; tests may call it directly.
 func (e *Engine) Sweep(now int64) {
-	brokerPressed := pressed(e.footprint.Load(), e.cfg.MaxBytes)
+	brokerPressed := pressed(e.CellBytes(), e.cfg.MaxBytes)
 	e.tenants.Range(func(_ string, t *tenant) bool {
 		if brokerPressed || pressed(t.footprint.Load(), t.maxBytes.Load()) {
 			t.collectSpare(now)
@@ -107,6 +108,12 @@ func (e *Engine) Sweep(now int64) {
 	}
 	if e.nearBudget() && e.reclaimableMsgs.Load() > 0 {
 		e.reclaimAll()
+	}
+	// After the reclaim: what it freed beside messages that stay is slack.
+	if e.manual != nil {
+		e.compactIfWorth(e.compactAt())
+	} else {
+		e.kickCompaction()
 	}
 	s.returnMemory(now)
 }
