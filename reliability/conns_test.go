@@ -28,43 +28,10 @@ func TestSlowloris(t *testing.T) {
 	defer cancel()
 	cs := newCodes()
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var worst time.Duration
-	for range n {
-		conn, err := net.Dial("tcp", c.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		start := time.Now()
-		done := make(chan struct{})
-		wg.Go(func() {
-			defer close(done)
-			took := waitClosed(ctx, conn, cs, start)
-			mu.Lock()
-			worst = max(worst, took)
-			mu.Unlock()
-		})
-		wg.Go(func() {
-			head := "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-			for i := 0; ; i++ {
-				b := []byte{'x'}
-				if i < len(head) {
-					b = []byte{head[i]}
-				}
-				if _, err := conn.Write(b); err != nil {
-					return
-				}
-				select {
-				case <-done:
-					return
-				case <-time.After(time.Second):
-				}
-			}
-		})
-	}
+	worstClose := startSlowHeads(ctx, t, &wg, c.addr, n, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", time.Second, cs)
 	wg.Wait()
 	c.endLoad()
+	worst := worstClose()
 	c.f.Extra["conns"] = float64(n)
 	c.f.Extra["worstCloseS"] = worst.Seconds()
 	// A head that never completes is closed, or answered 400 (the only

@@ -3,17 +3,12 @@
 package reliability
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,104 +123,19 @@ func TestGatewayUploads(t *testing.T) {
 	uploads, heads := newCodes(), newCodes()
 	var wg sync.WaitGroup
 	const size = 60 << 20
-	var sentAtAnswer [4]atomic.Int64
-	for i := range 4 {
-		conn, err := net.Dial("tcp", c.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		var sent atomic.Int64
-		answered := make(chan struct{})
-		wg.Go(func() { // the answer, whenever it comes
-			defer close(answered)
-			_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			sentAtAnswer[i].Store(sent.Load())
-			if err != nil {
-				uploads.addKey("no answer")
-				return
-			}
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			uploads.add(resp.StatusCode, b)
-		})
-		wg.Go(func() { // the body, 64 KiB at a time until answered
-			head := request("POST", "/api/v1/ephemeral/push", nil, "Content-Type: application/json", "Content-Length: "+strconv.Itoa(size))
-			if _, err := conn.Write(head); err != nil {
-				return
-			}
-			chunk := make([]byte, 64<<10)
-			for n := 0; n < size; n += len(chunk) {
-				select {
-				case <-answered:
-					return
-				case <-ctx.Done():
-					return
-				default:
-				}
-				_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				w, err := conn.Write(chunk)
-				sent.Add(int64(w))
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
+	sentAtAnswer := startUploads(ctx, t, &wg, c.addr, 4, size, uploads)
 	nHeads := scaledN(200, 50)
-	var mu sync.Mutex
-	var worst time.Duration
-	for range nHeads {
-		conn, err := net.Dial("tcp", c.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		start := time.Now()
-		done := make(chan struct{})
-		wg.Go(func() {
-			defer close(done)
-			took := waitClosed(ctx, conn, heads, start)
-			mu.Lock()
-			worst = max(worst, took)
-			mu.Unlock()
-		})
-		wg.Go(func() {
-			head := "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-			for i := 0; ; i++ {
-				b := []byte{'x'}
-				if i < len(head) {
-					b = []byte{head[i]}
-				}
-				if _, err := conn.Write(b); err != nil {
-					return
-				}
-				select {
-				case <-done:
-					return
-				case <-time.After(8 * time.Second):
-				}
-			}
-		})
-	}
+	worstClose := startSlowHeads(ctx, t, &wg, c.addr, nHeads, "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", 8*time.Second, heads)
 	wg.Wait()
 	cpu := c.b.CPU(t) - cpu0
 	c.endLoad()
+	worst := worstClose()
 	c.f.Extra["gatewayCPUs"] = cpu.Seconds()
 	c.f.Extra["slowHeads"] = float64(nHeads)
 	c.f.Extra["worstHeadCloseS"] = worst.Seconds()
 	c.checkCodes("upload ", uploads, "401 unauthorized")
 	c.checkCodes("slow head ", heads, "closed", "400 ephemeral_bad_request")
-	for i := range sentAtAnswer {
-		s := sentAtAnswer[i].Load()
-		c.f.Extra[fmt.Sprintf("conn%dMiBSentAtAnswer", i)] = mib(s)
-		// Loopback socket buffers hold a few MiB: more than 16 MiB sent
-		// before the answer means the body was read, not refused on its head.
-		if s > 16<<20 {
-			c.fail("upload %d: %.1f MiB of the body sent before the answer; want it refused on its head", i, mib(s))
-		}
-	}
+	c.checkRefusedOnHead("upload", sentAtAnswer)
 	if worst > 13*time.Second {
 		c.fail("a slow head was still open %.1f s after it began; want closed within 13 s", worst.Seconds())
 	}

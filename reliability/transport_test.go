@@ -166,63 +166,11 @@ func TestUnauthenticatedBodies(t *testing.T) {
 	defer cancel()
 	cs := newCodes()
 	var wg sync.WaitGroup
-	var sentAtAnswer [3]atomic.Int64
-	for i := range 3 {
-		conn, err := net.Dial("tcp", c.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		var sent atomic.Int64
-		answered := make(chan struct{})
-		wg.Go(func() { // the answer, whenever it comes
-			defer close(answered)
-			_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			sentAtAnswer[i].Store(sent.Load())
-			if err != nil {
-				cs.addKey("no answer")
-				return
-			}
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			cs.add(resp.StatusCode, b)
-		})
-		wg.Go(func() { // the body, 64 KiB at a time until answered
-			head := request("POST", "/api/v1/ephemeral/push", nil, "Content-Type: application/json", "Content-Length: "+strconv.Itoa(30<<20))
-			if _, err := conn.Write(head); err != nil {
-				return
-			}
-			chunk := make([]byte, 64<<10)
-			for n := 0; n < 30<<20; n += len(chunk) {
-				select {
-				case <-answered:
-					return
-				case <-ctx.Done():
-					return
-				default:
-				}
-				_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				w, err := conn.Write(chunk)
-				sent.Add(int64(w))
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
+	sentAtAnswer := startUploads(ctx, t, &wg, c.addr, 3, 30<<20, cs)
 	wg.Wait()
 	c.endLoad()
 	c.checkCodes("push ", cs, "401 unauthorized")
-	for i := range sentAtAnswer {
-		s := sentAtAnswer[i].Load()
-		c.f.Extra[fmt.Sprintf("conn%dMiBSentAtAnswer", i)] = mib(s)
-		// Loopback socket buffers hold a few MiB: more than 16 MiB sent
-		// before the answer means the body was read, not refused on its head.
-		if s > 16<<20 {
-			c.fail("connection %d: %.1f MiB of the body sent before the 401; want it refused on its head", i, mib(s))
-		}
-	}
+	c.checkRefusedOnHead("connection", sentAtAnswer)
 	c.fallback()
 }
 
