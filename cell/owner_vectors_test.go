@@ -1,0 +1,75 @@
+package cell
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+)
+
+// ownerVector is one case of testdata/owners.json.
+type ownerVector struct {
+	Members       []Member `json:"members"`
+	Tenant, Queue string
+	Key           string
+	Owner         string
+}
+
+// readOwnerVectors reads testdata/owners.json.
+func readOwnerVectors(t *testing.T) []ownerVector {
+	t.Helper()
+	b, err := os.ReadFile("testdata/owners.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Cases []ownerVector }
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f.Cases
+}
+
+// Ownership is the documented function, not merely one every member
+// computes alike: testdata/owners.json holds key hashes and owners computed
+// once and written down, for live sets of 1, 2, 3 and 5 members (the last
+// listed out of order) and for names that join alike ("ab","c" and
+// "a","bc"). A change that moves any owner (a rolling upgrade would then
+// split ownership between builds) fails here; so does choosing the lowest
+// score instead of the highest. The same file is checked by the server
+// (server.TestServerOwnershipIsTheDocumentedFunction). The SDKs compute no
+// owner yet.
+func TestOwnerVectors(t *testing.T) {
+	cases := readOwnerVectors(t)
+	if len(cases) < 32 {
+		t.Fatalf("%d cases in testdata/owners.json; want the 32 written there", len(cases))
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%d members, (%q, %q)", len(c.Members), c.Tenant, c.Queue)
+		if got := fmt.Sprintf("%016x", keyHash(c.Tenant, c.Queue)); got != c.Key {
+			t.Errorf("%s: key %s, want %s", name, got, c.Key)
+		}
+		ids := make([]string, len(c.Members))
+		bare := make([]Member, len(c.Members)) // no incarnations: they play no part
+		for i, m := range c.Members {
+			ids[i], bare[i] = m.ID, Member{ID: m.ID}
+		}
+		if got := OwnerOf(ids, c.Tenant, c.Queue); got != c.Owner {
+			t.Errorf("%s: OwnerOf says %s, want %s", name, got, c.Owner)
+		}
+		reversed := slices.Clone(c.Members)
+		slices.Reverse(reversed)
+		for _, ms := range [][]Member{c.Members, reversed, bare} {
+			for _, self := range ids {
+				v := StaticView(1, self, ms, false)
+				m, ok := v.Owner(c.Tenant, c.Queue)
+				if !ok || m.ID != c.Owner {
+					t.Errorf("%s: %s's view says %s, want %s", name, self, m.ID, c.Owner)
+				}
+				if v.Owns(c.Tenant, c.Queue) != (self == c.Owner) {
+					t.Errorf("%s: %s's view Owns %v", name, self, v.Owns(c.Tenant, c.Queue))
+				}
+			}
+		}
+	}
+}
