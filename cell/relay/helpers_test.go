@@ -116,6 +116,13 @@ func (o *testOwner) releaseAll() {
 	}
 }
 
+// callCount is how many requests the handler was given.
+func (o *testOwner) callCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.calls
+}
+
 func (o *testOwner) parkedCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -170,8 +170,8 @@ func TestWrongSecretIsRefused(t *testing.T) {
 		t.Fatalf("a peer without the handshake read %d bytes: %q", len(rest), rest)
 	}
 	waitFor(t, "two refusals", func() bool { return srv.Refused() == 2 })
-	if o.calls != 0 {
-		t.Fatalf("the handler ran %d times for unauthenticated peers", o.calls)
+	if n := o.callCount(); n != 0 {
+		t.Fatalf("the handler ran %d times for unauthenticated peers", n)
 	}
 	if srv.Conns() != 0 {
 		t.Fatalf("%d connections kept", srv.Conns())
