@@ -147,7 +147,10 @@ func TestCancellationReachesOwner(t *testing.T) {
 }
 
 // A client with another secret is refused at the handshake and nothing is
-// relayed; so is a peer that skips the handshake and sends a frame.
+// relayed; so is a peer that skips the handshake and sends a frame. (The
+// honest client stops at the refusal by itself, so the handler count here
+// shows little: TestRogueClientIgnoringTheRefusalIsNeverServed sends
+// frames behind a bad reply.)
 func TestWrongSecretIsRefused(t *testing.T) {
 	o := newOwner()
 	srv, addr := startServer(t, o, nil)
