@@ -126,30 +126,46 @@ func TestThreeMembersConverge(t *testing.T) {
 	}
 }
 
-// Joins and clean leaves travel by NOTIFY: with a 10 s heartbeat the
-// others see them in far less than a heartbeat, so no heartbeat did it.
+// Joins and clean leaves travel by NOTIFY: the other member sees them
+// with no heartbeat of its own in between (a minute apart here), so no
+// heartbeat did it, and after a notification.
 func TestJoinAndCleanLeaveArePrompt(t *testing.T) {
 	storetest.NeedPostgres(t, pg)
 	schema := pg.FreshSchema(t)
-	const slowHB, slowTO = 10 * time.Second, 30 * time.Second
+	const slowHB, slowTO = time.Minute, 3 * time.Minute
 	a := start(t, schema, "a:1", slowHB, slowTO)
-	waitFor(t, 5*time.Second, "a alone", viewIs("a:1", a))
-	// Let a's LISTEN connection come up (it reloads once when it does).
-	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Stats().RoundTrips >= 3 })
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, 20*time.Second, "a alone", viewIs("a:1", a))
+	// a's LISTEN connection is up (it reloads once when it does).
+	waitFor(t, 20*time.Second, "a listening", func() bool { return a.Stats().Listening })
+	// byNotify: a's view changed while a neither heartbeat nor lost its
+	// LISTEN connection (whose return reloads too), and a notification
+	// came. The bound is the rule's: within a heartbeat.
+	byNotify := func(what string, before Stats, cond func() bool) {
+		t.Helper()
+		waitFor(t, slowHB, what, cond)
+		after := a.Stats()
+		if after.Heartbeats != before.Heartbeats || !after.Listening {
+			t.Fatalf("%s: a heartbeat (%d, then %d) or a LISTEN reconnection happened meanwhile: cannot tell NOTIFY did it", what, before.Heartbeats, after.Heartbeats)
+		}
+		if after.Notifications <= before.Notifications {
+			t.Fatalf("%s without a notification", what)
+		}
+	}
 
 	t0 := time.Now()
+	before := a.Stats()
 	b := start(t, schema, "b:1", slowHB, slowTO)
-	waitFor(t, 5*time.Second, "b joined", viewIs("a:1,b:1", b))
-	waitFor(t, 400*time.Millisecond, "a sees b join by NOTIFY", viewIs("a:1,b:1", a))
+	waitFor(t, 20*time.Second, "b joined", viewIs("a:1,b:1", b))
+	byNotify("a sees b join by NOTIFY", before, viewIs("a:1,b:1", a))
 	t.Logf("join seen by the other member %v after the new member started (heartbeat %v)", time.Since(t0), slowHB)
 
 	gen := a.View().Generation
 	t0 = time.Now()
+	before = a.Stats()
 	if err := b.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 400*time.Millisecond, "a sees b leave by NOTIFY", viewIs("a:1", a))
+	byNotify("a sees b leave by NOTIFY", before, viewIs("a:1", a))
 	t.Logf("clean leave seen after %v (heartbeat %v, timeout %v)", time.Since(t0), slowHB, slowTO)
 	if g := a.View().Generation; g != gen+1 {
 		t.Fatalf("generation %d after one leave, want %d", g, gen+1)

@@ -463,7 +463,7 @@ func TestCellOwnerMoved(t *testing.T) {
 		defer wg.Done()
 		r, err = a.rawDo("POST", "/api/v1/ephemeral/push", string(pushBody(q, "", `"lost?"`)))
 	}()
-	time.Sleep(100 * time.Millisecond) // the push is on B, waiting
+	b.waitHeld(t)
 	newc := c.start(cid, nil)
 	c.waitLive(a.id, b.id, cid)
 	wg.Wait()
@@ -595,7 +595,7 @@ func TestCellOwnerKilledMidRelay(t *testing.T) {
 		defer close(done)
 		r, err = a.rawDo("POST", "/api/v1/ephemeral/push", string(pushBody(q, "", `"maybe"`)))
 	}()
-	time.Sleep(300 * time.Millisecond) // the push is on B, waiting
+	b.waitHeld(t)
 	b.kill(t)
 	select {
 	case <-done:
@@ -607,23 +607,37 @@ func TestCellOwnerKilledMidRelay(t *testing.T) {
 	}
 }
 
-// TestCellRelayCost measures (only with QUEEN_CELL_MEASURE=1: it is a
-// measurement, not a check) one push and one pop landing on A, for a queue
-// A owns (served locally) and for one B owns (both relayed), on one
-// keep-alive connection, in interleaved rounds; it logs the time per
-// push+pop of each and the ratio.
+// waitHeld waits until the member, started with QUEEN_TEST_RELAY_DELAY_MS,
+// holds a relayed request (it logs each one as it starts holding it).
+func (m *member) waitHeld(t *testing.T) {
+	t.Helper()
+	eventually(t, 20*time.Second, m.id+" holding the relayed request", func() bool {
+		return strings.Contains(m.Log(), "fault injection: holding a relayed request")
+	})
+}
+
+// TestCellRelayCost: one push and one pop landing on A, for a queue A owns
+// (served locally) and for one B owns (both relayed), on one keep-alive
+// connection, in interleaved rounds. The check is relative, within the
+// run: relayed, a push+pop costs at most 10 times the local one (about 2×
+// measured, docs/cell.md): a relay that waits for something (a tick, a
+// batch, Nagle's delay) before it writes a request or an answer costs
+// milliseconds per hop, and fails it. With QUEEN_CELL_MEASURE=1 it is the
+// measurement of docs/cell.md (2,000 per round instead of 300) and logs
+// the medians and their ratio.
 //
 //	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellRelayCost -v -count 1
 func TestCellRelayCost(t *testing.T) {
-	if os.Getenv("QUEEN_CELL_MEASURE") != "1" {
-		t.Skip("a measurement: set QUEEN_CELL_MEASURE=1")
+	t.Parallel()
+	n := 300
+	if os.Getenv("QUEEN_CELL_MEASURE") == "1" {
+		n = 2000
 	}
 	c := newTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b)
 	c.waitLive(all...)
 	local, relayed := queueOwnedBy(t, "local", a.id, all...), queueOwnedBy(t, "relayed", b.id, all...)
-	const n = 2000
 	round := func(q string) time.Duration {
 		start := time.Now()
 		for i := 0; i < n; i++ {
@@ -632,7 +646,7 @@ func TestCellRelayCost(t *testing.T) {
 				t.Fatal("lost a message")
 			}
 		}
-		return time.Since(start) / n
+		return time.Since(start) / time.Duration(n)
 	}
 	var l, r []time.Duration
 	for i := 0; i < 3; i++ {
@@ -643,13 +657,20 @@ func TestCellRelayCost(t *testing.T) {
 	slices.Sort(r)
 	t.Logf("push+pop landing on A, medians of 3 rounds of %d: local %v, relayed %v, ratio %.2f (rounds: local %v, relayed %v)",
 		n, l[1], r[1], float64(r[1])/float64(l[1]), l, r)
+	if r[1] > 10*l[1] {
+		t.Fatalf("a relayed push+pop costs %v, %.1f times a local one (%v); want at most 10 times: the relay waits for something", r[1], float64(r[1])/float64(l[1]), l[1])
+	}
 }
 
 // TestCellPausedOwnerIsFenced: an owner paused with SIGSTOP past the
 // member timeout loses its queues to a survivor; resumed, it never answers
 // for them with what it held (it is fenced by its own clock before its
 // membership loop runs), and it rejoins empty: the queue that comes back to
-// it holds neither its old message nor the survivor's.
+// it holds neither its old message nor the survivor's. The pops that test
+// the fence are queued in C's sockets while it is stopped, so C reads them
+// the moment it runs again, when only its clock can refuse them (its
+// membership loop has published nothing yet); pops sent after SIGCONT
+// would mostly meet the view that loop publishes, and prove nothing.
 func TestCellPausedOwnerIsFenced(t *testing.T) {
 	t.Parallel()
 	c := newTestCell(t)
@@ -661,31 +682,30 @@ func TestCellPausedOwnerIsFenced(t *testing.T) {
 	cc.stopCont(t, syscall.SIGSTOP)
 	c.waitLive(a.id, b.id)
 	a.push(t, q, "", `"held-by-survivor"`)
+	const queued = 32
+	conns := make([]*rawConn, queued)
+	for i := range conns {
+		conns[i] = cc.dial(t) // the kernel accepts for the stopped process
+		conns[i].send(httpReq("GET", "/api/v1/ephemeral/pop?queue="+q+"&autoAck=false", ""))
+	}
 	cc.stopCont(t, syscall.SIGCONT)
-	// From the moment it runs again until it has rejoined, C never hands
-	// out what it held.
-	deadline := time.Now().Add(5 * time.Second)
+	// Each queued pop is refused (503 owner_moved: C is the owner in its
+	// last view but fenced; ephemeral_forward_failed: fenced, it sees
+	// nobody to relay to) or relayed to the survivor (200): never answered
+	// with what C held.
 	var seen []string
-	defer func() { t.Logf("answers of the resumed member, in order: %v", seen) }()
-	for time.Now().Before(deadline) {
-		r, err := cc.rawDo("GET", "/api/v1/ephemeral/pop?queue="+q+"&autoAck=false", "")
-		if err != nil {
-			t.Fatalf("pop on the resumed member: %v", err)
+	defer func() { t.Logf("answers of the resumed member to the pops queued while it was stopped: %v", seen) }()
+	for i, r := range conns {
+		rr := r.read()
+		var e errBody
+		_ = json.Unmarshal(rr.body, &e)
+		seen = append(seen, strconv.Itoa(rr.status)+" "+e.Code)
+		if strings.Contains(string(rr.body), "held-by-c") {
+			t.Fatalf("queued pop %d: the resumed member answered for a queue it lost: %s", i, rr)
 		}
-		seen = append(seen, strconv.Itoa(r.status)+" "+errCode(r))
-		if strings.Contains(string(r.body), "held-by-c") {
-			t.Fatalf("the resumed member answered for a queue it lost: %s", r)
+		if rr.status != 200 && (rr.status != 503 || (e.Code != "owner_moved" && e.Code != "ephemeral_forward_failed")) {
+			t.Fatalf("queued pop %d on the resumed member: %s", i, rr)
 		}
-		if r.status != 200 && (r.status != 503 || (errCode(r) != "owner_moved" && errCode(r) != "ephemeral_forward_failed")) {
-			t.Fatalf("pop on the resumed member: %s", r)
-		}
-		if r.status == 200 && strings.Contains(string(r.body), "held-by-survivor") {
-			break // relayed to the survivor: C has a view without itself or has not rejoined yet
-		}
-		if r.status == 200 {
-			break // C owns it again, empty
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	c.waitLive(all...)
 	// C owns the queue again and rejoined empty; the survivor dropped its

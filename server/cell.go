@@ -388,6 +388,9 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 		return false
 	}
 	if d := s.cell.Delay; d > 0 {
+		// The tests that set the delay wait for this line: the request is
+		// held here, so what they do next happens while the owner holds it.
+		s.cfg.Logger.Warn("fault injection: holding a relayed request", "delay", d)
 		own := append([]byte(nil), p...) // p is gnet's buffer: gone after this frame
 		time.AfterFunc(d, func() {
 			_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {

@@ -37,13 +37,22 @@ func TestDirectAnswerKeepsOrderBehindAParkedPop(t *testing.T) {
 		}
 		fmt.Fprint(c, pop)
 	}
-	time.Sleep(100 * time.Millisecond) // every pop parks (and its answers so far leave)
+	// Every pop parks and its answers so far leave: the completer may then
+	// write the answer itself (stDirect), and knows of the health waiting
+	// behind half of them (stDirectInput).
+	waitFor(t, 10*time.Second, "every pop parked on the direct path", func() bool {
+		direct, input := directStates(ts.s)
+		return direct == n/2 && input == n/2
+	})
 	for i, c := range conns {
 		if i%2 == 1 {
 			fmt.Fprint(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n") // arrives while parked
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the server saw every health behind a parked pop", func() bool {
+		_, input := directStates(ts.s)
+		return input == n
+	})
 	// One connection wakes them all: it sits on one loop, so about half of
 	// the pops are completed from the other.
 	w, err := net.Dial("tcp", ts.addr)
@@ -125,10 +134,27 @@ func TestDirectAnswerRacingClose(t *testing.T) {
 	}
 }
 
-// eventually polls cond for up to a second: the completer counts a direct
-// write after the bytes left, so a client may read them first.
+// directStates counts the server's connections whose parked pop its
+// completer may answer directly: with nothing behind it (stDirect), and
+// with requests that arrived behind it (stDirectInput).
+func directStates(s *Server) (direct, input int) {
+	s.conns.Range(func(cs *conn, _ struct{}) bool {
+		switch cs.state.Load() {
+		case stDirect:
+			direct++
+		case stDirectInput:
+			input++
+		}
+		return true
+	})
+	return direct, input
+}
+
+// eventually polls cond for up to 10 s (a loaded machine's margin): the
+// completer counts a direct write after the bytes left, so a client may
+// read them first.
 func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if cond() {
 			return true
 		}

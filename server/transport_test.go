@@ -102,7 +102,7 @@ func TestInflightBoundRefusesOnTheHead(t *testing.T) {
 
 	holder := dialRaw(t, ts.addr)
 	holder.send(postHead(600<<10) + strings.Repeat("x", 1000)) // holds 600 KiB of the bound
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the held body's reservation", func() bool { return ts.s.inflight.Load() >= 600<<10 })
 	second := dialRaw(t, ts.addr)
 	second.send(postHead(600 << 10))
 	second.wantRefusal(503, "ephemeral_unavailable")
@@ -178,7 +178,7 @@ func TestUnreadAnswersStopServing(t *testing.T) {
 	listing := "GET /api/v1/ephemeral/queues HTTP/1.1\r\nHost: t\r\n\r\n"
 	greedy := dialRaw(t, ts.addr)
 	greedy.send(strings.Repeat(listing, n))
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 20*time.Second, "the greedy client stopped being served", func() bool { return ts.s.nThrottled.Load() == 1 })
 
 	if code, _ := ts.do(t, "GET", "/health", ""); code != 200 {
 		t.Fatalf("health: %d", code)
@@ -193,17 +193,23 @@ func TestUnreadAnswersStopServing(t *testing.T) {
 			t.Fatalf("answer %d: %d", i, st)
 		}
 	}
-	// The same again, never read: closed after OutboundSoftTime (3 s).
+	waitFor(t, 20*time.Second, "the client that read everything served again", func() bool { return ts.s.nThrottled.Load() == 0 })
+	// The same again, never read: closed after OutboundSoftTime (3 s), not
+	// before. Reading would resume it, so the close is watched on the
+	// server (stopped, then no longer counted) before the client reads.
 	greedy.send(strings.Repeat(listing, n))
-	time.Sleep(5 * time.Second)
-	_ = greedy.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	waitFor(t, 20*time.Second, "the greedy client stopped again", func() bool { return ts.s.nThrottled.Load() == 1 })
+	stopped := time.Now()
+	waitFor(t, 3*time.Second+20*time.Second, "the stopped client closed", func() bool { return ts.s.nThrottled.Load() == 0 })
+	// The rule's time is 3 s, judged on the server's clock, which moves
+	// once a tick (1 s): closed 2 s after it stopped at the earliest, and
+	// this test saw the stop a little late.
+	if d := time.Since(stopped); d < time.Second {
+		t.Fatalf("a client stopped for its unread answers was closed after %v; want OutboundSoftTime (3 s)", d)
+	}
+	_ = greedy.c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.Copy(io.Discard, greedy.br); err != nil {
 		t.Fatalf("a client over the soft limit for longer than allowed was not closed: %v", err)
-	}
-	for deadline := time.Now().Add(time.Second); ts.s.nThrottled.Load() != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still counted as stopped after the only one closed", ts.s.nThrottled.Load())
-		}
 	}
 }
 

@@ -42,7 +42,8 @@ func (p *cellParts) serve() {
 // testRelayDelay names a fault-injection setting read only by the tests
 // (not in --help): the owner waits this many milliseconds before serving
 // each relayed request, so a test can move ownership while one is in
-// flight and see 503 owner_moved (docs/cell.md, "Relaying in the server").
+// flight and see 503 owner_moved (docs/cell.md, "Relaying in the server");
+// each held request logs a warning a test can wait for.
 const testRelayDelay = "QUEEN_TEST_RELAY_DELAY_MS"
 
 // cellConfig reads the QUEEN_CELL_* variables and refuses what cannot run:
