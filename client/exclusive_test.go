@@ -139,3 +139,47 @@ func TestPushNotSentAgainOnReusedExclusive(t *testing.T) {
 		t.Fatalf("%d held pushes failed", n)
 	}
 }
+
+// TestStrayAnswerNotTakenByNextLease: an exclusive connection that holds
+// bytes nobody asked for once its call's answer is read (here a second,
+// stray answer the server wrote behind the first) is not put at rest: the
+// next call leased from the pool would read that answer as its own, an
+// answer going to the wrong caller. The pool closes it instead, and the
+// next waiting pop gets its own answer on a fresh connection.
+func TestStrayAnswerNotTakenByNextLease(t *testing.T) {
+	t.Parallel()
+	empty := response(200, "", `{"queue":"q","messages":[]}`)
+	stray := response(200, "", `{"queue":"q","messages":[{"id":"stray","partition":"Default","attempts":0,"payload":1}]}`)
+	var pops atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			ans := empty
+			if pops.Add(1) == 1 {
+				ans += stray // one write: both reach the client together
+			}
+			if _, err := io.WriteString(nc, ans); err != nil {
+				return
+			}
+		}
+	})
+	c := newClient(t, f.URL())
+	ctx := testCtx(t)
+	for i := range 2 {
+		res, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second})
+		if err != nil {
+			t.Fatalf("pop %d: %v", i, err)
+		}
+		if len(res.Messages) != 0 {
+			t.Fatalf("pop %d got %d messages (%s): another call's answer", i, len(res.Messages), res.Messages[0].ID)
+		}
+	}
+	if n := pops.Load(); n != 2 {
+		t.Fatalf("the server answered %d pops, want 2", n)
+	}
+	if n := f.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2: the one holding a stray answer must not be reused", n)
+	}
+}
