@@ -166,8 +166,9 @@ func (p *pool) exchange(ctx context.Context, w *wireConn, reused bool, buf []byt
 // the waiting pop behind them is cut short. answered (when not nil) is
 // called with each call whose answer was read, at once. It
 // gives w back to the pool, or closes it when it cannot be reused: an
-// error, a "Connection: close", ctx ended, or a call left unread (a refused
-// push in front of a pop that is now parked on the broker).
+// error, a "Connection: close", ctx ended, a call left unread (a refused
+// push in front of a pop that is now parked on the broker), or bytes read
+// behind the last answer.
 func (p *pool) exchangeAll(ctx context.Context, w *wireConn, reused bool, buf []byte, calls []*call, stopOnRefusal bool, interruptFrom int, answered func(*call)) error {
 	var stop func() bool
 	arm := func() {
@@ -181,7 +182,10 @@ func (p *pool) exchangeAll(ctx context.Context, w *wireConn, reused bool, buf []
 	ok := false
 	defer func() {
 		interrupted := stop != nil && !stop()
-		if ok && !interrupted {
+		// Bytes read past the last answer are an answer nobody asked for:
+		// at rest, the connection would hand it to the next call leased
+		// (alive looks at the socket only, and only after checkAfter).
+		if ok && !interrupted && w.br.Buffered() == 0 {
 			p.giveBack(w)
 		} else {
 			_ = w.nc.Close()

@@ -310,6 +310,11 @@ func (cs *conn) relayLost() {
 		cs.ls.putStandIn(cs)
 		return
 	}
+	// Nothing behind the lost answer is answered: gnet's Close runs after
+	// this poll's events, and a read of this connection among them would
+	// serve its pipelined requests, whose first answer the client would
+	// take for the lost one's (HTTP/1.1 pairs them by order).
+	cs.closeAfter = true
 	cs.state.Store(stIdle)
 	_ = cs.c.Close()
 }

@@ -52,7 +52,13 @@ func TestPopPaysAfter(t *testing.T) {
 // TestUnlimitedSlots: parkedSlots 0 is unlimited.
 func TestUnlimitedSlots(t *testing.T) {
 	t.Parallel()
-	p := startPair(t, nil, nil)
+	unlimitedSlots(t, nil)
+}
+
+// unlimitedSlots is TestUnlimitedSlots with gwExtra over the gateway's
+// environment.
+func unlimitedSlots(t *testing.T, gwExtra map[string]string) {
+	p := startPair(t, nil, gwExtra)
 	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
 	c := p.gw.as(t, "acme", "read-write")
 	var waiting []<-chan popResult

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -55,11 +56,23 @@ func (p *pair) brokerParked(t *testing.T) float64 {
 // no slot), and the slot comes back when the pop is answered by a push, when
 // it times out, and when its client disconnects; then the gateway has closed
 // the pop's broker connection, so a message pushed afterwards is not leased
-// to the client that left: the next pop gets it.
+// to the client that left: the next pop gets it. On the link (opened before
+// the first pop); TestParkedSlotsLinkOff runs the same over HTTP.
 func TestParkedSlots(t *testing.T) {
 	t.Parallel()
-	p := startPair(t, nil, nil)
+	parkedSlots(t, true)
+}
+
+// parkedSlots is TestParkedSlots, its pops on the link (link) or on broker
+// connections of their own (QUEEN_GATEWAY_LINK=false).
+func parkedSlots(t *testing.T, link bool) {
+	p := startPair(t, nil, map[string]string{"QUEEN_GATEWAY_LINK": strconv.FormatBool(link)})
 	p.admin.onPlan(t, "acme", "one-slot", planJSON(true, 0, 0, 0, 1))
+	warm := int64(0) // the pushes that opened the links
+	if link {
+		openLinks(t, p)
+		warm = warmPushes
+	}
 	c := p.gw.as(t, "acme", "read-write")
 
 	// Answered by a push.
@@ -74,7 +87,7 @@ func TestParkedSlots(t *testing.T) {
 		t.Fatalf("the woken pop got %d messages, want 1", len(m.Messages))
 	}
 	p.admin.waitParked(t, "acme", 0)
-	p.admin.wantUsage(t, "acme", 1, 1)
+	p.admin.wantUsage(t, "acme", warm+1, 1)
 
 	// Timed out: the empty batch gives the slot back.
 	if m := await(t, "a pop timing out", asyncPop(context.Background(), c, "queue=t&wait=true&timeout=300")); len(m.Messages) != 0 {
@@ -104,7 +117,7 @@ func TestParkedSlots(t *testing.T) {
 	if m := c.mustPop(t, "queue=d&autoAck=true"); len(m.Messages) != 1 {
 		t.Fatalf("after the disconnect, the message pushed was not popped: got %d", len(m.Messages))
 	}
-	p.admin.wantUsage(t, "acme", 2, 2)
+	p.admin.wantUsage(t, "acme", warm+2, 2)
 	// And the slot serves the next waiting pop.
 	next := asyncPop(context.Background(), c, "queue=d&wait=true&timeout=20000&autoAck=true")
 	p.admin.waitParked(t, "acme", 1)
@@ -113,14 +126,20 @@ func TestParkedSlots(t *testing.T) {
 		t.Fatalf("the next waiting pop got %d messages", len(m.Messages))
 	}
 	p.admin.waitParked(t, "acme", 0)
-	p.admin.wantUsage(t, "acme", 3, 3)
+	p.admin.wantUsage(t, "acme", warm+3, 3)
 }
 
 // TestParkedSlotsPerTenant: the slots are counted per tenant: another
 // tenant on the same plan parks while the first holds its slot.
 func TestParkedSlotsPerTenant(t *testing.T) {
 	t.Parallel()
-	p := startPair(t, nil, nil)
+	parkedSlotsPerTenant(t, nil)
+}
+
+// parkedSlotsPerTenant is TestParkedSlotsPerTenant with gwExtra over the
+// gateway's environment.
+func parkedSlotsPerTenant(t *testing.T, gwExtra map[string]string) {
+	p := startPair(t, nil, gwExtra)
 	p.admin.onPlan(t, "acme", "one-slot", planJSON(true, 0, 0, 0, 1))
 	p.admin.putTenant(t, "globex", "one-slot")
 	a, g := p.gw.as(t, "acme", "read-write"), p.gw.as(t, "globex", "read-write")
