@@ -15,6 +15,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"sort"
@@ -783,5 +785,64 @@ func TestChaosHolderChanges(t *testing.T) {
 	got := holderChanges(all, events, q)
 	if want := []time.Time{at(3), at(4), at(5), at(6)}; !slices.Equal(got, want) {
 		t.Fatalf("owner changes at %v, want %v", got, want)
+	}
+}
+
+// TestChaosChecksSeeWrongAnswers: the chaos run's answer checks catch an
+// answer given to the wrong request, as the run saw once (a push handed
+// another route's 2xx). A loopback server answers each route with another
+// route's 2xx: the push's is an error undecodable recognises (not a lost
+// connection, not a refusal), the ack's fails ackMismatch, the
+// configure's does not echo it. If the SDK's wording of a decode error
+// changed, undecodable would stop recognising it, and this test says so.
+func TestChaosChecksSeeWrongAnswers(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/push"):
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"results":[{"id":"e:1","outcome":"acked"}]}`)
+		case strings.HasSuffix(r.URL.Path, "/ack"):
+			w.WriteHeader(201)
+			_, _ = io.WriteString(w, `{"pushed":2}`)
+		case strings.HasSuffix(r.URL.Path, "/configure"):
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"queue":"q","messages":[]}`)
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	defer srv.Close()
+	cl, err := client.New(srv.URL, client.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer func() { _ = cl.Close(ctx) }()
+
+	_, err = cl.Push(ctx, "q", []any{json.RawMessage(`{"n":1}`)}, client.PushOptions{})
+	if err == nil || !undecodable(err) {
+		t.Errorf("push answered an ack's 200: error %v, want one undecodable recognises", err)
+	}
+	ids := []string{"e:1", "e:2"}
+	ar, err := cl.AckIDs(ctx, "q", ids, client.AckOptions{})
+	if err != nil {
+		t.Fatalf("ack answered a push's 201: %v (the SDK reads any 2xx)", err)
+	}
+	if bad := ackMismatch(ids, ar.Results); bad == "" {
+		t.Errorf("ack answered a push's 201: ackMismatch found nothing in %+v", ar.Results)
+	}
+	opts := client.QueueOptions{MaxLength: 10}
+	cr, err := cl.Configure(ctx, "q", opts)
+	if err != nil {
+		t.Fatalf("configure answered a pop's 200: %v", err)
+	}
+	if cr.Queue == "q" && cr.Options == opts {
+		t.Errorf("configure answered a pop's 200 reads as its echo: %+v", cr)
+	}
+	// And the ack check passes a right answer.
+	if bad := ackMismatch(ids, []client.AckOutcome{{ID: "e:1", Outcome: "acked"}, {ID: "e:2", Outcome: "stale"}}); bad != "" {
+		t.Errorf("ackMismatch of a right answer: %s", bad)
 	}
 }
