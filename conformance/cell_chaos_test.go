@@ -316,7 +316,14 @@ func holderChanges(ids []string, events []memberEvent, queue string) []time.Time
 //     moved the queue's owner (cell.OwnerOf over the members up) between
 //     the first pop's send and the second pop's answer, widened by the
 //     time the cell takes to see the move;
-//   - every reply is the echo of its own request.
+//   - every answer is its own request's (HTTP/1.1 pairs them by order
+//     alone, so one given to the wrong caller shows here): every payload
+//     is unique and names its queue and sender; a push answers pushed =
+//     the messages sent; every message a pop or a Serve loop gets was sent
+//     to the queue popped; an ack answers one documented outcome per id,
+//     naming it, in order; a configure echoes its queue and options; a
+//     request gets its echo; and no answer is one the SDK cannot decode.
+//     Each failure names the request and the seed.
 //
 // It prints a summary with the seed (QUEEN_CHAOS_SEED replays the kill
 // schedule; the load's interleaving is the scheduler's).
