@@ -15,6 +15,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"sort"
@@ -105,8 +107,16 @@ type chaosLog struct {
 	configured map[string]client.QueueOptions
 	// pushed counts messages pushed (201) to each fan-out queue.
 	pushed    map[string]int
-	badReply  []string // replies that were not the request's echo
 	ackStates map[string]int
+	// sent: queue (fan-out or service) → every payload sent to it, recorded
+	// before its push or request left (one whose answer was lost may still
+	// have landed). Each payload names its queue and is unique in the run.
+	sent map[string]map[string]bool
+	// wrong lists answers that are not their request's: an answer the SDK
+	// could not decode, or a decoded one that does not fit the request
+	// (HTTP/1.1 pairs answers with requests by order alone, so an answer
+	// given to the wrong caller shows as one of these).
+	wrong []string
 }
 
 type flight struct {
@@ -123,13 +133,54 @@ func newChaosLog() *chaosLog {
 		slowest: map[string]time.Duration{}, inflight: map[int64]flight{},
 		deliveries: map[string]map[string]map[string][]span{},
 		configured: map[string]client.QueueOptions{}, pushed: map[string]int{},
-		ackStates: map[string]int{},
+		ackStates: map[string]int{}, sent: map[string]map[string]bool{},
 	}
 }
 
+// willSend records payloads as sent to queue, before the call that sends
+// them.
+func (l *chaosLog) willSend(queue string, payloads ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.sent[queue]
+	if m == nil {
+		m = map[string]bool{}
+		l.sent[queue] = m
+	}
+	for _, p := range payloads {
+		m[p] = true
+	}
+}
+
+// wasSent answers whether payload was sent to queue.
+func (l *chaosLog) wasSent(queue, payload string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent[queue][payload]
+}
+
+// wrongAnswer records an answer that is not req's.
+func (l *chaosLog) wrongAnswer(req, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.wrong = append(l.wrong, req+": "+fmt.Sprintf(format, args...))
+}
+
+// undecodable reports whether err is the SDK failing to read an answer
+// (a 2xx without the route's fields, a body that is not JSON, an answer
+// that came to no request): the sign of an answer paired with the wrong
+// request, never a lost connection or a refusal.
+func undecodable(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "malformed JSON answer") || strings.Contains(s, "malformed HTTP answer") ||
+		strings.Contains(s, "decoding the answer") || strings.Contains(s, "an answer to no request") ||
+		strings.Contains(s, "no replyTo")
+}
+
 // call runs f as one SDK call of kind what, bounded by bound: it times it,
-// registers it as in flight meanwhile, and classifies its error.
-func (l *chaosLog) call(what string, bound time.Duration, f func() error) error {
+// registers it as in flight meanwhile, and classifies its error. req
+// describes the request, for the failure an undecodable answer is.
+func (l *chaosLog) call(what, req string, bound time.Duration, f func() error) error {
 	l.mu.Lock()
 	l.nextID++
 	id := l.nextID
@@ -147,18 +198,22 @@ func (l *chaosLog) call(what string, bound time.Duration, f func() error) error 
 		l.overdue = append(l.overdue, fmt.Sprintf("%s took %v (bound %v + %v): %v", what, took, bound, chaosSlack, err))
 	}
 	if err != nil {
-		l.classify(what, err)
+		l.classify(what, req, err)
 	}
 	return err
 }
 
 // classify counts err: a refusal by its status and code, anything else by
-// class. It is called with l.mu held.
-func (l *chaosLog) classify(what string, err error) {
+// class; an undecodable answer is also listed with req as a wrong answer.
+// It is called with l.mu held.
+func (l *chaosLog) classify(what, req string, err error) {
 	var e *client.Error
 	var ne net.Error
 	class := ""
 	switch {
+	case undecodable(err):
+		l.errs["undecodable answer"]++
+		l.wrong = append(l.wrong, req+": "+err.Error())
 	case errors.As(err, &e):
 		l.refusals[what+": "+strconv.Itoa(e.Status)+" "+e.Code]++
 		if st, ok := specCodes[e.Code]; !ok || st != e.Status {
@@ -190,7 +245,7 @@ func (l *chaosLog) onError(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ops["serve error"]++
-	l.classify("serve", err)
+	l.classify("serve", "a Serve loop's pop or reply", err)
 }
 
 func (l *chaosLog) delivered(queue, group, payload string, s span) {
@@ -261,7 +316,14 @@ func holderChanges(ids []string, events []memberEvent, queue string) []time.Time
 //     moved the queue's owner (cell.OwnerOf over the members up) between
 //     the first pop's send and the second pop's answer, widened by the
 //     time the cell takes to see the move;
-//   - every reply is the echo of its own request.
+//   - every answer is its own request's (HTTP/1.1 pairs them by order
+//     alone, so one given to the wrong caller shows here): every payload
+//     is unique and names its queue and sender; a push answers pushed =
+//     the messages sent; every message a pop or a Serve loop gets was sent
+//     to the queue popped; an ack answers one documented outcome per id,
+//     naming it, in order; a configure echoes its queue and options; a
+//     request gets its echo; and no answer is one the SDK cannot decode.
+//     Each failure names the request and the seed.
 //
 // It prints a summary with the seed (QUEEN_CHAOS_SEED replays the kill
 // schedule; the load's interleaving is the scheduler's).
@@ -343,6 +405,9 @@ func TestCellChaos(t *testing.T) {
 						if err != nil {
 							return nil, err
 						}
+						if !log.wasSent(svc, string(env.Payload)) {
+							log.wrongAnswer("a Serve loop's pop of "+svc, "delivered a request no requester sent to it: %s", m.Payload)
+						}
 						return env.Payload, nil
 					})
 				if err != nil {
@@ -352,43 +417,59 @@ func TestCellChaos(t *testing.T) {
 		}
 	}
 
-	// Requesters: one per member.
+	// Every payload of the run is unique and names the queue it is sent
+	// to and who sent it, so that an answer can be checked against the
+	// request it answers.
 	var seq atomic.Int64
+	payload := func(queue, from string) string {
+		return `{"q":"` + queue + `","from":"` + from + `","n":` + strconv.FormatInt(seq.Add(1), 10) + `}`
+	}
+
+	// Requesters: one per member.
 	for i := range clients {
 		cl := clients[i]
+		from := "requester" + strconv.Itoa(i)
 		worker(func(w *rand.Rand) {
 			svc := services[w.IntN(len(services))]
-			want := `{"r":` + strconv.FormatInt(seq.Add(1), 10) + `}`
+			want := payload(svc, from)
+			req := "request to " + svc + " of " + want
+			log.willSend(svc, want)
 			var got *client.Message
-			err := log.call("request", chaosRequestTimeout+chaosCallTimeout, func() (err error) {
+			err := log.call("request", req, chaosRequestTimeout+chaosCallTimeout, func() (err error) {
 				got, err = cl.Request(bg, svc, json.RawMessage(want), client.RequestOptions{Timeout: chaosRequestTimeout})
 				return err
 			})
 			if err == nil && string(got.Payload) != want {
-				log.mu.Lock()
-				log.badReply = append(log.badReply, fmt.Sprintf("request %s answered %s", want, got.Payload))
-				log.mu.Unlock()
+				log.wrongAnswer(req, "answered %s, not its echo", got.Payload)
 			}
 			time.Sleep(time.Duration(10+w.IntN(30)) * time.Millisecond)
 		})
 	}
 
-	// Producers: one per member, one to three messages a push, each
-	// payload unique in the run.
+	// Producers: one per member, one to three messages a push.
 	for i := range clients {
 		cl := clients[i]
+		from := "producer" + strconv.Itoa(i)
 		worker(func(w *rand.Rand) {
 			q := fans[w.IntN(len(fans))]
 			n := 1 + w.IntN(3)
 			msgs := make([]any, n)
+			texts := make([]string, n)
 			for k := range msgs {
-				msgs[k] = json.RawMessage(`{"p":` + strconv.FormatInt(seq.Add(1), 10) + `}`)
+				texts[k] = payload(q, from)
+				msgs[k] = json.RawMessage(texts[k])
 			}
-			err := log.call("push", chaosCallTimeout, func() error {
-				_, err := cl.Push(bg, q, msgs, client.PushOptions{})
+			req := "push to " + q + " of " + strings.Join(texts, " ")
+			log.willSend(q, texts...)
+			var res *client.PushResult
+			err := log.call("push", req, chaosCallTimeout, func() (err error) {
+				res, err = cl.Push(bg, q, msgs, client.PushOptions{})
 				return err
 			})
 			if err == nil {
+				if res.Pushed != n {
+					log.wrongAnswer(req, "answered pushed %d, not %d", res.Pushed, n)
+				}
 				log.mu.Lock()
 				log.pushed[q] += n
 				log.mu.Unlock()
@@ -407,7 +488,8 @@ func TestCellChaos(t *testing.T) {
 			worker(func(w *rand.Rand) {
 				var res *client.PopResult
 				sent := time.Now()
-				err := log.call("pop", chaosPopWait+chaosCallTimeout, func() (err error) {
+				req := "pop of " + q + " for " + g
+				err := log.call("pop", req, chaosPopWait+chaosCallTimeout, func() (err error) {
 					res, err = cl.Pop(bg, q, client.PopOptions{Group: g, Batch: 16, Wait: true, Timeout: chaosPopWait})
 					return err
 				})
@@ -417,18 +499,29 @@ func TestCellChaos(t *testing.T) {
 				}
 				got := time.Now()
 				for _, m := range res.Messages {
+					if !log.wasSent(q, string(m.Payload)) || m.ID == "" || m.Partition != "Default" {
+						log.wrongAnswer(req, "delivered a message no producer sent to it: id %q, partition %q, payload %s", m.ID, m.Partition, m.Payload)
+					}
 					log.delivered(q, g, string(m.Payload), span{sent, got})
 				}
 				if len(res.Messages) == 0 {
 					return
 				}
+				ids := make([]string, len(res.Messages))
+				for k, m := range res.Messages {
+					ids[k] = m.ID
+				}
+				req = "ack of " + q + " for " + g + " of " + strings.Join(ids, " ")
 				for attempt := 0; attempt < 3; attempt++ {
 					var ar *client.AckResult
-					err := log.call("ack", chaosCallTimeout, func() (err error) {
-						ar, err = cl.Ack(bg, q, res.Messages, client.AckOptions{Group: g, Status: client.StatusCompleted})
+					err := log.call("ack", req, chaosCallTimeout, func() (err error) {
+						ar, err = cl.AckIDs(bg, q, ids, client.AckOptions{Group: g, Status: client.StatusCompleted})
 						return err
 					})
 					if err == nil {
+						if bad := ackMismatch(ids, ar.Results); bad != "" {
+							log.wrongAnswer(req, "%s", bad)
+						}
 						log.mu.Lock()
 						for _, o := range ar.Results {
 							log.ackStates[o.Outcome]++
@@ -452,11 +545,16 @@ func TestCellChaos(t *testing.T) {
 		q := "chaos-cfg-" + strconv.FormatInt(n, 10)
 		opts := client.QueueOptions{MaxLength: 100 + w.IntN(900), LeaseSeconds: 5 + w.IntN(55), RetryLimit: 1 + w.IntN(9)}
 		cl := clients[w.IntN(len(clients))]
-		err := log.call("configure", chaosCallTimeout, func() error {
-			_, err := cl.Configure(bg, q, opts)
+		req := fmt.Sprintf("configure of %s with %+v", q, opts)
+		var res *client.ConfigureResult
+		err := log.call("configure", req, chaosCallTimeout, func() (err error) {
+			res, err = cl.Configure(bg, q, opts)
 			return err
 		})
 		if err == nil {
+			if res.Queue != q || res.Options != opts {
+				log.wrongAnswer(req, "answered queue %q with %+v", res.Queue, res.Options)
+			}
 			log.mu.Lock()
 			log.configured[q] = opts
 			log.mu.Unlock()
@@ -647,12 +745,29 @@ func TestCellChaos(t *testing.T) {
 	if dups > 0 {
 		t.Errorf("%d deliveries of a message to a group that already had it, with no owner move between: %v", dups, dupSamples)
 	}
-	for _, b := range log.badReply {
-		t.Errorf("wrong reply: %s", b)
+	for _, w := range log.wrong {
+		t.Errorf("an answer that is not its request's (seed %d): %s", seed, w)
 	}
 	if log.ops["request"] == 0 || log.ops["push"] == 0 || delivered == 0 || len(log.configured) == 0 || kills == 0 {
 		t.Errorf("the run did too little to mean anything: %v, %d delivered, %d configures, %d kills", log.ops, delivered, len(log.configured), kills)
 	}
+}
+
+// ackMismatch says how an ack's outcomes do not answer the ack of ids (one
+// outcome per id, in order, each of the documented four), or "".
+func ackMismatch(ids []string, results []client.AckOutcome) string {
+	if len(results) != len(ids) {
+		return fmt.Sprintf("answered %d outcomes for %d ids: %+v", len(results), len(ids), results)
+	}
+	for k, o := range results {
+		switch {
+		case o.ID != ids[k]:
+			return fmt.Sprintf("outcome %d names id %q, not %q", k, o.ID, ids[k])
+		case o.Outcome != "acked" && o.Outcome != "redelivered" && o.Outcome != "stale" && o.Outcome != "unknown":
+			return fmt.Sprintf("outcome %d is %q, not one of the four", k, o.Outcome)
+		}
+	}
+	return ""
 }
 
 // TestChaosHolderChanges: the duplicate check's view of the kill log. A
@@ -677,5 +792,64 @@ func TestChaosHolderChanges(t *testing.T) {
 	got := holderChanges(all, events, q)
 	if want := []time.Time{at(3), at(4), at(5), at(6)}; !slices.Equal(got, want) {
 		t.Fatalf("owner changes at %v, want %v", got, want)
+	}
+}
+
+// TestChaosChecksSeeWrongAnswers: the chaos run's answer checks catch an
+// answer given to the wrong request, as the run saw once (a push handed
+// another route's 2xx). A loopback server answers each route with another
+// route's 2xx: the push's is an error undecodable recognises (not a lost
+// connection, not a refusal), the ack's fails ackMismatch, the
+// configure's does not echo it. If the SDK's wording of a decode error
+// changed, undecodable would stop recognising it, and this test says so.
+func TestChaosChecksSeeWrongAnswers(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/push"):
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"results":[{"id":"e:1","outcome":"acked"}]}`)
+		case strings.HasSuffix(r.URL.Path, "/ack"):
+			w.WriteHeader(201)
+			_, _ = io.WriteString(w, `{"pushed":2}`)
+		case strings.HasSuffix(r.URL.Path, "/configure"):
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"queue":"q","messages":[]}`)
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	defer srv.Close()
+	cl, err := client.New(srv.URL, client.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer func() { _ = cl.Close(ctx) }()
+
+	_, err = cl.Push(ctx, "q", []any{json.RawMessage(`{"n":1}`)}, client.PushOptions{})
+	if err == nil || !undecodable(err) {
+		t.Errorf("push answered an ack's 200: error %v, want one undecodable recognises", err)
+	}
+	ids := []string{"e:1", "e:2"}
+	ar, err := cl.AckIDs(ctx, "q", ids, client.AckOptions{})
+	if err != nil {
+		t.Fatalf("ack answered a push's 201: %v (the SDK reads any 2xx)", err)
+	}
+	if bad := ackMismatch(ids, ar.Results); bad == "" {
+		t.Errorf("ack answered a push's 201: ackMismatch found nothing in %+v", ar.Results)
+	}
+	opts := client.QueueOptions{MaxLength: 10}
+	cr, err := cl.Configure(ctx, "q", opts)
+	if err != nil {
+		t.Fatalf("configure answered a pop's 200: %v", err)
+	}
+	if cr.Queue == "q" && cr.Options == opts {
+		t.Errorf("configure answered a pop's 200 reads as its echo: %+v", cr)
+	}
+	// And the ack check passes a right answer.
+	if bad := ackMismatch(ids, []client.AckOutcome{{ID: "e:1", Outcome: "acked"}, {ID: "e:2", Outcome: "stale"}}); bad != "" {
+		t.Errorf("ackMismatch of a right answer: %s", bad)
 	}
 }
