@@ -263,21 +263,68 @@ func (a *Auth) jwt(req *wire.Request) (string, Level, *wire.Error) {
 		return e.tenant, e.level, nil
 	}
 	token := string(h)
+	tenant, level, exp, err := a.verify(token)
+	if err != nil {
+		return "", 0, err
+	}
+	a.tokens.put(token, tenant, level, exp)
+	return tenant, level, nil
+}
+
+// IdentifyLink is Identify for the upgrade to a client link (docs/link.md),
+// which also needs to know when the identity ends: until is the JWT's exp
+// (zero without one, and in modes none and gateway, whose identities do not
+// expire). The token is verified afresh, not taken from the cache: a link
+// outlives a request, and its end must be the token's own.
+func (a *Auth) IdentifyLink(req *wire.Request) (tenant string, level Level, until time.Time, err *wire.Error) {
+	if a == nil || a.mode != ModeJWT {
+		tenant, level, err = a.IdentifyAs(req, "")
+		return tenant, level, time.Time{}, err
+	}
+	h := BearerToken(req)
+	if len(h) == 0 {
+		return "", 0, time.Time{}, errNoCredential
+	}
+	return a.verify(string(h))
+}
+
+// IdentifyToken verifies a fresh token a client sends on its link to extend
+// the link's identity (docs/link.md, "Token"), as IdentifyLink does the
+// upgrade's. Outside JWT mode there is nothing to refresh: a 400.
+func (a *Auth) IdentifyToken(token []byte) (tenant string, level Level, until time.Time, err *wire.Error) {
+	if a == nil || a.mode != ModeJWT {
+		return "", 0, time.Time{}, errNoTokens
+	}
+	tok := bytes.TrimSpace(token)
+	if len(tok) > 7 && strings.EqualFold(string(tok[:7]), "bearer ") {
+		tok = bytes.TrimLeft(tok[7:], " ")
+	}
+	if len(tok) > 0 {
+		return a.verify(string(tok))
+	}
+	return "", 0, time.Time{}, errNoCredential
+}
+
+var errNoTokens = &wire.Error{Status: 400, Code: wire.CodeBadRequest, Msg: "this broker does not take tokens (QUEEN_AUTH_MODE is not jwt): a link's identity does not expire"}
+
+// verify checks token's signature and claims (D14) and returns the
+// identity it grants and its exp (zero when it has none).
+func (a *Auth) verify(token string) (string, Level, time.Time, *wire.Error) {
 	claims := jwt.MapClaims{}
 	if _, err := a.parser.ParseWithClaims(token, claims, a.key); err != nil {
-		return "", 0, errBadToken
+		return "", 0, time.Time{}, errBadToken
 	}
 	var exp time.Time
 	if t, err := claims.GetExpirationTime(); err == nil && t != nil {
 		exp = t.Time
 	} else if !a.allowNoExp {
-		return "", 0, errNoExp // never cached: the next request is refused again
+		return "", 0, time.Time{}, errNoExp // never cached: the next request is refused again
 	}
 	tenant := DefaultTenant
 	if v, ok := claims[a.tenantClaim]; ok {
 		s, isStr := v.(string)
 		if !isStr || wire.CheckName("tenant", []byte(s)) != nil {
-			return "", 0, errBadTenant
+			return "", 0, time.Time{}, errBadTenant
 		}
 		tenant = s
 	}
@@ -295,10 +342,9 @@ func (a *Auth) jwt(req *wire.Request) (string, Level, *wire.Error) {
 		}
 	}
 	if level == 0 {
-		return "", 0, errNoRole
+		return "", 0, time.Time{}, errNoRole
 	}
-	a.tokens.put(token, tenant, level, exp)
-	return tenant, level, nil
+	return tenant, level, exp, nil
 }
 
 // key picks the verification key by the token's algorithm (the parser has

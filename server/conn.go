@@ -66,9 +66,10 @@ type conn struct {
 	// owner, relayLink then being the relay's link (gatewaylink.go).
 	gateway   *relayLink
 	gatewayID uint64
-	// toLink: the request just served upgraded the connection to a
-	// gateway link (gatewaylink.go), which it becomes once that is read.
-	toLink bool
+	// toLink: the request just served upgraded the connection to this
+	// link (a gateway's, gatewaylink.go, or a client's, clientlink.go),
+	// which it becomes once that is read.
+	toLink *relayLink
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
@@ -197,7 +198,7 @@ func (cs *conn) serveBuffered() gnet.Action {
 		} else {
 			cs.c.Discard(n)
 		}
-		if cs.toLink {
+		if cs.toLink != nil {
 			return cs.becomeLink()
 		}
 		if !keepAlive {
@@ -522,6 +523,10 @@ func (cs *conn) goBusy() {
 // connection resumes serving on its loop once it is written.
 func (cs *conn) answerAsync(resp []byte) {
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
+	if cs.gateway != nil {
+		cs.answerLater(resp) // a link frame's stand-in: no socket of its own
+		return
+	}
 	if err := cs.c.AsyncWrite(resp, cs.onWritten); err != nil {
 		return // the connection is gone
 	}

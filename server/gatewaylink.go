@@ -40,16 +40,11 @@ import (
 
 const gatewayLinkPath = "/api/v1/system/gateway-link"
 
-// linkProtocol is the Upgrade token of the gateway link.
-const linkProtocol = "queen-link"
-
 var (
 	errNoGatewayLink = &wire.Error{Status: 404, Code: codeNoRoute, Msg: "this broker offers no gateway link: it is not in gateway mode"}
 	errLinkSecret    = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the gateway secret is missing or wrong"}
-	errLinkUpgrade   = &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: "a gateway link is asked for with Upgrade: " + linkProtocol}
+	errLinkUpgrade   = &wire.Error{Status: 400, Code: codeSystemBadRequest, Msg: "a gateway link is asked for with Upgrade: " + linkProtocolV1}
 )
-
-var switchingProtocols = []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + linkProtocol + "\r\nConnection: Upgrade\r\n\r\n")
 
 // gatewayLink answers the upgrade to a gateway link; the connection
 // becomes the link once the answer is written (becomeLink).
@@ -61,23 +56,21 @@ func (cs *conn) gatewayLink(req *wire.Request) {
 		cs.refuse(req, errNoGatewayLink)
 	case !s.auth.GatewaySecret(req):
 		cs.refuse(req, errLinkSecret)
-	case !upgradeTo(req, linkProtocol):
-		cs.refuse(req, errLinkUpgrade)
 	default:
-		cs.out = append(cs.out, switchingProtocols...)
-		cs.toLink = true
+		token, ok := pickLinkVersion(req, true)
+		if !ok {
+			cs.refuse(req, errLinkUpgrade)
+			return
+		}
+		cs.out = append(cs.out, switchingTo[token]...)
+		cs.toLink = &relayLink{s: s, role: linkGateway}
 	}
 }
 
-// upgradeTo reports whether req asks to upgrade to protocol.
-func upgradeTo(req *wire.Request, protocol string) bool {
-	v, ok := req.Header("Upgrade")
-	return ok && string(v) == protocol
-}
-
-// becomeLink turns the connection into a gateway link once its upgrade has
-// been served: the answers so far are written, and what the gateway sent
-// after the upgrade is read as frames.
+// becomeLink turns the connection into the link its upgrade asked for (a
+// gateway link, or a client link: clientlink.go) once the upgrade has been
+// served: the answers so far are written, and what the peer sent after the
+// upgrade is read as frames.
 func (cs *conn) becomeLink() gnet.Action {
 	s, c := cs.s, cs.c
 	cs.resumeDeferred() // pops that requests pipelined before the upgrade completed
@@ -94,7 +87,8 @@ func (cs *conn) becomeLink() gnet.Action {
 	s.conns.Delete(cs)
 	s.openConns.Add(-1)
 	s.e.Release(s.cfg.ConnCharge)
-	l := &relayLink{s: s, role: linkGateway}
+	l := cs.toLink
+	cs.toLink = nil
 	c.SetContext(l)
 	l.opened(c, s)
 	if c.InboundBuffered() > 0 {

@@ -43,6 +43,7 @@ func (s *Server) initTransportMetrics() {
 	})
 	set.NewGauge("queen_ephemeral_connections", func() float64 { return float64(s.openConns.Load()) })
 	set.NewGauge("queen_ephemeral_gateway_links", func() float64 { return float64(s.gatewayLinks.Load()) })
+	set.NewGauge("queen_ephemeral_client_links", func() float64 { return float64(s.clientLinks.Load()) })
 	set.NewGauge("queen_ephemeral_inflight_request_bytes", func() float64 { return float64(s.inflight.Load()) })
 }
 

@@ -190,3 +190,26 @@ type listCounters struct {
 	listStreams atomic.Int64 // streamed listings under way
 	listPeak    atomic.Int64 // the largest outbound buffer one left after a write
 }
+
+// listQueuesLater answers a long listing asked for on a link (a stand-in
+// has no socket to stream to): the listing is made off the loop, as a
+// streamed one is, and answered whole on the frame's stream. One over the
+// frame limit is refused RefuseTooLarge there (docs/link.md).
+func (cs *conn) listQueuesLater(req *wire.Request) {
+	s, tenant, head := cs.s, cs.tenant, req.Head(200)
+	cs.goBusy()
+	s.listStreams.Add(1)
+	go func() {
+		defer s.listStreams.Add(-1)
+		body := wire.AppendQueuesStart(nil)
+		var n int64
+		s.e.EachQueue(tenant, func(q engine.QueueInfo) bool {
+			qs := queueStatus(&q)
+			body = wire.AppendQueueStatus(body, int(n), &qs)
+			n++
+			return true
+		})
+		body = wire.AppendQueuesEnd(body, n, s.e.CellBytes())
+		cs.answerAsync(wire.AppendResponse(nil, head, body))
+	}()
+}

@@ -42,8 +42,14 @@ type loopScratch struct {
 	relayReq     wire.Request
 	tendTask     gnet.RunnableFunc
 	flushPending bool
-	gatewayRead  bool // a gateway link's read is being served: it writes the links at its end
+	gatewayRead  bool // a gateway or client link's read is being served: it writes the links at its end
 	flushTask    gnet.RunnableFunc
+
+	// The client links on this loop (clientlink.go), tended every second;
+	// nClientLinks is their number, read by the tending goroutine.
+	clientLinks    map[*relayLink]struct{}
+	nClientLinks   atomic.Int32
+	tendClientTask gnet.RunnableFunc
 
 	// parsers lends parsers to this loop's connections (wire.ParserPool).
 	parsers wire.ParserPool
@@ -65,6 +71,7 @@ func (s *Server) scratchOf(loop gnet.EventLoop) *loopScratch {
 		ls.check = ls.checkThrottled
 		ls.tendTask = ls.tend
 		ls.flushTask = ls.flushLinksTask
+		ls.tendClientTask = ls.tendClientLinks
 		return ls, false
 	})
 	return ls

@@ -62,6 +62,8 @@ var families = []Family{
 		"Idle keep-alive connections closed so that a new connection could be accepted when descriptors ran out."},
 	{"queen_ephemeral_gateway_links", "gauge", nil,
 		"Connections a gateway upgraded to a gateway link (not counted in queen_ephemeral_connections)."},
+	{"queen_ephemeral_client_links", "gauge", nil,
+		"Connections clients upgraded to a link (docs/link.md; not counted in queen_ephemeral_connections)."},
 	{"queen_ephemeral_inflight_request_bytes", "gauge", nil,
 		"Request body bytes being read by all connections together (bounded by QUEEN_MAX_INFLIGHT_BYTES)."},
 	{"queen_ephemeral_inflight_refusals_total", "counter", nil,

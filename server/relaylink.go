@@ -40,6 +40,7 @@ const (
 	linkDialled  linkRole = iota // this member dialled it: it carries our calls
 	linkAccepted                 // a peer dialled it: we serve its calls
 	linkGateway                  // a gateway upgraded a connection to it: we serve its calls (gatewaylink.go)
+	linkClient                   // a client upgraded a connection to it: we serve its calls as its identity (clientlink.go)
 )
 
 // maxRelayCalls bounds the calls waiting on one dialled link; one more is
@@ -76,6 +77,9 @@ type relayLink struct {
 	// Accepted links: relayed pops parked here, by stream id, until their
 	// answer has been written or their caller cancelled them.
 	streams map[uint64]*conn
+
+	// Client links: the identity of the upgrade (clientlink.go).
+	who linkIdentity
 }
 
 // redialAfter: after a failed dial to a peer, a loop answers its calls to
@@ -148,8 +152,11 @@ func (l *relayLink) opened(c gnet.Conn, s *Server) {
 		l.ls = s.scratchOf(c.EventLoop())
 		l.streams = map[uint64]*conn{}
 		l.countOpen(1)
-		if l.role == linkAccepted {
+		switch l.role {
+		case linkAccepted:
 			l.ls.tendAccepted(l, true)
+		case linkClient:
+			l.ls.tendClient(l, true)
 		}
 		return
 	}
@@ -258,13 +265,14 @@ func (l *relayLink) onTraffic() gnet.Action {
 	// up to a second old), which the ping timeout (a member timeout, 1 s in
 	// the tests) could not tell from silence.
 	l.lastRead = time.Now().UnixNano()
-	if l.role == linkGateway {
+	if l.role == linkGateway || l.role == linkClient {
 		// A gateway's clients are all on its links, so what the requests
 		// of one read answer, on this link and on the loop's other links
 		// (a push completing a pop parked on another), is nearly all there
 		// is to write: the links are written at the end of the read, which
 		// spares the flush task's wake-up and a turn of the loop, a round
-		// trip's longest waits at low load (docs/gateway.md).
+		// trip's longest waits at low load (docs/gateway.md). A client's
+		// link is served the same way.
 		l.ls.gatewayRead = true
 		defer l.ls.endGatewayRead()
 	}
@@ -275,7 +283,7 @@ func (l *relayLink) onTraffic() gnet.Action {
 			break
 		}
 		typ, id, n := relay.ParseHeader(hdr)
-		if n > maxRelayFrame {
+		if n > l.frameLimit() {
 			return gnet.Close // a protocol error: the link fails
 		}
 		if c.InboundBuffered() < relay.HeaderLen+n {
@@ -310,10 +318,15 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 	if l.role != linkDialled {
 		switch typ {
 		case relay.FrameRequest:
-			if l.role == linkGateway {
+			switch l.role {
+			case linkGateway:
 				return l.s.serveGatewayFrame(l, id, p)
+			case linkClient:
+				return l.s.serveClientFrame(l, id, p)
 			}
 			return l.s.serveRelayed(l, id, p)
+		case relay.FrameToken:
+			return l.role == linkClient && l.s.refreshToken(l, id, p)
 		case relay.FrameCancel:
 			if cs := l.streams[id]; cs != nil {
 				delete(l.streams, id)
@@ -389,8 +402,13 @@ func (l *relayLink) fail(err error) {
 		delete(l.streams, id)
 		cs.letGo()
 	}
-	if l.role == linkAccepted && l.ls != nil {
-		l.ls.tendAccepted(l, false)
+	if l.ls != nil {
+		switch l.role {
+		case linkAccepted:
+			l.ls.tendAccepted(l, false)
+		case linkClient:
+			l.ls.tendClient(l, false)
+		}
 	}
 	l.countOpen(-1)
 	l.out = nil
@@ -402,9 +420,12 @@ func (l *relayLink) fail(err error) {
 // countOpen moves the gauge of open links of the link's kind: the cell's
 // relay links, or the gateway links.
 func (l *relayLink) countOpen(n int64) {
-	if l.role == linkGateway {
+	switch l.role {
+	case linkGateway:
 		l.s.gatewayLinks.Add(n)
-	} else {
+	case linkClient:
+		l.s.clientLinks.Add(n)
+	default:
 		l.s.cell.linkCount.Add(n)
 	}
 }

@@ -60,6 +60,8 @@ func (cs *conn) dispatch(req *wire.Request) {
 		cs.serveDashboard(req)
 	case !bytes.HasPrefix(path, []byte(prefix)):
 		cs.refuse(req, errNoRoute)
+	case bytes.Equal(path, []byte(clientLinkPath)):
+		cs.clientLink(req)
 	default:
 		cs.routeEphemeral(req, path[len(prefix):])
 	}

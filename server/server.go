@@ -71,6 +71,7 @@ type Server struct {
 	relayFailed  atomic.Int64 // relayed requests answered 503 ephemeral_forward_failed
 	relayLost    atomic.Int64 // relayed requests whose client connection was closed unanswered (the owner may have acted)
 	gatewayLinks atomic.Int64 // gateway links open (gatewaylink.go)
+	clientLinks  atomic.Int64 // client links open (clientlink.go)
 	listCounters              // streamed listings (liststream.go)
 
 	tm         transportMetrics
@@ -135,6 +136,7 @@ func (s *Server) Start() error {
 	if s.cell != nil {
 		go s.tendLinks()
 	}
+	go s.tendClientLinksEverySecond()
 	s.accepting.Add(1)
 	go func() {
 		defer s.accepting.Done()

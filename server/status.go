@@ -9,6 +9,10 @@ import "github.com/queenmq/ephemeral/wire"
 // never held whole.
 func (cs *conn) listQueues(req *wire.Request) {
 	if cs.s.e.QueueCount(cs.tenant) > listWholeMax {
+		if cs.gateway != nil {
+			cs.listQueuesLater(req) // a link's frame: one answer frame
+			return
+		}
 		cs.streamQueues(req)
 		return
 	}

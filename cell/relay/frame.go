@@ -27,6 +27,10 @@ const (
 	FrameRefuse  byte = 4 // server → client: not taken (payload: one reason byte)
 	FramePing    byte = 5 // client → server, no payload
 	FramePong    byte = 6 // server → client, no payload
+	// FrameToken: client → server on a client link (docs/link.md): a fresh
+	// bearer token extending the link's identity; answered by a
+	// FrameAnswer on its stream.
+	FrameToken byte = 7
 )
 
 // Refusal reasons (FrameRefuse payload).

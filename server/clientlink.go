@@ -1,0 +1,263 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// Client links (D18; docs/link.md).
+//
+// Any client may turn a connection on the public port into a link:
+// GET /api/v1/ephemeral/link with "Upgrade: queen-link/1" is answered 101
+// once its identity is established, exactly as any request's is (modes
+// none, jwt and gateway). From then on the connection speaks the frames
+// the gateway link and the cell relay speak (cell/relay's frame layer):
+// each request frame carries one of the family's eight routes, and its
+// answer frame the whole HTTP answer the route would have written on an
+// HTTP connection. The frames of a link are served like a gateway link's
+// (gatewaylink.go), on a stand-in conn of the link's loop, with the
+// identity of the upgrade instead of the frame's: every gate after
+// identity applies per frame (the access level, the kill switch, the
+// grant, the rate, the bounds), and on a cell member a push, pop or ack
+// of a queue another member owns is relayed to its owner. A pop that
+// parks holds only its stream; a cancel frame, or the link's end, lets it
+// go (D13).
+//
+// A JWT identity ends at the token's exp: the link is closed then, unless
+// the client sent a fresh token of the same tenant on it (a token frame).
+// A link that sent nothing, not even a ping, for the idle timeout is
+// closed, as an idle HTTP connection is.
+
+const clientLinkPath = "/api/v1/ephemeral/link"
+
+// Link protocol tokens: the version this broker speaks, and the gateway
+// link's old unversioned token, still accepted on the gateway link for one
+// release so that gateways of the previous release keep their links.
+const (
+	linkProtocolV1   = "queen-link/1"
+	linkProtocolPrev = "queen-link"
+)
+
+// maxLinkStreams bounds the requests in flight on one client link (parked
+// pops and store calls); one more is refused with a refuse frame
+// RefuseBusy, which the SDKs back off on.
+const maxLinkStreams = 1 << 16
+
+var (
+	errLinkVersion = &wire.Error{Status: 426, Code: codeBadRequest, Msg: "this route upgrades the connection to a link: send Connection: Upgrade and Upgrade: " + linkProtocolV1 + " (the versions this broker speaks)"}
+	errLinkToken   = &wire.Error{Status: 403, Code: codeForbidden, Msg: "a token sent on a link must name the link's tenant"}
+)
+
+// upgradeLines names, on a refused upgrade, the versions spoken.
+var upgradeLines = []byte("Upgrade: " + linkProtocolV1 + "\r\n")
+
+// switchingTo is the 101 answer for each token spoken.
+var switchingTo = map[string][]byte{
+	linkProtocolV1:   []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + linkProtocolV1 + "\r\nConnection: Upgrade\r\n\r\n"),
+	linkProtocolPrev: []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + linkProtocolPrev + "\r\nConnection: Upgrade\r\n\r\n"),
+}
+
+// linkIdentity is a client link's identity, established on its upgrade.
+// until is when it ends (unix nanos; 0: never).
+type linkIdentity struct {
+	tenant string
+	level  identity.Level
+	until  int64
+}
+
+// clientLink answers the upgrade to a client link; the connection becomes
+// the link once the answer is written (becomeLink).
+func (cs *conn) clientLink(req *wire.Request) {
+	s := cs.s
+	if !cs.method(req, wire.MethodGet) {
+		return
+	}
+	// Identity first, as on every route of the family (D7): a client
+	// without a credential learns nothing else.
+	tenant, level, until, werr := s.auth.IdentifyLink(req)
+	if werr != nil {
+		cs.refuse(req, werr)
+		return
+	}
+	token, ok := pickLinkVersion(req, false)
+	if !ok {
+		head := req.Head(0)
+		head.Extra = upgradeLines
+		cs.out = s.appendError(cs.out, head, errLinkVersion)
+		return
+	}
+	who := linkIdentity{tenant: s.tenantName([]byte(tenant)), level: level}
+	if !until.IsZero() {
+		who.until = until.UnixNano()
+	}
+	cs.out = append(cs.out, switchingTo[token]...)
+	cs.toLink = &relayLink{s: s, role: linkClient, who: who}
+}
+
+// pickLinkVersion returns the link protocol to switch to: the newest
+// version this broker speaks among those req's Upgrade header lists
+// (comma-separated, RFC 9110 7.8), the old unversioned token too when
+// prev allows it (the gateway link). ok is false when none is spoken.
+func pickLinkVersion(req *wire.Request, prev bool) (token string, ok bool) {
+	v, found := req.Header("Upgrade")
+	if !found {
+		return "", false
+	}
+	for _, t := range bytes.Split(v, []byte(",")) {
+		t = bytes.TrimSpace(t)
+		switch {
+		case strings.EqualFold(string(t), linkProtocolV1):
+			return linkProtocolV1, true
+		case prev && strings.EqualFold(string(t), linkProtocolPrev):
+			token, ok = linkProtocolPrev, true
+		}
+	}
+	return token, ok
+}
+
+// serveClientFrame serves a request frame of a client link, on its loop,
+// as a request of the link's identity that landed here (see above). It
+// reports false for a frame that breaks the protocol (the link is closed):
+// one that does not decode, or that names a tenant or an access level (a
+// client link's identity is its upgrade's, never a frame's).
+func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
+	var rq relay.Request
+	if relay.DecodeRequest(p, &rq) != nil || len(rq.Tenant) != 0 || rq.Access != 0 {
+		return false
+	}
+	if l.expired(l.lastRead) {
+		return false
+	}
+	if len(l.streams) >= maxLinkStreams {
+		l.refuse(id, relay.RefuseBusy)
+		return true
+	}
+	ls := l.ls
+	cs := ls.standIn(s)
+	cs.relayLink, cs.relayID = l, id
+	cs.gateway, cs.gatewayID = l, id
+	cs.reqStart, cs.reqRoute = time.Now(), routeOther
+	req := relayedRequest(&ls.relayReq, &rq)
+	if bytes.HasPrefix(req.Path, []byte(prefix)) && !bytes.Equal(req.Path, []byte(clientLinkPath)) {
+		cs.routeEphemeral(req, req.Path[len(prefix):])
+	} else {
+		cs.refuse(req, errNoRoute) // a link carries the family's routes only
+	}
+	l.endStandIn(cs, id)
+	return true
+}
+
+// expired reports whether the link's identity has ended at now (unix
+// nanos): a JWT's exp has passed and no fresh token extended it.
+func (l *relayLink) expired(now int64) bool {
+	return l.who.until != 0 && now >= l.who.until
+}
+
+// refreshToken serves a token frame: a fresh credential for the link's
+// tenant extends its identity (and sets its access level to the new
+// token's); anything else is refused on the frame's stream and changes
+// nothing. The answer is an HTTP answer, as a request frame's.
+func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
+	if l.expired(l.lastRead) {
+		return false
+	}
+	head := wire.Head{Status: 200, KeepAlive: true}
+	tenant, level, until, werr := s.auth.IdentifyToken(p)
+	switch {
+	case werr != nil:
+	case tenant != l.who.tenant:
+		werr = errLinkToken
+	default:
+		l.who.level = level
+		l.who.until = 0
+		if !until.IsZero() {
+			l.who.until = until.UnixNano()
+		}
+		l.answer(id, wire.AppendResponse(nil, head, []byte("{}")))
+		return true
+	}
+	l.answer(id, s.appendError(nil, head, werr))
+	return true
+}
+
+// linkAdmits is admit for a client link's frame: the identity is the
+// link's, and every gate after identity applies (D7).
+func (cs *conn) linkAdmits(req *wire.Request, need identity.Level) bool {
+	who := &cs.gateway.who
+	return cs.admitAs(req, need, who.tenant, who.level)
+}
+
+// answerLater is answerAsync for a stand-in of a link's frame: the answer
+// of a request served off the loop (a configure, a delete, a reset in a
+// cell, a long listing) goes back on the frame's stream, on the link's
+// loop, and the stand-in is taken back there.
+func (cs *conn) answerLater(resp []byte) {
+	l, id := cs.gateway, cs.gatewayID
+	_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		if l.streams[id] == cs {
+			delete(l.streams, id)
+			l.answer(id, resp)
+		}
+		l.ls.putStandIn(cs)
+		return nil
+	}))
+}
+
+// tendClientLinks runs on the loop every second: a client link idle for
+// the idle timeout, or whose identity has ended, is closed.
+func (ls *loopScratch) tendClientLinks(context.Context) error {
+	now := time.Now().UnixNano()
+	idle := int64(ls.s.cfg.IdleTimeout)
+	for l := range ls.clientLinks {
+		if now-l.lastRead > idle || l.expired(now) {
+			l.fail(nil)
+		}
+	}
+	return nil
+}
+
+// tendClientLinksEverySecond has every loop with client links tend them
+// (tendClientLinks) until the server stops.
+func (s *Server) tendClientLinksEverySecond() {
+	s.tickLoops(time.Second, func(ls *loopScratch) gnet.RunnableFunc {
+		if ls.nClientLinks.Load() > 0 {
+			return ls.tendClientTask
+		}
+		return nil
+	}, nil)
+}
+
+// tendClient lists (or unlists) a client link for tendClientLinks.
+func (ls *loopScratch) tendClient(l *relayLink, open bool) {
+	if open {
+		if ls.clientLinks == nil {
+			ls.clientLinks = map[*relayLink]struct{}{}
+		}
+		ls.clientLinks[l] = struct{}{}
+	} else {
+		delete(ls.clientLinks, l)
+	}
+	ls.nClientLinks.Store(int32(len(ls.clientLinks)))
+}
+
+// linkHeadRoom is what a client link's request frame may hold beyond the
+// largest body: its target and header lines.
+const linkHeadRoom = 64 << 10
+
+// frameLimit is the longest frame the link reads: on a client link the
+// largest body the broker accepts and its head room, elsewhere the
+// relay's limit.
+func (l *relayLink) frameLimit() int {
+	if l.role == linkClient {
+		return int(l.s.cfg.MaxBodyBytes) + linkHeadRoom
+	}
+	return maxRelayFrame
+}
