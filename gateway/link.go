@@ -6,9 +6,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -146,28 +147,28 @@ func (l *linkConn) onTraffic() gnet.Action {
 	}
 	var resume []*clientConn
 	for {
-		hdr, _ := c.Peek(relay.HeaderLen)
-		if len(hdr) < relay.HeaderLen {
+		hdr, _ := c.Peek(link.HeaderLen)
+		if len(hdr) < link.HeaderLen {
 			break
 		}
-		typ, id, n := relay.ParseHeader(hdr)
+		typ, id, n := link.ParseHeader(hdr)
 		if n > int(l.ls.g.cfg.MaxBodyBytes)+maxRespHead {
 			return gnet.Close
 		}
-		if c.InboundBuffered() < relay.HeaderLen+n {
+		if c.InboundBuffered() < link.HeaderLen+n {
 			break
 		}
-		frame, _ := c.Peek(relay.HeaderLen + n)
-		p := frame[relay.HeaderLen:]
+		frame, _ := c.Peek(link.HeaderLen + n)
+		p := frame[link.HeaderLen:]
 		switch typ {
-		case relay.FrameAnswer:
+		case link.FrameAnswer:
 			if cc := l.answered(id, p); cc != nil {
 				resume = append(resume, cc)
 			}
-		case relay.FrameRefuse:
+		case link.FrameRefuse:
 			if ex := l.take(id); ex != nil {
 				var cc *clientConn
-				if len(p) == 1 && (p[0] == relay.RefuseTooLarge || p[0] == relay.RefuseLost) {
+				if link.RefusalServed(p) {
 					// Served, or maybe (a cell member relayed it), but
 					// its answer could not come back.
 					cc = ex.linkLose()
@@ -178,11 +179,11 @@ func (l *linkConn) onTraffic() gnet.Action {
 					resume = append(resume, cc)
 				}
 			}
-		case relay.FramePong:
+		case link.FramePong:
 		default:
 			return gnet.Close
 		}
-		_, _ = c.Discard(relay.HeaderLen + n)
+		_, _ = c.Discard(link.HeaderLen + n)
 	}
 	l.ls.resume(resume)
 	return gnet.None
@@ -221,10 +222,10 @@ func (l *linkConn) answered(id uint64, raw []byte) *clientConn {
 
 // send appends req's frame for ex to the link's output.
 func (l *linkConn) send(ex *exchange, req *wire.Request, tenant string, level identity.Level) {
-	rq := relay.Request{Tenant: []byte(tenant), Access: uint8(level), Method: req.MethodName, Target: req.Target, Body: req.Body}
+	rq := link.Request{Tenant: []byte(tenant), Access: uint8(level), Method: req.MethodName, Target: req.Target, Body: req.Body}
 	// It cannot fail: a tenant is a name (at most 255 bytes), and the
 	// method one of a route's.
-	l.out, _ = relay.AppendRequest(l.out, l.nextID, &rq)
+	l.out, _ = link.AppendRequest(l.out, l.nextID, &rq)
 	ex.linkID = l.nextID
 	l.calls[l.nextID] = ex
 	l.nextID++
@@ -238,7 +239,7 @@ func (l *linkConn) cancel(id uint64) {
 	if l.state != linkOpen {
 		return
 	}
-	l.out = relay.AppendHeader(l.out, relay.FrameCancel, id, 0)
+	l.out = link.AppendHeader(l.out, link.FrameCancel, id, 0)
 	l.markDirty()
 }
 

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/identity"
 )
@@ -166,28 +167,28 @@ func (fb *fakeBroker) serve(c net.Conn) {
 }
 
 func (fb *fakeBroker) serveLink(c net.Conn, r *bufio.Reader) {
-	hdr := make([]byte, relay.HeaderLen)
+	hdr := make([]byte, link.HeaderLen)
 	for {
 		if _, err := io.ReadFull(r, hdr); err != nil {
 			return
 		}
-		typ, id, n := relay.ParseHeader(hdr)
+		typ, id, n := link.ParseHeader(hdr)
 		p := make([]byte, n)
 		if _, err := io.ReadFull(r, p); err != nil {
 			return
 		}
-		if typ != relay.FrameRequest {
+		if typ != link.FrameRequest {
 			continue
 		}
-		var rq relay.Request
-		if relay.DecodeRequest(p, &rq) != nil {
+		var rq link.Request
+		if link.DecodeRequest(p, &rq) != nil {
 			return
 		}
 		if strings.Contains(string(rq.Body), "lose") {
 			fb.lost.Add(1)
 			return
 		}
-		f := relay.AppendHeader(nil, relay.FrameAnswer, id, len(fakePushAnswer))
+		f := link.AppendHeader(nil, link.FrameAnswer, id, len(fakePushAnswer))
 		if _, err := c.Write(append(f, fakePushAnswer...)); err != nil {
 			return
 		}

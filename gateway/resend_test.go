@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The gateway never sends a request again once it was written to a broker
@@ -274,27 +274,27 @@ func (fb *countingBroker) serve(c net.Conn) {
 }
 
 func (fb *countingBroker) serveLink(c net.Conn, r *bufio.Reader) {
-	hdr := make([]byte, relay.HeaderLen)
+	hdr := make([]byte, link.HeaderLen)
 	mine := false
 	var held []uint64
 	for {
 		if _, err := io.ReadFull(r, hdr); err != nil {
 			return
 		}
-		typ, id, n := relay.ParseHeader(hdr)
+		typ, id, n := link.ParseHeader(hdr)
 		p := make([]byte, n)
 		if _, err := io.ReadFull(r, p); err != nil {
 			return
 		}
-		if typ != relay.FrameRequest {
+		if typ != link.FrameRequest {
 			continue
 		}
-		var rq relay.Request
-		if relay.DecodeRequest(p, &rq) != nil {
+		var rq link.Request
+		if link.DecodeRequest(p, &rq) != nil {
 			return
 		}
 		answer := func(id uint64) error {
-			f := relay.AppendHeader(nil, relay.FrameAnswer, id, len(fakePushAnswer))
+			f := link.AppendHeader(nil, link.FrameAnswer, id, len(fakePushAnswer))
 			_, err := c.Write(append(f, fakePushAnswer...))
 			return err
 		}

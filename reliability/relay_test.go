@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
@@ -283,7 +285,7 @@ func TestRelayPartialFrames(t *testing.T) {
 		defer nc.Close()
 		wg.Go(func() {
 			start := time.Now()
-			head := relay.AppendHeader(nil, relay.FrameRequest, 1, 64<<20)
+			head := link.AppendHeader(nil, link.FrameRequest, 1, 64<<20)
 			if _, err := nc.Write(append(head, payload...)); err != nil {
 				closedAfter[i] = -1
 				return

@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
@@ -113,11 +114,11 @@ func TestGatewayLinkFramesAreAllocationFree(t *testing.T) {
 	ls := &loopScratch{s: s, gatewayRead: true} // answers are gathered, not flushed by a task
 	l := &relayLink{s: s, role: linkGateway, ls: ls, streams: map[uint64]*conn{}}
 	frame := func(id uint64, method, target, body string) []byte {
-		f, err := relay.AppendRequest(nil, id, &relay.Request{Tenant: []byte("acme"), Access: uint8(identity.ReadWrite), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
+		f, err := link.AppendRequest(nil, id, &link.Request{Tenant: []byte("acme"), Access: uint8(identity.ReadWrite), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return f[relay.HeaderLen:]
+		return f[link.HeaderLen:]
 	}
 	push := frame(1, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":{"n":1}}]}`)
 	pop := frame(2, "GET", "/api/v1/ephemeral/pop?queue=q&autoAck=true", "")

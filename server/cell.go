@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/panjf2000/gnet/v2"
 
@@ -306,7 +308,7 @@ func (cs *conn) relayLost() {
 		// The gateway closes its client's connection for it, as this
 		// member closes a client's own.
 		delete(cs.gateway.streams, cs.gatewayID)
-		cs.gateway.refuse(cs.gatewayID, relay.RefuseLost)
+		cs.gateway.refuse(cs.gatewayID, link.RefuseLost)
 		cs.ls.putStandIn(cs)
 		return
 	}
@@ -388,8 +390,8 @@ func connectionFields(raw []byte, h wire.Head) (out []byte, closeAfter bool) {
 // It reports false for a frame that is not a request (the link is
 // closed).
 func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
-	var rq relay.Request
-	if relay.DecodeRequest(p, &rq) != nil {
+	var rq link.Request
+	if link.DecodeRequest(p, &rq) != nil {
 		return false
 	}
 	if d := s.cell.Delay; d > 0 {
@@ -399,8 +401,8 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 		own := append([]byte(nil), p...) // p is gnet's buffer: gone after this frame
 		time.AfterFunc(d, func() {
 			_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-				var rq relay.Request
-				if !l.closed && relay.DecodeRequest(own, &rq) == nil {
+				var rq link.Request
+				if !l.closed && link.DecodeRequest(own, &rq) == nil {
 					s.serveRelayedNow(l, id, &rq)
 				}
 				return nil
@@ -417,7 +419,7 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 // owner trusts it, the relay having authenticated the member), on a
 // stand-in conn of the link's loop. The answer joins the link's output at
 // once, or, for a pop that parks, when it is completed (relayParked).
-func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *relay.Request) {
+func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *link.Request) {
 	if s.serveLocal(rq, l.replyLater(id)) {
 		return // a member-local reset or delete of another member's fan-out
 	}
@@ -463,8 +465,8 @@ func (l *relayLink) endStandIn(cs *conn, id uint64) {
 // replyLater returns a reply for stream id that may be called from any
 // goroutine: it answers on the link's loop (serveLocal's delete replies
 // from a goroutine of its own). For the fan-out's rare requests only.
-func (l *relayLink) replyLater(id uint64) func(relay.Response) {
-	return func(r relay.Response) {
+func (l *relayLink) replyLater(id uint64) func(link.Response) {
+	return func(r link.Response) {
 		_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			l.answer(id, r.Raw)
 			return nil
@@ -478,10 +480,10 @@ func (l *relayLink) answer(id uint64, raw []byte) {
 		return
 	}
 	if len(raw) > maxRelayFrame {
-		l.refuse(id, relay.RefuseTooLarge)
+		l.refuse(id, link.RefuseTooLarge)
 		return
 	}
-	l.out = relay.AppendHeader(l.out, relay.FrameAnswer, id, len(raw))
+	l.out = link.AppendHeader(l.out, link.FrameAnswer, id, len(raw))
 	l.out = append(l.out, raw...)
 	l.markDirty()
 }
@@ -492,7 +494,7 @@ func (l *relayLink) refuse(id uint64, reason byte) {
 	if l.closed {
 		return
 	}
-	l.out = relay.AppendHeader(l.out, relay.FrameRefuse, id, 1)
+	l.out = link.AppendHeader(l.out, link.FrameRefuse, id, 1)
 	l.out = append(l.out, reason)
 	l.markDirty()
 }
@@ -516,8 +518,8 @@ func (cs *conn) relayParked(by engine.Origin) {
 	}
 	// Until the stand-in is taken back (below, on the link's loop), nothing
 	// else uses its buffer, so the buffer can be the frame.
-	frame := wire.AppendResponse(append(k.resp[:0], make([]byte, relay.HeaderLen)...), k.head, k.body)
-	relay.PutHeader(frame, relay.FrameAnswer, id, len(frame)-relay.HeaderLen)
+	frame := wire.AppendResponse(append(k.resp[:0], make([]byte, link.HeaderLen)...), k.head, k.body)
+	link.PutHeader(frame, link.FrameAnswer, id, len(frame)-link.HeaderLen)
 	// gnet calls back on the link's loop once the frame is written or
 	// copied to the link's output buffer, or the link is gone: either way
 	// after endStandIn, and the stand-in's last use.
@@ -548,7 +550,7 @@ func relayedRoute(req *wire.Request) *ephemeralRoute {
 
 // relayedRequest makes a wire.Request of a relayed one: HTTP/1.1,
 // keep-alive, so the owner's answer carries no connection fields of its own.
-func relayedRequest(req *wire.Request, rq *relay.Request) *wire.Request {
+func relayedRequest(req *wire.Request, rq *link.Request) *wire.Request {
 	*req = wire.Request{
 		MethodName: rq.Method,
 		Target:     rq.Target,

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -19,7 +20,7 @@ import (
 // GET /api/v1/ephemeral/link with "Upgrade: queen-link/1" is answered 101
 // once its identity is established, exactly as any request's is (modes
 // none, jwt and gateway). From then on the connection speaks the frames
-// the gateway link and the cell relay speak (cell/relay's frame layer):
+// the gateway link and the cell relay speak (package link):
 // each request frame carries one of the family's eight routes, and its
 // answer frame the whole HTTP answer the route would have written on an
 // HTTP connection. The frames of a link are served like a gateway link's
@@ -129,15 +130,15 @@ func pickLinkVersion(req *wire.Request, prev bool) (token string, ok bool) {
 // one that does not decode, or that names a tenant or an access level (a
 // client link's identity is its upgrade's, never a frame's).
 func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
-	var rq relay.Request
-	if relay.DecodeRequest(p, &rq) != nil || len(rq.Tenant) != 0 || rq.Access != 0 {
+	var rq link.Request
+	if link.DecodeRequest(p, &rq) != nil || len(rq.Tenant) != 0 || rq.Access != 0 {
 		return false
 	}
 	if l.expired(l.lastRead) {
 		return false
 	}
 	if len(l.streams) >= maxLinkStreams {
-		l.refuse(id, relay.RefuseBusy)
+		l.refuse(id, link.RefuseBusy)
 		return true
 	}
 	ls := l.ls

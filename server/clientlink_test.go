@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 )
@@ -174,7 +175,7 @@ func TestClientLinkServesTheFamily(t *testing.T) {
 	// A cancel lets a parked pop go.
 	id := l.send(t, "", 0, "GET", "/api/v1/ephemeral/pop?queue=idle&wait=true&timeout=30000", "")
 	waitUntil(t, "the pop parked", func() bool { return parkedPops(ts.e) == 1 })
-	l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+	l.c.Write(link.AppendHeader(nil, link.FrameCancel, id, 0))
 	waitUntil(t, "the pop let go", func() bool { return parkedPops(ts.e) == 0 })
 }
 
@@ -209,7 +210,7 @@ func TestClientLinkTokenExpiryAndRefresh(t *testing.T) {
 	sendToken := func(l *testLink, token string) (int, string) {
 		id := l.nextID
 		l.nextID++
-		f := relay.AppendHeader(nil, relay.FrameToken, id, len(token))
+		f := link.AppendHeader(nil, link.FrameToken, id, len(token))
 		l.c.Write(append(f, token...))
 		gotID, status, body := l.answer(t)
 		if gotID != id {

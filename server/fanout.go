@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -61,7 +62,7 @@ func (s *Server) fanOut(tenant string, access identity.Level, op, queue string) 
 	res := fanOutResult{ownerDone: hasOwner && v.IsSelf(owner)}
 	ctx, cancel := context.WithTimeout(context.Background(), c.FanOutDeadline)
 	defer cancel()
-	rr := relay.Request{Tenant: []byte(tenant), Access: uint8(access), Method: []byte("POST"), Target: []byte(op), Body: []byte(queue)}
+	rr := link.Request{Tenant: []byte(tenant), Access: uint8(access), Method: []byte("POST"), Target: []byte(op), Body: []byte(queue)}
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
@@ -74,7 +75,7 @@ func (s *Server) fanOut(tenant string, access identity.Level, op, queue string) 
 		isOwner := hasOwner && owner.ID == id
 		res.asked++
 		wg.Add(1)
-		err := c.rc.Go(ctx, id, &rr, func(r relay.Response, err error) {
+		err := c.rc.Go(ctx, id, &rr, func(r link.Response, err error) {
 			defer wg.Done()
 			if err == nil {
 				var n int64
@@ -110,13 +111,13 @@ func parseLocalAnswer(raw []byte) (int64, error) {
 // serveLocal serves a member-local reset or delete sent by another
 // member's fan-out: it applies it to this member's copy only, whatever
 // this member owns. It reports false for a target that is not one.
-func (s *Server) serveLocal(rq *relay.Request, reply func(relay.Response)) bool {
+func (s *Server) serveLocal(rq *link.Request, reply func(link.Response)) bool {
 	op := string(rq.Target)
 	if op != localReset && op != localDelete {
 		return false
 	}
 	if !identity.Level(rq.Access).Allows(identity.ReadWrite) {
-		reply(relay.Response{Raw: []byte("!access level below read-write")})
+		reply(link.Response{Raw: []byte("!access level below read-write")})
 		return true
 	}
 	tenant, queue := string(rq.Tenant), string(rq.Body)
@@ -145,10 +146,10 @@ func (s *Server) serveLocal(rq *relay.Request, reply func(relay.Response)) bool 
 }
 
 // replyLocal sends a member-local answer: the count, or "!" and the error.
-func replyLocal(reply func(relay.Response), n int64, err error) {
+func replyLocal(reply func(link.Response), n int64, err error) {
 	if err != nil {
-		reply(relay.Response{Raw: append([]byte("!"), err.Error()...)})
+		reply(link.Response{Raw: append([]byte("!"), err.Error()...)})
 		return
 	}
-	reply(relay.Response{Raw: strconv.AppendInt(nil, n, 10)})
+	reply(link.Response{Raw: strconv.AppendInt(nil, n, 10)})
 }

@@ -4,7 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 )
@@ -23,8 +24,8 @@ func TestServeLocal(t *testing.T) {
 	// The answer may come from another goroutine (a delete's).
 	call := func(target string, access identity.Level, queue string) (string, bool) {
 		got := make(chan string, 1)
-		ok := s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(access), Method: []byte("POST"), Target: []byte(target), Body: []byte(queue)},
-			func(r relay.Response) { got <- string(r.Raw) })
+		ok := s.serveLocal(&link.Request{Tenant: []byte("t"), Access: uint8(access), Method: []byte("POST"), Target: []byte(target), Body: []byte(queue)},
+			func(r link.Response) { got <- string(r.Raw) })
 		if !ok {
 			return "", false
 		}
@@ -84,8 +85,8 @@ func TestServeLocalDeleteDoesNotBlockTheRelay(t *testing.T) {
 	got := make(chan string, 1)
 	returned := make(chan struct{})
 	go func() {
-		s.serveLocal(&relay.Request{Tenant: []byte("t"), Access: uint8(identity.ReadWrite), Method: []byte("POST"), Target: []byte(localDelete), Body: []byte("q")},
-			func(r relay.Response) { got <- string(r.Raw) })
+		s.serveLocal(&link.Request{Tenant: []byte("t"), Access: uint8(identity.ReadWrite), Method: []byte("POST"), Target: []byte(localDelete), Body: []byte("q")},
+			func(r link.Response) { got <- string(r.Raw) })
 		close(returned)
 	}()
 	select {

@@ -3,9 +3,10 @@ package server
 import (
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
 )
@@ -101,8 +102,8 @@ func (cs *conn) becomeLink() gnet.Action {
 // as a gateway-mode request that landed here (see above). It reports false
 // for a frame that does not decode (the link is closed).
 func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
-	var rq relay.Request
-	if relay.DecodeRequest(p, &rq) != nil {
+	var rq link.Request
+	if link.DecodeRequest(p, &rq) != nil {
 		return false
 	}
 	ls := l.ls

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/panjf2000/gnet/v2"
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
@@ -91,7 +93,7 @@ func (l *testLink) send(t *testing.T, tenant string, access identity.Level, meth
 	t.Helper()
 	id := l.nextID
 	l.nextID++
-	f, err := relay.AppendRequest(nil, id, &relay.Request{Tenant: []byte(tenant), Access: uint8(access), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
+	f, err := link.AppendRequest(nil, id, &link.Request{Tenant: []byte(tenant), Access: uint8(access), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func (l *testLink) send(t *testing.T, tenant string, access identity.Level, meth
 func (l *testLink) answer(t *testing.T) (id uint64, status int, body string) {
 	t.Helper()
 	typ, id, p := readFrame(t, l.c)
-	if typ != relay.FrameAnswer {
+	if typ != link.FrameAnswer {
 		t.Fatalf("frame type %d, want an answer", typ)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(p))), nil)
@@ -250,7 +252,7 @@ func TestGatewayLinkCancelAndCloseUnparkPops(t *testing.T) {
 		id := l.send(t, "acme", identity.ReadWrite, "GET", "/api/v1/ephemeral/pop?queue="+queue+"&wait=true&timeout=30000", "")
 		waitUntil(t, how+": the pop parked", func() bool { return parkedPops(ts.e) == 1 })
 		if how == "cancel" {
-			l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+			l.c.Write(link.AppendHeader(nil, link.FrameCancel, id, 0))
 		} else {
 			l.c.Close()
 		}
@@ -318,14 +320,14 @@ func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 	// Owned by the peer: relayed, answered.
 	id := l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
 	owner := o.link(t)
-	relayed := func() (uint64, relay.Request) {
+	relayed := func() (uint64, link.Request) {
 		t.Helper()
 		typ, rid, p := readFrame(t, owner)
-		for typ == relay.FramePing {
+		for typ == link.FramePing {
 			typ, rid, p = readFrame(t, owner)
 		}
-		var rq relay.Request
-		if typ != relay.FrameRequest || relay.DecodeRequest(p, &rq) != nil {
+		var rq link.Request
+		if typ != link.FrameRequest || link.DecodeRequest(p, &rq) != nil {
 			t.Fatalf("frame type %d at the owner, want a request", typ)
 		}
 		return rid, rq
@@ -335,16 +337,16 @@ func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 		t.Fatalf("relayed tenant %q level %d body %q", rq.Tenant, rq.Access, rq.Body)
 	}
 	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"
-	owner.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, rid, len(answer)), answer...))
+	owner.Write(append(link.AppendHeader(nil, link.FrameAnswer, rid, len(answer)), answer...))
 	typ, gid, p := readFrame(t, l.c)
-	if typ != relay.FrameAnswer || gid != id || string(p) != answer {
+	if typ != link.FrameAnswer || gid != id || string(p) != answer {
 		t.Fatalf("the gateway got frame %d stream %d %q; want the owner's answer on stream %d", typ, gid, p, id)
 	}
 
 	// Refused by the owner before it served it: 503, nothing done.
 	id = l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
 	rid, _ = relayed()
-	owner.Write(append(relay.AppendHeader(nil, relay.FrameRefuse, rid, 1), relay.RefuseBusy))
+	owner.Write(append(link.AppendHeader(nil, link.FrameRefuse, rid, 1), link.RefuseBusy))
 	if gid, status, body := l.answer(t); gid != id || status != 503 || !strings.Contains(body, `"code":"`+codeForwardFailed+`"`) {
 		t.Fatalf("a refused relay: stream %d %d %s, want %d 503 %s", gid, status, body, id, codeForwardFailed)
 	}
@@ -352,9 +354,9 @@ func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 	// Served, but its answer lost: RefuseLost on the gateway's stream.
 	id = l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
 	rid, _ = relayed()
-	owner.Write(append(relay.AppendHeader(nil, relay.FrameRefuse, rid, 1), relay.RefuseTooLarge))
+	owner.Write(append(link.AppendHeader(nil, link.FrameRefuse, rid, 1), link.RefuseTooLarge))
 	typ, gid, p = readFrame(t, l.c)
-	if typ != relay.FrameRefuse || gid != id || len(p) != 1 || p[0] != relay.RefuseLost {
+	if typ != link.FrameRefuse || gid != id || len(p) != 1 || p[0] != link.RefuseLost {
 		t.Fatalf("a lost relayed answer: frame %d stream %d %v, want a refuse (lost) of %d", typ, gid, p, id)
 	}
 
@@ -362,12 +364,12 @@ func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 	// the owner.
 	id = l.send(t, "acme", identity.ReadWrite, "GET", "/api/v1/ephemeral/pop?queue="+theirs+"&wait=true&timeout=10000", "")
 	rid, _ = relayed()
-	l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+	l.c.Write(link.AppendHeader(nil, link.FrameCancel, id, 0))
 	typ, cid, _ := readFrame(t, owner)
-	for typ == relay.FramePing {
+	for typ == link.FramePing {
 		typ, cid, _ = readFrame(t, owner)
 	}
-	if typ != relay.FrameCancel || cid != rid {
+	if typ != link.FrameCancel || cid != rid {
 		t.Fatalf("frame %d stream %d at the owner, want a cancel of %d", typ, cid, rid)
 	}
 
@@ -387,7 +389,7 @@ func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 	for range 20 {
 		id := l.send(t, "acme", identity.ReadWrite, "POST", "/api/v1/ephemeral/push", push(theirs))
 		rid, _ := relayed()
-		owner.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, rid, len(answer)), answer...))
+		owner.Write(append(link.AppendHeader(nil, link.FrameAnswer, rid, len(answer)), answer...))
 		if gid, status, _ := l.answer(t); gid != id || status != 201 {
 			t.Fatalf("relayed push: stream %d status %d", gid, status)
 		}
@@ -432,7 +434,7 @@ func TestGatewayLinkReusesParkedStandIns(t *testing.T) {
 		case "cancelled":
 			id := l.send(t, "acme", identity.ReadWrite, "GET", pop+"5000", "")
 			waitUntil(t, "the pop parked", func() bool { return parkedPops(ts.e) == 1 })
-			l.c.Write(relay.AppendHeader(nil, relay.FrameCancel, id, 0))
+			l.c.Write(link.AppendHeader(nil, link.FrameCancel, id, 0))
 			waitUntil(t, "the pop let go", func() bool { return parkedPops(ts.e) == 0 })
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/cell/relay"
@@ -225,14 +227,14 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 	if l.closed || len(l.calls) >= maxRelayCalls {
 		return false
 	}
-	rr := relay.Request{
+	rr := link.Request{
 		Tenant: []byte(cs.tenant),
 		Access: uint8(cs.access),
 		Method: req.MethodName,
 		Target: req.Target,
 		Body:   req.Body,
 	}
-	out, err := relay.AppendRequest(l.out, l.nextID, &rr)
+	out, err := link.AppendRequest(l.out, l.nextID, &rr)
 	if err != nil {
 		return false
 	}
@@ -254,7 +256,7 @@ func (l *relayLink) cancel(cs *conn) {
 	if l.closed {
 		return
 	}
-	l.out = relay.AppendHeader(l.out, relay.FrameCancel, id, 0)
+	l.out = link.AppendHeader(l.out, link.FrameCancel, id, 0)
 	l.markDirty()
 }
 
@@ -278,22 +280,22 @@ func (l *relayLink) onTraffic() gnet.Action {
 	}
 	whole := false // a frame was read: what is left begins a new one
 	for {
-		hdr, _ := c.Peek(relay.HeaderLen)
-		if len(hdr) < relay.HeaderLen {
+		hdr, _ := c.Peek(link.HeaderLen)
+		if len(hdr) < link.HeaderLen {
 			break
 		}
-		typ, id, n := relay.ParseHeader(hdr)
+		typ, id, n := link.ParseHeader(hdr)
 		if n > l.frameLimit() {
 			return gnet.Close // a protocol error: the link fails
 		}
-		if c.InboundBuffered() < relay.HeaderLen+n {
+		if c.InboundBuffered() < link.HeaderLen+n {
 			break
 		}
-		frame, _ := c.Peek(relay.HeaderLen + n)
-		if !l.frame(typ, id, frame[relay.HeaderLen:]) {
+		frame, _ := c.Peek(link.HeaderLen + n)
+		if !l.frame(typ, id, frame[link.HeaderLen:]) {
 			return gnet.Close
 		}
-		_, _ = c.Discard(relay.HeaderLen + n)
+		_, _ = c.Discard(link.HeaderLen + n)
 		whole = true
 	}
 	switch {
@@ -317,7 +319,7 @@ func (ls *loopScratch) endGatewayRead() {
 func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 	if l.role != linkDialled {
 		switch typ {
-		case relay.FrameRequest:
+		case link.FrameRequest:
 			switch l.role {
 			case linkGateway:
 				return l.s.serveGatewayFrame(l, id, p)
@@ -325,15 +327,15 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 				return l.s.serveClientFrame(l, id, p)
 			}
 			return l.s.serveRelayed(l, id, p)
-		case relay.FrameToken:
+		case link.FrameToken:
 			return l.role == linkClient && l.s.refreshToken(l, id, p)
-		case relay.FrameCancel:
+		case link.FrameCancel:
 			if cs := l.streams[id]; cs != nil {
 				delete(l.streams, id)
 				cs.letGo()
 			}
-		case relay.FramePing:
-			l.out = relay.AppendHeader(l.out, relay.FramePong, 0, 0)
+		case link.FramePing:
+			l.out = link.AppendHeader(l.out, link.FramePong, 0, 0)
 			l.markDirty()
 		default:
 			return false
@@ -341,19 +343,19 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 		return true
 	}
 	switch typ {
-	case relay.FrameAnswer:
+	case link.FrameAnswer:
 		if cs := l.take(id); cs != nil {
 			cs.relayAnswered(p)
 		}
-	case relay.FrameRefuse:
+	case link.FrameRefuse:
 		if cs := l.take(id); cs != nil {
-			if len(p) == 1 && p[0] == relay.RefuseTooLarge {
-				cs.relayLost() // served, but its answer could not come back
+			if link.RefusalServed(p) {
+				cs.relayLost() // served, or maybe: its answer could not come back
 			} else {
 				cs.relayRefused() // busy or closing: the owner did not serve it
 			}
 		}
-	case relay.FramePong:
+	case link.FramePong:
 	default:
 		return false
 	}
@@ -492,13 +494,13 @@ func (ls *loopScratch) tend(context.Context) error {
 			continue
 		}
 		// Once a tend, that is once a ping interval.
-		l.out = relay.AppendHeader(l.out, relay.FramePing, 0, 0)
+		l.out = link.AppendHeader(l.out, link.FramePing, 0, 0)
 		l.markDirty()
 		for id, cs := range l.calls {
 			if now > cs.relayUntil {
 				delete(l.calls, id)
 				cs.relayLink = nil
-				l.out = relay.AppendHeader(l.out, relay.FrameCancel, id, 0)
+				l.out = link.AppendHeader(l.out, link.FrameCancel, id, 0)
 				l.markDirty()
 				cs.relayLost()
 			}

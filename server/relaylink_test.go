@@ -14,6 +14,7 @@ import (
 	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The relay on the event loops (relaylink.go), against a stand-in owner: a
@@ -69,11 +70,11 @@ func (o *owner) link(t *testing.T) net.Conn {
 func readFrame(t *testing.T, c net.Conn) (typ byte, id uint64, payload []byte) {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var h [relay.HeaderLen]byte
+	var h [link.HeaderLen]byte
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		t.Fatalf("reading a frame: %v", err)
 	}
-	typ, id, n := relay.ParseHeader(h[:])
+	typ, id, n := link.ParseHeader(h[:])
 	payload = make([]byte, n)
 	if _, err := io.ReadFull(c, payload); err != nil {
 		t.Fatalf("reading a frame's payload: %v", err)
@@ -170,13 +171,13 @@ func TestRelayCarriesTheRequestAndReturnsTheAnswer(t *testing.T) {
 	ts := startLanding(t, twoMembers(o.addr), RelayOptions{})
 	q := queueOf(t, ts.s.cell.m.View(), o.addr)
 	c := sendPush(t, ts, q)
-	link := o.link(t)
-	typ, id, p := readFrame(t, link)
-	if typ != relay.FrameRequest {
+	lc := o.link(t)
+	typ, id, p := readFrame(t, lc)
+	if typ != link.FrameRequest {
 		t.Fatalf("frame type %d, want a request", typ)
 	}
-	var rq relay.Request
-	if err := relay.DecodeRequest(p, &rq); err != nil {
+	var rq link.Request
+	if err := link.DecodeRequest(p, &rq); err != nil {
 		t.Fatal(err)
 	}
 	if string(rq.Method) != "POST" || string(rq.Target) != "/api/v1/ephemeral/push" ||
@@ -184,8 +185,8 @@ func TestRelayCarriesTheRequestAndReturnsTheAnswer(t *testing.T) {
 		t.Fatalf("relayed %q %q %q tenant %q", rq.Method, rq.Target, rq.Body, rq.Tenant)
 	}
 	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"
-	frame := relay.AppendHeader(nil, relay.FrameAnswer, id, len(answer))
-	link.Write(append(frame, answer...))
+	frame := link.AppendHeader(nil, link.FrameAnswer, id, len(answer))
+	lc.Write(append(frame, answer...))
 	got, err := readAnswer(c, 5*time.Second)
 	if err != nil || got != answer {
 		t.Fatalf("answer %q, %v; want the owner's %q", got, err, answer)
@@ -231,22 +232,22 @@ func TestRelayedCallPastItsDeadlineClosesTheConnection(t *testing.T) {
 	o := startOwner(t)
 	ts := startLanding(t, twoMembers(o.addr), RelayOptions{CallDeadline: 200 * time.Millisecond, PingInterval: 50 * time.Millisecond})
 	c := sendPush(t, ts, queueOf(t, ts.s.cell.m.View(), o.addr))
-	link := o.link(t)
-	_, id, _ := readFrame(t, link)
+	lc := o.link(t)
+	_, id, _ := readFrame(t, lc)
 	// The owner answers pings but never the call.
 	cancelled := make(chan uint64, 1)
 	go func() {
-		var h [relay.HeaderLen]byte
+		var h [link.HeaderLen]byte
 		for {
-			if _, err := io.ReadFull(link, h[:]); err != nil {
+			if _, err := io.ReadFull(lc, h[:]); err != nil {
 				return
 			}
-			typ, fid, n := relay.ParseHeader(h[:])
-			io.CopyN(io.Discard, link, int64(n))
+			typ, fid, n := link.ParseHeader(h[:])
+			io.CopyN(io.Discard, lc, int64(n))
 			switch typ {
-			case relay.FramePing:
-				link.Write(relay.AppendHeader(nil, relay.FramePong, 0, 0))
-			case relay.FrameCancel:
+			case link.FramePing:
+				lc.Write(link.AppendHeader(nil, link.FramePong, 0, 0))
+			case link.FrameCancel:
 				cancelled <- fid
 			}
 		}
@@ -290,7 +291,7 @@ func TestSilentOwnerFailsTheLink(t *testing.T) {
 	second := o.link(t) // dialled anew
 	_, id, _ := readFrame(t, second)
 	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}"
-	second.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, id, len(answer)), answer...))
+	second.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(answer)), answer...))
 	if got, err := readAnswer(c2, 5*time.Second); err != nil || got != answer {
 		t.Fatalf("after the redial: %q, %v", got, err)
 	}
@@ -307,17 +308,17 @@ func TestClientGoneCancelsTheRelayedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(c, "GET /api/v1/ephemeral/pop?queue=%s&wait=true&timeout=10000 HTTP/1.1\r\nHost: x\r\n\r\n", q)
-	link := o.link(t)
-	typ, id, _ := readFrame(t, link)
-	if typ != relay.FrameRequest {
+	lc := o.link(t)
+	typ, id, _ := readFrame(t, lc)
+	if typ != link.FrameRequest {
 		t.Fatalf("frame type %d", typ)
 	}
 	c.Close()
-	typ, cid, _ := readFrame(t, link)
-	for typ == relay.FramePing {
-		typ, cid, _ = readFrame(t, link)
+	typ, cid, _ := readFrame(t, lc)
+	for typ == link.FramePing {
+		typ, cid, _ = readFrame(t, lc)
 	}
-	if typ != relay.FrameCancel || cid != id {
+	if typ != link.FrameCancel || cid != id {
 		t.Fatalf("frame type %d stream %d, want a cancel of %d", typ, cid, id)
 	}
 }
@@ -346,14 +347,14 @@ func TestRelayedAnswersFindTheirCalls(t *testing.T) {
 			case l := <-o.conns:
 				t.Cleanup(func() { l.Close() })
 				go func() {
-					var h [relay.HeaderLen]byte
+					var h [link.HeaderLen]byte
 					for {
 						if _, err := io.ReadFull(l, h[:]); err != nil {
 							return
 						}
-						typ, id, sz := relay.ParseHeader(h[:])
+						typ, id, sz := link.ParseHeader(h[:])
 						io.CopyN(io.Discard, l, int64(sz))
-						if typ == relay.FrameRequest {
+						if typ == link.FrameRequest {
 							calls <- call{l, id}
 						}
 					}
@@ -376,7 +377,7 @@ func TestRelayedAnswersFindTheirCalls(t *testing.T) {
 	for i := len(got) - 1; i >= 0; i-- {
 		body := fmt.Sprintf(`{"answer":%d}`, i)
 		answer := fmt.Sprintf("HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		got[i].link.Write(append(relay.AppendHeader(nil, relay.FrameAnswer, got[i].id, len(answer)), answer...))
+		got[i].link.Write(append(link.AppendHeader(nil, link.FrameAnswer, got[i].id, len(answer)), answer...))
 	}
 	seen := map[string]bool{}
 	for i, c := range conns {
@@ -458,12 +459,12 @@ func every(t *testing.T, c net.Conn, d time.Duration, b []byte) {
 func TestSilentMemberFailsTheAcceptedLink(t *testing.T) {
 	addr := startAccepting(t, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 300 * time.Millisecond})
 	pinging := dialMember(t, addr)
-	every(t, pinging, 50*time.Millisecond, relay.AppendHeader(nil, relay.FramePing, 0, 0))
+	every(t, pinging, 50*time.Millisecond, link.AppendHeader(nil, link.FramePing, 0, 0))
 	silent := dialMember(t, addr)
 	if took := waitClosed(t, silent, 5*time.Second); took < 250*time.Millisecond {
 		t.Fatalf("closed after %v, before the ping timeout", took)
 	}
-	if typ, _, _ := readFrame(t, pinging); typ != relay.FramePong {
+	if typ, _, _ := readFrame(t, pinging); typ != link.FramePong {
 		t.Fatalf("the pinging member got frame type %d, want a pong", typ)
 	}
 }
@@ -474,7 +475,7 @@ func TestSilentMemberFailsTheAcceptedLink(t *testing.T) {
 func TestStalledFrameFailsTheAcceptedLink(t *testing.T) {
 	addr := startAccepting(t, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: 200 * time.Millisecond, FrameTimeout: 400 * time.Millisecond})
 	c := dialMember(t, addr)
-	head := relay.AppendHeader(nil, relay.FrameRequest, 1, 64<<20)
+	head := link.AppendHeader(nil, link.FrameRequest, 1, 64<<20)
 	if _, err := c.Write(append(head, make([]byte, 64<<10)...)); err != nil {
 		t.Fatal(err)
 	}
@@ -491,12 +492,12 @@ func TestDialledLinkPingsWhileTheOwnerSends(t *testing.T) {
 	o := startOwner(t)
 	ts := startLanding(t, twoMembers(o.addr), RelayOptions{PingInterval: 100 * time.Millisecond, PingTimeout: 5 * time.Second})
 	sendPush(t, ts, queueOf(t, ts.s.cell.m.View(), o.addr))
-	link := o.link(t)
-	if typ, _, _ := readFrame(t, link); typ != relay.FrameRequest {
+	lc := o.link(t)
+	if typ, _, _ := readFrame(t, lc); typ != link.FrameRequest {
 		t.Fatalf("frame type %d, want the request", typ)
 	}
-	every(t, link, 20*time.Millisecond, relay.AppendHeader(nil, relay.FramePong, 0, 0))
-	if typ, _, _ := readFrame(t, link); typ != relay.FramePing {
+	every(t, lc, 20*time.Millisecond, link.AppendHeader(nil, link.FramePong, 0, 0))
+	if typ, _, _ := readFrame(t, lc); typ != link.FramePing {
 		t.Fatalf("frame type %d, want a ping", typ)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // What an unauthenticated peer can hold (admit.go) and what an
@@ -222,7 +224,7 @@ func TestSilentPeerIsClosed(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(50 * time.Millisecond):
-				pinging.Write(AppendHeader(nil, FramePing, 0, 0))
+				pinging.Write(link.AppendHeader(nil, link.FramePing, 0, 0))
 			}
 		}
 	}()
@@ -232,11 +234,11 @@ func TestSilentPeerIsClosed(t *testing.T) {
 	}
 	// The pinging one has outlived the silent one; it is still served.
 	pinging.SetReadDeadline(time.Now().Add(3 * time.Second))
-	var h [HeaderLen]byte
+	var h [link.HeaderLen]byte
 	if _, err := io.ReadFull(pinging, h[:]); err != nil {
 		t.Fatalf("the pinging connection: %v", err)
 	}
-	if typ, _, _ := ParseHeader(h[:]); typ != FramePong {
+	if typ, _, _ := link.ParseHeader(h[:]); typ != link.FramePong {
 		t.Fatalf("frame type %d, want a pong", typ)
 	}
 }
@@ -255,7 +257,7 @@ func TestClientPingsWhileAnswersArrive(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		key := string(rune('a' + i))
-		if err := c.Go(context.Background(), addr, req("/park", key), func(_ Response, err error) { errs <- err }); err != nil {
+		if err := c.Go(context.Background(), addr, req("/park", key), func(_ link.Response, err error) { errs <- err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,7 +290,7 @@ func TestPartialFrameClosesTheLink(t *testing.T) {
 	})
 	c := dialRaw(t, addr)
 	waitFor(t, "the connection to be served", func() bool { return srv.Conns() == 1 })
-	head := AppendHeader(nil, FrameRequest, 1, 64<<20)
+	head := link.AppendHeader(nil, link.FrameRequest, 1, 64<<20)
 	if _, err := c.Write(append(head, make([]byte, 1024)...)); err != nil {
 		t.Fatal(err)
 	}

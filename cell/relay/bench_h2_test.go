@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The candidate the framed protocol was measured against (docs/cell-relay.md),
@@ -44,13 +46,13 @@ func startH2(tb testing.TB, h Handler) *h2Relay {
 		if err != nil {
 			return
 		}
-		req := new(Request)
-		if DecodeRequest(body, req) != nil {
+		req := new(link.Request)
+		if link.DecodeRequest(body, req) != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		done := make(chan Response, 1)
-		h(r.Context(), req, func(resp Response) { done <- resp })
+		done := make(chan link.Response, 1)
+		h(r.Context(), req, func(resp link.Response) { done <- resp })
 		select {
 		case resp := <-done:
 			w.Write(resp.Raw)
@@ -75,21 +77,21 @@ func startH2(tb testing.TB, h Handler) *h2Relay {
 	return r
 }
 
-func (r *h2Relay) Do(ctx context.Context, req *Request) (Response, error) {
-	payload, _ := AppendRequest(nil, 0, req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload[HeaderLen:]))
+func (r *h2Relay) Do(ctx context.Context, req *link.Request) (link.Response, error) {
+	payload, _ := link.AppendRequest(nil, 0, req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(payload[link.HeaderLen:]))
 	if err != nil {
-		return Response{}, err
+		return link.Response{}, err
 	}
 	hr.Header.Set("X-Cell-Secret", string(testSecret))
 	resp, err := r.client.Do(hr)
 	if err != nil {
-		return Response{}, &Error{Kind: ErrUnreachable, Cause: err}
+		return link.Response{}, &Error{Kind: ErrUnreachable, Cause: err}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return Response{}, &Error{Kind: ErrUnreachable, Cause: err}
+		return link.Response{}, &Error{Kind: ErrUnreachable, Cause: err}
 	}
-	return Response{Raw: raw}, nil
+	return link.Response{Raw: raw}, nil
 }

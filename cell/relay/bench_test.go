@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The A/B measurement behind the choice of transport (docs/cell-relay.md).
@@ -24,7 +26,7 @@ func cpuNanos() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-type doFunc func(context.Context, *Request) (Response, error)
+type doFunc func(context.Context, *link.Request) (link.Response, error)
 
 // candidates set up each transport for the benchmark b given to setup
 // (whose cleanup closes it).
@@ -43,7 +45,7 @@ func candidates() []struct {
 		{"framed", func(b testing.TB, o *testOwner) (doFunc, func() int64) {
 			srv, addr := startServer(b, o, nil)
 			c := newClient(b, nil)
-			return func(ctx context.Context, r *Request) (Response, error) { return c.Do(ctx, addr, r) },
+			return func(ctx context.Context, r *link.Request) (link.Response, error) { return c.Do(ctx, addr, r) },
 				func() int64 { return int64(srv.Conns()) }
 		}},
 	}
@@ -51,8 +53,8 @@ func candidates() []struct {
 
 // benchRequest is a push of one 100-byte message, as the landing member
 // would relay it.
-func benchRequest() *Request {
-	return &Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"),
+func benchRequest() *link.Request {
+	return &link.Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"),
 		Target: []byte("/fixed"), Header: []byte("Content-Type: application/json\r\n"),
 		Body: []byte(`{"items":[{"partition":"p","data":"` + strings.Repeat("x", 100) + `"}]}`)}
 }
@@ -122,11 +124,11 @@ func BenchmarkRelayParked10k(b *testing.B) {
 					ci = 0
 				}
 				do, conns := cands[ci].setup(b, o)
-				var goFn func(context.Context, *Request, func(Response, error)) error
+				var goFn func(context.Context, *link.Request, func(link.Response, error)) error
 				if name == "framed-Go" {
 					srv, addr := startServer(b, o, nil)
 					c := newClient(b, nil)
-					goFn = func(ctx context.Context, r *Request, done func(Response, error)) error {
+					goFn = func(ctx context.Context, r *link.Request, done func(link.Response, error)) error {
 						return c.Go(ctx, addr, r, done)
 					}
 					conns = func() int64 { return int64(srv.Conns()) }
@@ -134,7 +136,7 @@ func BenchmarkRelayParked10k(b *testing.B) {
 				ctx := context.Background()
 				do(ctx, benchRequest()) // dial before the baseline
 				if goFn != nil {
-					goFn(ctx, benchRequest(), func(Response, error) {})
+					goFn(ctx, benchRequest(), func(link.Response, error) {})
 				}
 				time.Sleep(50 * time.Millisecond)
 				h0, s0, g0 := memNow()
@@ -144,7 +146,7 @@ func BenchmarkRelayParked10k(b *testing.B) {
 					r := benchRequest()
 					r.Target, r.Body = []byte("/park"), []byte(itoa(i))
 					if goFn != nil {
-						if err := goFn(ctx, r, func(_ Response, err error) {
+						if err := goFn(ctx, r, func(_ link.Response, err error) {
 							if err != nil {
 								b.Error(err)
 							}

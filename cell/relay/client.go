@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // ClientConfig configures a Client. Zero values take the defaults.
@@ -163,14 +165,14 @@ func (c *Client) Forget(addr string) {
 
 // Do relays req to the member at addr and waits for its answer. req's
 // bytes are copied before Do returns control to the network.
-func (c *Client) Do(ctx context.Context, addr string, req *Request) (Response, error) {
+func (c *Client) Do(ctx context.Context, addr string, req *link.Request) (link.Response, error) {
 	type result struct {
-		r   Response
+		r   link.Response
 		err error
 	}
 	ch := make(chan result, 1)
-	if err := c.Go(ctx, addr, req, func(r Response, err error) { ch <- result{r, err} }); err != nil {
-		return Response{}, err
+	if err := c.Go(ctx, addr, req, func(r link.Response, err error) { ch <- result{r, err} }); err != nil {
+		return link.Response{}, err
 	}
 	res := <-ch
 	return res.r, res.err
@@ -182,7 +184,7 @@ func (c *Client) Do(ctx context.Context, addr string, req *Request) (Response, e
 // not started (and done will not be called). req's bytes are copied before
 // Go returns. Cancelling ctx ends the call with ErrCanceled (ErrTimeout for
 // its deadline) and tells the owner to stop.
-func (c *Client) Go(ctx context.Context, addr string, req *Request, done func(Response, error)) error {
+func (c *Client) Go(ctx context.Context, addr string, req *link.Request, done func(link.Response, error)) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -194,14 +196,14 @@ func (c *Client) Go(ctx context.Context, addr string, req *Request, done func(Re
 		c.peers[addr] = p
 	}
 	c.mu.Unlock()
-	if req.encodedLen() > c.cfg.MaxFrameBytes {
+	if req.EncodedLen() > c.cfg.MaxFrameBytes {
 		return &Error{Addr: addr, Kind: ErrTooLarge}
 	}
 	if p.inflight.Add(1) > int64(c.cfg.MaxInFlightPerPeer) {
 		p.inflight.Add(-1)
 		return &Error{Addr: addr, Kind: ErrOverloaded}
 	}
-	frame, err := AppendRequest(make([]byte, 0, HeaderLen+req.encodedLen()), 0, req)
+	frame, err := link.AppendRequest(make([]byte, 0, link.HeaderLen+req.EncodedLen()), 0, req)
 	if err != nil {
 		p.inflight.Add(-1)
 		return &Error{Addr: addr, Kind: ErrTooLarge, Cause: err}

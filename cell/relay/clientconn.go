@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The client's connections: a peer's slots, each dialling its connection on
@@ -58,7 +60,7 @@ func (s *slot) submit(cl *call) {
 			s.waiters = nil
 			s.mu.Unlock()
 			for _, w := range ws {
-				w.finish(Response{}, &Error{Addr: s.p.addr, Kind: ErrClosed})
+				w.finish(link.Response{}, &Error{Addr: s.p.addr, Kind: ErrClosed})
 			}
 			return
 		}
@@ -81,7 +83,7 @@ func (s *slot) dial() {
 	s.mu.Unlock()
 	for _, w := range ws {
 		if err != nil {
-			w.finish(Response{}, err)
+			w.finish(link.Response{}, err)
 		} else {
 			cc.start(w)
 		}
@@ -89,7 +91,7 @@ func (s *slot) dial() {
 }
 
 // Dial connects to the relay at addr and passes the handshake: the
-// connection that it returns speaks frames (frame.go). timeout bounds dial
+// connection that it returns speaks frames (package link). timeout bounds dial
 // and handshake together. Errors are *Error with ErrUnreachable or ErrAuth.
 func Dial(addr string, secret []byte, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
@@ -119,7 +121,7 @@ func (c *Client) dial(s *slot) (*clientConn, error) {
 		return nil, err
 	}
 	cc := &clientConn{slot: s, calls: map[uint64]*call{}}
-	cc.link = newLink(nc, c.cfg.MaxFrameBytes, c.cfg.FrameTimeout)
+	cc.frameConn = newLink(nc, c.cfg.MaxFrameBytes, c.cfg.FrameTimeout)
 	cc.dispatch = cc.onFrame
 	cc.onClose = cc.closed
 	c.mu.Lock()
@@ -138,7 +140,7 @@ func (c *Client) dial(s *slot) (*clientConn, error) {
 
 // clientConn is one connection to a peer and the calls waiting on it.
 type clientConn struct {
-	*link
+	*frameConn
 	slot *slot
 
 	cmu   sync.Mutex
@@ -152,7 +154,7 @@ type call struct {
 	id      uint64
 	cc      atomic.Pointer[clientConn]
 	peer    *peer
-	done    func(Response, error)
+	done    func(link.Response, error)
 	frame   []byte // the encoded request, until it is queued
 	stopCtx func() bool
 	timer   *time.Timer
@@ -167,7 +169,7 @@ func (cc *clientConn) start(cl *call) {
 	}
 	if cc.isClosed() {
 		cc.cmu.Unlock()
-		cl.finish(Response{}, cc.lostErr())
+		cl.finish(link.Response{}, cc.lostErr())
 		return
 	}
 	cc.next++
@@ -177,15 +179,15 @@ func (cc *clientConn) start(cl *call) {
 	cl.cc.Store(cc)
 	frame := cl.frame
 	cl.frame = nil
-	PutHeader(frame[:HeaderLen], FrameRequest, cl.id, len(frame)-HeaderLen)
+	link.PutHeader(frame[:link.HeaderLen], link.FrameRequest, cl.id, len(frame)-link.HeaderLen)
 	if !cc.send(outFrame{p: frame}) {
 		cc.forget(cl.id)
-		cl.finish(Response{}, cc.lostErr())
+		cl.finish(link.Response{}, cc.lostErr())
 		return
 	}
 	// A cancel that ran before cc was stored saw no connection to tell.
 	if cl.state.Load() != 0 && cc.forget(cl.id) {
-		cc.sendCtl(FrameCancel, cl.id, nil)
+		cc.sendCtl(link.FrameCancel, cl.id, nil)
 	}
 }
 
@@ -210,7 +212,7 @@ func (cc *clientConn) lostErr() error {
 
 func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 	switch typ {
-	case FrameAnswer, FrameRefuse:
+	case link.FrameAnswer, link.FrameRefuse:
 		cc.cmu.Lock()
 		cl := cc.calls[id]
 		delete(cc.calls, id)
@@ -218,23 +220,20 @@ func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
 		if cl == nil {
 			return // cancelled meanwhile
 		}
-		if typ == FrameAnswer {
-			cl.finish(Response{Raw: p}, nil)
+		if typ == link.FrameAnswer {
+			cl.finish(link.Response{Raw: p}, nil)
 			return
 		}
 		kind := ErrUnreachable
 		switch {
-		case len(p) == 1 && p[0] == RefuseBusy:
+		case len(p) == 1 && p[0] == link.RefuseBusy:
 			kind = ErrOverloaded
-		case len(p) == 1 && p[0] == RefuseTooLarge:
+		case len(p) == 1 && p[0] == link.RefuseTooLarge:
 			kind = ErrTooLarge
 		}
-		// Only a too-large or a lost answer was refused after the request
-		// may have been served; every other refusal comes before the
-		// handler runs.
-		sent := len(p) == 1 && (p[0] == RefuseTooLarge || p[0] == RefuseLost)
-		cl.finish(Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer"), Sent: sent})
-	case FramePong:
+		sent := link.RefusalServed(p)
+		cl.finish(link.Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer"), Sent: sent})
+	case link.FramePong:
 	default:
 		cc.close(errProtocol)
 	}
@@ -264,7 +263,7 @@ func (cc *clientConn) closed(error) {
 		err = &sent
 	}
 	for _, cl := range calls {
-		cl.finish(Response{}, err)
+		cl.finish(link.Response{}, err)
 	}
 }
 
@@ -285,14 +284,14 @@ func (cc *clientConn) pinger(interval, timeout time.Duration) {
 				cc.close(errPingTimeout)
 				return
 			}
-			cc.sendCtl(FramePing, 0, nil)
+			cc.sendCtl(link.FramePing, 0, nil)
 		}
 	}
 }
 
 var errPingTimeout = errors.New("relay: the peer stopped answering pings")
 
-func (cl *call) finish(r Response, err error) {
+func (cl *call) finish(r link.Response, err error) {
 	if !cl.state.CompareAndSwap(0, 1) {
 		return
 	}
@@ -321,8 +320,8 @@ func (cl *call) cancelled(cause error) {
 	}
 	cc := cl.cc.Load()
 	if cc != nil && cc.forget(cl.id) {
-		cc.sendCtl(FrameCancel, cl.id, nil)
+		cc.sendCtl(link.FrameCancel, cl.id, nil)
 	}
 	cl.peer.inflight.Add(-1)
-	cl.done(Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: cc != nil})
+	cl.done(link.Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: cc != nil})
 }

@@ -16,7 +16,7 @@
 //
 // The broker serves its relayed requests on its own event loops instead
 // (server/relaylink.go): it uses Dial and ServerConfig.Adopt for the
-// handshake and the exported frame layer (frame.go) after it, and Client
+// handshake and the frames of package link after it, and Client
 // for the rare fan-out of reset and delete.
 //
 // A connection starts with a handshake in which both ends prove knowledge

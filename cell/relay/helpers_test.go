@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/link"
+
 	"go.uber.org/goleak"
 )
 
@@ -35,7 +37,7 @@ func childOwner(addr string) {
 		fmt.Println("listen:", err)
 		os.Exit(2)
 	}
-	o := &testOwner{parked: map[string]func(Response){}, cancelled: make(chan string, 1024)}
+	o := &testOwner{parked: map[string]func(link.Response){}, cancelled: make(chan string, 1024)}
 	srv, _ := NewServer(ServerConfig{Secret: testSecret, Handler: o.handle})
 	fmt.Println("ready", ln.Addr().String())
 	srv.Serve(ln)
@@ -46,16 +48,16 @@ func childOwner(addr string) {
 // /size/<n> with an n-byte answer. It records every cancelled context.
 type testOwner struct {
 	mu        sync.Mutex
-	parked    map[string]func(Response)
+	parked    map[string]func(link.Response)
 	calls     int
 	cancelled chan string
 }
 
-func answer(body string) Response {
-	return Response{Raw: []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)}
+func answer(body string) link.Response {
+	return link.Response{Raw: []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)}
 }
 
-func (o *testOwner) handle(ctx context.Context, req *Request, reply func(Response)) {
+func (o *testOwner) handle(ctx context.Context, req *link.Request, reply func(link.Response)) {
 	o.mu.Lock()
 	o.calls++
 	o.mu.Unlock()
@@ -94,9 +96,9 @@ func (o *testOwner) handle(ctx context.Context, req *Request, reply func(Respons
 		for i := range b {
 			b[i] = byte('a' + i%26)
 		}
-		reply(Response{Raw: b})
+		reply(link.Response{Raw: b})
 	default:
-		reply(Response{Raw: []byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")})
+		reply(link.Response{Raw: []byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")})
 	}
 }
 
@@ -109,7 +111,7 @@ var fixedAnswer = answer(`{"messages":[{"id":"0000000000000001-0000000000000002"
 func (o *testOwner) releaseAll() {
 	o.mu.Lock()
 	ps := o.parked
-	o.parked = map[string]func(Response){}
+	o.parked = map[string]func(link.Response){}
 	o.mu.Unlock()
 	for _, r := range ps {
 		r(fixedAnswer)
@@ -130,7 +132,7 @@ func (o *testOwner) parkedCount() int {
 }
 
 func newOwner() *testOwner {
-	return &testOwner{parked: map[string]func(Response){}, cancelled: make(chan string, 1<<16)}
+	return &testOwner{parked: map[string]func(link.Response){}, cancelled: make(chan string, 1<<16)}
 }
 
 // startServer serves o on a loopback port; Close runs at cleanup.
@@ -167,8 +169,8 @@ func newClient(t testing.TB, mod func(*ClientConfig)) *Client {
 	return c
 }
 
-func req(target, body string) *Request {
-	return &Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"), Target: []byte(target), Body: []byte(body)}
+func req(target, body string) *link.Request {
+	return &link.Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"), Target: []byte(target), Body: []byte(body)}
 }
 
 // waitFor polls cond for up to 5 s.

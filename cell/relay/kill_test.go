@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // startChild starts this test binary as an owner process (TestMain's
@@ -46,7 +48,7 @@ func TestOwnerKilledMidRequest(t *testing.T) {
 	c := newClient(t, nil)
 	got := make(chan error, 20)
 	for i := range 20 {
-		if err := c.Go(context.Background(), addr, req("/park", string(rune('a'+i))), func(_ Response, err error) { got <- err }); err != nil {
+		if err := c.Go(context.Background(), addr, req("/park", string(rune('a'+i))), func(_ link.Response, err error) { got <- err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,7 +150,7 @@ func TestIdleConnectionSurvivesPings(t *testing.T) {
 	}
 	idle := ln.read.Load()
 	const pings = 3 * timeout / interval
-	for deadline := time.Now().Add(30 * time.Second); ln.read.Load()-idle < int64(pings)*HeaderLen; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ln.read.Load()-idle < int64(pings)*link.HeaderLen; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the owner read %d bytes of pings in 30 s, want %d pings (dials %d, connections %d: a dropped connection pings no more)", ln.read.Load()-idle, pings, c.Dials(), c.Conns(addr))
 		}

@@ -11,13 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
-// link is one authenticated connection as both ends use it: a reader
+// frameConn is one authenticated connection as both ends use it: a reader
 // goroutine that hands every frame to dispatch, and a writer goroutine
 // that takes everything queued since its last write and sends it with one
 // writev, small frames copied together, large payloads referenced.
-type link struct {
+type frameConn struct {
 	nc       net.Conn
 	maxFrame int
 	// silence: the link is closed when nothing has arrived for this long
@@ -42,7 +44,7 @@ type link struct {
 // is encoded whole into p; an answer is a header and the handler's bytes,
 // never copied when large.
 type outFrame struct {
-	hdr     [HeaderLen]byte
+	hdr     [link.HeaderLen]byte
 	withHdr bool
 	p       []byte
 }
@@ -63,21 +65,21 @@ var (
 	errFrameTimeout  = errors.New("relay: a frame did not complete within the frame timeout")
 )
 
-func newLink(nc net.Conn, maxFrame int, frameTimeout time.Duration) *link {
-	l := &link{nc: nc, maxFrame: maxFrame, frameTimeout: frameTimeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newLink(nc net.Conn, maxFrame int, frameTimeout time.Duration) *frameConn {
+	l := &frameConn{nc: nc, maxFrame: maxFrame, frameTimeout: frameTimeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	l.lastRecv.Store(time.Now().UnixNano())
 	return l
 }
 
 // run starts the reader and the writer on wg.
-func (l *link) run(wg *sync.WaitGroup) {
+func (l *frameConn) run(wg *sync.WaitGroup) {
 	wg.Add(2)
 	go func() { defer wg.Done(); l.readLoop() }()
 	go func() { defer wg.Done(); l.writeLoop() }()
 }
 
 // send queues f; false when the link is closed (f is dropped).
-func (l *link) send(f outFrame) bool {
+func (l *frameConn) send(f outFrame) bool {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -96,13 +98,13 @@ func (l *link) send(f outFrame) bool {
 }
 
 // sendCtl queues a frame without payload.
-func (l *link) sendCtl(typ byte, id uint64, p []byte) bool {
+func (l *frameConn) sendCtl(typ byte, id uint64, p []byte) bool {
 	f := outFrame{withHdr: true, p: p}
-	PutHeader(f.hdr[:], typ, id, len(p))
+	link.PutHeader(f.hdr[:], typ, id, len(p))
 	return l.send(f)
 }
 
-func (l *link) writeLoop() {
+func (l *frameConn) writeLoop() {
 	var wbuf []byte
 	var bufs net.Buffers
 	for {
@@ -159,9 +161,9 @@ func (l *link) writeLoop() {
 // for a frame to begin, the frame timeout from then on (a peer that starts
 // a frame and stalls is cut off, holding no more than it sent). A frame
 // already buffered is read without touching the deadline.
-func (l *link) readLoop() {
+func (l *frameConn) readLoop() {
 	br := bufio.NewReaderSize(l.nc, readBufSize)
-	var h [HeaderLen]byte
+	var h [link.HeaderLen]byte
 	deadline := false // a read deadline is set on nc
 	for {
 		if br.Buffered() == 0 {
@@ -180,7 +182,7 @@ func (l *link) readLoop() {
 		}
 		// The frame has begun: it must be whole within frameTimeout.
 		framed := false
-		if br.Buffered() < HeaderLen {
+		if br.Buffered() < link.HeaderLen {
 			l.nc.SetReadDeadline(time.Now().Add(l.frameTimeout))
 			deadline, framed = true, true
 		}
@@ -248,7 +250,7 @@ func timeoutAs(err, as error) error {
 
 // close ends the link once: queued frames are dropped, both goroutines
 // stop, and onClose learns why.
-func (l *link) close(err error) {
+func (l *frameConn) close(err error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -265,7 +267,7 @@ func (l *link) close(err error) {
 	}
 }
 
-func (l *link) isClosed() bool {
+func (l *frameConn) isClosed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closed

@@ -3,7 +3,6 @@ package relay
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The owner receives the identity and request as the landing member sent
@@ -20,7 +21,7 @@ func TestRoundTripCarriesIdentityAndAnswer(t *testing.T) {
 	o := newOwner()
 	_, addr := startServer(t, o, nil)
 	c := newClient(t, nil)
-	r := &Request{Tenant: []byte("acme"), Access: 7, Method: []byte("PUT"),
+	r := &link.Request{Tenant: []byte("acme"), Access: 7, Method: []byte("PUT"),
 		Target: []byte("/echo"), Header: []byte("X-Queen-Trace: 1\r\n"), Body: []byte{0, 1, 2, 'x'}}
 	resp, err := c.Do(context.Background(), addr, r)
 	if err != nil {
@@ -45,7 +46,7 @@ func TestManyParkedCallsShareFewConnections(t *testing.T) {
 	for i := range n {
 		wg.Add(1)
 		key := strconv.Itoa(i)
-		err := c.Go(context.Background(), addr, req("/park", key), func(r Response, err error) {
+		err := c.Go(context.Background(), addr, req("/park", key), func(r link.Response, err error) {
 			defer wg.Done()
 			if err != nil {
 				errs <- err
@@ -84,7 +85,7 @@ func TestAnswersOutOfOrder(t *testing.T) {
 	_, addr := startServer(t, o, nil)
 	c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 1 })
 	order := make(chan string, 2)
-	done := func(r Response, err error) {
+	done := func(r link.Response, err error) {
 		if err != nil {
 			order <- err.Error()
 			return
@@ -114,7 +115,7 @@ func TestCancellationReachesOwner(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan error, 1)
-	if err := c.Go(ctx, addr, req("/park", "gone"), func(_ Response, err error) { got <- err }); err != nil {
+	if err := c.Go(ctx, addr, req("/park", "gone"), func(_ link.Response, err error) { got <- err }); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "parked", func() bool { return o.parkedCount() == 1 })
@@ -165,7 +166,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	frame, _ := AppendRequest(nil, 1, req("/echo", string(make([]byte, 100))))
+	frame, _ := link.AppendRequest(nil, 1, req("/echo", string(make([]byte, 100))))
 	nc.Write(frame) // in place of the handshake reply
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	rest, _ := io.ReadAll(nc)
@@ -199,7 +200,7 @@ func TestOwnerRestartFailsInFlightAndRedials(t *testing.T) {
 	c := newClient(t, nil)
 	got := make(chan error, 10)
 	for i := range 10 {
-		if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+		if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ link.Response, err error) { got <- err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,8 +239,8 @@ func TestHugeAnswer(t *testing.T) {
 	_, addr := startServer(t, o, nil)
 	c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 2 })
 	const size = 48 << 20
-	huge := make(chan Response, 1)
-	if err := c.Go(context.Background(), addr, req("/size/"+strconv.Itoa(size), ""), func(r Response, err error) {
+	huge := make(chan link.Response, 1)
+	if err := c.Go(context.Background(), addr, req("/size/"+strconv.Itoa(size), ""), func(r link.Response, err error) {
 		if err != nil {
 			t.Error(err)
 		}
@@ -269,7 +270,7 @@ func TestFrameLimits(t *testing.T) {
 	o := newOwner()
 	_, addr := startServer(t, o, func(cfg *ServerConfig) { cfg.MaxFrameBytes = 1 << 20 })
 	c := newClient(t, func(cfg *ClientConfig) { cfg.MaxFrameBytes = 1 << 20; cfg.ConnsPerPeer = 1 })
-	err := c.Go(context.Background(), addr, req("/echo", string(make([]byte, 1<<20))), func(Response, error) {})
+	err := c.Go(context.Background(), addr, req("/echo", string(make([]byte, 1<<20))), func(link.Response, error) {})
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("big request: %v", err)
 	}
@@ -295,11 +296,11 @@ func TestBackpressureBounds(t *testing.T) {
 		c := newClient(t, func(cfg *ClientConfig) { cfg.MaxInFlightPerPeer = 8; cfg.ConnsPerPeer = 1 })
 		got := make(chan error, 8)
 		for i := range 8 {
-			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ link.Response, err error) { got <- err }); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrOverloaded) {
+		if err := c.Go(context.Background(), addr, req("/echo", ""), func(link.Response, error) {}); !errors.Is(err, ErrOverloaded) {
 			t.Fatalf("ninth call: %v", err)
 		}
 		waitFor(t, "eight parked", func() bool { return o.parkedCount() == 8 })
@@ -311,7 +312,7 @@ func TestBackpressureBounds(t *testing.T) {
 		c := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 1 })
 		got := make(chan error, 8)
 		for i := range 8 {
-			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ link.Response, err error) { got <- err }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -365,36 +366,16 @@ func TestClientClose(t *testing.T) {
 	_, addr := startServer(t, o, nil)
 	c, _ := NewClient(ClientConfig{Secret: testSecret})
 	got := make(chan error, 1)
-	c.Go(context.Background(), addr, req("/park", "p"), func(_ Response, err error) { got <- err })
+	c.Go(context.Background(), addr, req("/park", "p"), func(_ link.Response, err error) { got <- err })
 	waitFor(t, "parked", func() bool { return o.parkedCount() == 1 })
 	c.Close()
 	if err := <-got; !errors.Is(err, ErrClosed) {
 		t.Fatalf("in flight at Close: %v", err)
 	}
-	if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrClosed) {
+	if err := c.Go(context.Background(), addr, req("/echo", ""), func(link.Response, error) {}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 	if key := <-o.cancelled; key != "p" {
 		t.Fatalf("owner cancelled %q", key)
 	}
-}
-
-// A malformed frame from an authenticated peer closes its connection.
-func FuzzDecodeRequest(f *testing.F) {
-	frame, _ := AppendRequest(nil, 1, req("/echo", "body"))
-	f.Add(frame[HeaderLen:])
-	f.Add([]byte{0, 1})
-	f.Fuzz(func(t *testing.T, p []byte) {
-		var r Request
-		if DecodeRequest(p, &r) != nil {
-			return
-		}
-		again, err := AppendRequest(nil, 9, &r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if binary.BigEndian.Uint32(again) != uint32(len(p)) || !bytes.Equal(again[HeaderLen:], p) {
-			t.Fatalf("decode/encode changed %q into %q", p, again[HeaderLen:])
-		}
-	})
 }

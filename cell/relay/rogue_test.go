@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // A rogue client: it speaks its half of the handshake with a reply of its
@@ -37,7 +39,7 @@ func rogueHandshake(t *testing.T, addr string, reply func(sn, cn []byte) []byte,
 	}
 	out := append(hello(cn), reply(sn, cn)...)
 	for i := range frames {
-		out, _ = AppendRequest(out, uint64(i+1), req("/echo", "rogue"))
+		out, _ = link.AppendRequest(out, uint64(i+1), req("/echo", "rogue"))
 	}
 	if _, err := c.Write(out); err != nil {
 		t.Fatal(err)
@@ -90,12 +92,12 @@ func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 		t.Fatalf("the right secret: status %v, %v", ok[:1], err)
 	}
 	for range 3 {
-		var h [HeaderLen]byte
+		var h [link.HeaderLen]byte
 		if _, err := io.ReadFull(c, h[:]); err != nil {
 			t.Fatalf("the right secret: reading an answer: %v", err)
 		}
-		typ, _, n := ParseHeader(h[:])
-		if _, err := io.ReadFull(c, make([]byte, n)); err != nil || typ != FrameAnswer {
+		typ, _, n := link.ParseHeader(h[:])
+		if _, err := io.ReadFull(c, make([]byte, n)); err != nil || typ != link.FrameAnswer {
 			t.Fatalf("the right secret: frame type %d, %v; want an answer", typ, err)
 		}
 	}

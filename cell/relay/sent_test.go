@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // Error.Sent (MaybeDelivered) tells a failure the owner provably never
@@ -28,7 +30,7 @@ func TestSentSaysWhetherTheOwnerMayHaveActed(t *testing.T) {
 	c1 := newClient(t, func(cfg *ClientConfig) { cfg.ConnsPerPeer = 1 })
 	got := make(chan error, 3)
 	for i := range 3 {
-		if err := c1.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+		if err := c1.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ link.Response, err error) { got <- err }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // Handler serves one relayed request on the owner. It is called on the
@@ -19,7 +21,7 @@ import (
 // when the calling member gives up (its client went away, its deadline
 // passed) or the connection is lost: a parked handler should then let go
 // of the request; it need not reply.
-type Handler func(ctx context.Context, req *Request, reply func(Response))
+type Handler func(ctx context.Context, req *link.Request, reply func(link.Response))
 
 // ServerConfig configures a Server. Zero values take the defaults.
 type ServerConfig struct {
@@ -238,7 +240,7 @@ func (s *Server) serveConn(c net.Conn, ip netip.Addr) {
 		return
 	}
 	sc := &serverConn{srv: s, streams: map[uint64]*stream{}}
-	sc.link = newLink(c, s.cfg.MaxFrameBytes, s.cfg.FrameTimeout)
+	sc.frameConn = newLink(c, s.cfg.MaxFrameBytes, s.cfg.FrameTimeout)
 	sc.silence = s.cfg.PingTimeout
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	sc.dispatch = sc.onFrame
@@ -258,7 +260,7 @@ func (s *Server) serveConn(c net.Conn, ip netip.Addr) {
 
 // serverConn is one member's connection to this server.
 type serverConn struct {
-	*link
+	*frameConn
 	srv    *Server
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -277,9 +279,9 @@ type stream struct {
 
 func (sc *serverConn) onFrame(typ byte, id uint64, p []byte) {
 	switch typ {
-	case FrameRequest:
+	case link.FrameRequest:
 		sc.onRequest(id, p)
-	case FrameCancel:
+	case link.FrameCancel:
 		sc.smu.Lock()
 		st := sc.streams[id]
 		delete(sc.streams, id)
@@ -287,23 +289,23 @@ func (sc *serverConn) onFrame(typ byte, id uint64, p []byte) {
 		if st != nil && st.done.CompareAndSwap(false, true) {
 			st.cancel()
 		}
-	case FramePing:
-		sc.sendCtl(FramePong, id, nil)
+	case link.FramePing:
+		sc.sendCtl(link.FramePong, id, nil)
 	default:
 		sc.close(errProtocol)
 	}
 }
 
 func (sc *serverConn) onRequest(id uint64, p []byte) {
-	req := new(Request)
-	if err := DecodeRequest(p, req); err != nil {
+	req := new(link.Request)
+	if err := link.DecodeRequest(p, req); err != nil {
 		sc.close(err)
 		return
 	}
 	sc.smu.Lock()
 	if len(sc.streams) >= sc.srv.cfg.MaxStreamsPerConn {
 		sc.smu.Unlock()
-		sc.sendCtl(FrameRefuse, id, []byte{RefuseBusy})
+		sc.sendCtl(link.FrameRefuse, id, []byte{link.RefuseBusy})
 		return
 	}
 	if _, dup := sc.streams[id]; dup {
@@ -319,7 +321,7 @@ func (sc *serverConn) onRequest(id uint64, p []byte) {
 }
 
 // reply sends the answer once, unless the call was cancelled meanwhile.
-func (st *stream) reply(r Response) {
+func (st *stream) reply(r link.Response) {
 	if !st.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -329,11 +331,11 @@ func (st *stream) reply(r Response) {
 	sc.smu.Unlock()
 	st.cancel()
 	if len(r.Raw) > sc.maxFrame {
-		sc.sendCtl(FrameRefuse, st.id, []byte{RefuseTooLarge})
+		sc.sendCtl(link.FrameRefuse, st.id, []byte{link.RefuseTooLarge})
 		return
 	}
 	f := outFrame{withHdr: true, p: r.Raw}
-	PutHeader(f.hdr[:], FrameAnswer, st.id, len(r.Raw))
+	link.PutHeader(f.hdr[:], link.FrameAnswer, st.id, len(r.Raw))
 	sc.send(f)
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // Answers, cancellations and deadlines racing each other: every call ends
@@ -29,7 +31,7 @@ func TestAnswersRacingCancellation(t *testing.T) {
 		}
 		wg.Add(1)
 		delay := rand.IntN(3)
-		err := c.Go(ctx, addr, req("/delay/"+strconv.Itoa(delay), strconv.Itoa(i)), func(r Response, err error) {
+		err := c.Go(ctx, addr, req("/delay/"+strconv.Itoa(delay), strconv.Itoa(i)), func(r link.Response, err error) {
 			defer wg.Done()
 			if ends[i].Add(1) != 1 {
 				t.Errorf("call %d ended twice", i)
@@ -99,7 +101,7 @@ func TestForgetFailsInFlight(t *testing.T) {
 	_, addr := startServer(t, o, nil)
 	c := newClient(t, nil)
 	got := make(chan error, 1)
-	c.Go(context.Background(), addr, req("/park", "p"), func(_ Response, err error) { got <- err })
+	c.Go(context.Background(), addr, req("/park", "p"), func(_ link.Response, err error) { got <- err })
 	waitFor(t, "parked", func() bool { return o.parkedCount() == 1 })
 	c.Forget(addr)
 	if err := <-got; !errors.Is(err, ErrUnreachable) || !ForwardFailed(err) {

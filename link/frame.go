@@ -1,4 +1,4 @@
-package relay
+package link
 
 import (
 	"encoding/binary"
@@ -13,10 +13,10 @@ import (
 // connection (the client) and echoed by the server. A frame longer than the
 // receiver's limit is a protocol error that closes the connection.
 //
-// The frame layer is exported so that the broker can run the same protocol
-// on its event loops (docs/cell-relay.md, "On the event loops"): a
-// connection dialled with Dial or handed over by ServerConfig.Adopt speaks
-// exactly these frames after the handshake.
+// Every hop speaks these frames: a client's link (docs/link.md), the
+// gateway's link to a broker and the cell's relay between members; they
+// differ only in how a connection becomes a link and where a request's
+// identity comes from.
 const HeaderLen = 13
 
 // Frame types.
@@ -83,20 +83,20 @@ func ParseHeader(b []byte) (typ byte, id uint64, n int) {
 	return b[4], binary.BigEndian.Uint64(b[5:13]), int(binary.BigEndian.Uint32(b[0:4]))
 }
 
-// request payload: tenant(u16 len) access(u8) method(u8 len) target(u32
-// len) header(u32 len) body(rest).
-func (r *Request) encodedLen() int {
+// EncodedLen is the length of r's request payload: tenant(u16 len)
+// access(u8) method(u8 len) target(u32 len) header(u32 len) body(rest).
+func (r *Request) EncodedLen() int {
 	return 2 + len(r.Tenant) + 1 + 1 + len(r.Method) + 4 + len(r.Target) + 4 + len(r.Header) + len(r.Body)
 }
 
-var errBadRequest = errors.New("relay: malformed request frame")
+var errBadRequest = errors.New("link: malformed request frame")
 
 // AppendRequest encodes r after a frame header for stream id.
 func AppendRequest(b []byte, id uint64, r *Request) ([]byte, error) {
 	if len(r.Tenant) > 0xffff || len(r.Method) > 0xff {
 		return b, errBadRequest
 	}
-	n := r.encodedLen()
+	n := r.EncodedLen()
 	var h [HeaderLen]byte
 	PutHeader(h[:], FrameRequest, id, n)
 	b = append(b, h[:]...)

@@ -1,0 +1,15 @@
+// Package link owns the frames every multiplexed hop of the broker speaks
+// (docs/link.md): a client's link on the public port, the gateway's link
+// to a broker, and the cell's relay between members. A link carries
+// requests of the ephemeral family on streams, each answered by the whole
+// HTTP answer the route would have written, in any order.
+//
+// The package holds the codec (frame.go: the header, the frame types, the
+// refusal reasons, the request encoding) and the rule every caller
+// applies when a stream ends without an answer (lost.go): whether the
+// request may have been served, and so may never be sent again by itself.
+// It knows nothing of sockets' owners, identities or queues: the server
+// serves frames on its event loops, cell/relay authenticates members with
+// its handshake before speaking them, and the SDK upgrades an HTTP
+// connection to them.
+package link

@@ -1,0 +1,81 @@
+package link
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// A request frame decodes into the fields it was encoded from, without
+// copying: each field is a view of the payload, capped at its end.
+func TestRequestRoundTrip(t *testing.T) {
+	in := Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push?x=1"), Header: []byte("A: b\r\n"), Body: []byte(`{"queue":"q"}`)}
+	frame, err := AppendRequest(nil, 42, &in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ, id, n := ParseHeader(frame)
+	if typ != FrameRequest || id != 42 || n != len(frame)-HeaderLen || n != in.EncodedLen() {
+		t.Fatalf("header: type %d id %d length %d (frame %d, encoded %d)", typ, id, n, len(frame), in.EncodedLen())
+	}
+	var out Request
+	if err := DecodeRequest(frame[HeaderLen:], &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ name, got, want string }{
+		{"tenant", string(out.Tenant), "acme"}, {"method", string(out.Method), "POST"},
+		{"target", string(out.Target), string(in.Target)}, {"header", string(out.Header), "A: b\r\n"},
+		{"body", string(out.Body), string(in.Body)},
+	} {
+		if f.got != f.want {
+			t.Fatalf("%s: %q, want %q", f.name, f.got, f.want)
+		}
+	}
+	if out.Access != 3 || cap(out.Tenant) != len(out.Tenant) || cap(out.Target) != len(out.Target) {
+		t.Fatalf("access %d; views not capped: tenant cap %d, target cap %d", out.Access, cap(out.Tenant), cap(out.Target))
+	}
+	// Fields too long for their length prefix are refused, not truncated.
+	if _, err := AppendRequest(nil, 1, &Request{Tenant: make([]byte, 1<<16)}); err == nil {
+		t.Fatal("a 64 KiB tenant was encoded")
+	}
+	if _, err := AppendRequest(nil, 1, &Request{Method: make([]byte, 256)}); err == nil {
+		t.Fatal("a 256-byte method was encoded")
+	}
+}
+
+// Which refusals end a stream whose request may have been served.
+func TestRefusalServed(t *testing.T) {
+	for _, c := range []struct {
+		p      []byte
+		served bool
+	}{
+		{[]byte{RefuseBusy}, false}, {[]byte{RefuseClosing}, false},
+		{[]byte{RefuseTooLarge}, true}, {[]byte{RefuseLost}, true},
+		{[]byte{99}, true}, {nil, true}, {[]byte{RefuseBusy, 0}, true},
+	} {
+		if got := RefusalServed(c.p); got != c.served {
+			t.Fatalf("RefusalServed(%v) = %v, want %v", c.p, got, c.served)
+		}
+	}
+}
+
+// Whatever a peer sends as a request payload either is refused or decodes
+// into fields that encode back to exactly the same bytes.
+func FuzzDecodeRequest(f *testing.F) {
+	frame, _ := AppendRequest(nil, 1, &Request{Method: []byte("POST"), Target: []byte("/echo"), Body: []byte("body")})
+	f.Add(frame[HeaderLen:])
+	f.Add([]byte{0, 1})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var r Request
+		if DecodeRequest(p, &r) != nil {
+			return
+		}
+		again, err := AppendRequest(nil, 9, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if binary.BigEndian.Uint32(again) != uint32(len(p)) || !bytes.Equal(again[HeaderLen:], p) {
+			t.Fatalf("decode/encode changed %q into %q", p, again[HeaderLen:])
+		}
+	})
+}
