@@ -75,7 +75,7 @@ func TestCellRefusalsAgainstBroker(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
 	p := startCellProxy(t, b.URL())
-	c := newClient(t, p.URL, WithBuffer(BufferOptions{MessageCount: 16, Time: 5 * time.Millisecond}))
+	c := newHTTPClient(t, p.URL, WithBuffer(BufferOptions{MessageCount: 16, Time: 5 * time.Millisecond}))
 	ctx := testCtx(t)
 
 	// Unbuffered pushes, popped with a lease and acked.

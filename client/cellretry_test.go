@@ -158,7 +158,7 @@ func TestCellRefusalRetriedPerVerb(t *testing.T) {
 					}
 					return v.ok
 				})
-				c := newClient(t, b.URL())
+				c := newHTTPClient(t, b.URL())
 				if err := v.call(testCtx(t), c); err != nil {
 					t.Fatal(err)
 				}
@@ -210,7 +210,7 @@ func TestCellRefusalRetryAfter(t *testing.T) {
 				}
 				return response(200, "", popOne)
 			})
-			c := newClient(t, b.URL())
+			c := newHTTPClient(t, b.URL())
 			ctx := testCtx(t)
 			var err error
 			if tc.route == "/push" {
@@ -262,7 +262,7 @@ func TestCellRefusalBounds(t *testing.T) {
 	t.Run("WithTimeout", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeOwnerMoved, ""))
-		c := newClient(t, b.URL(), WithTimeout(300*time.Millisecond))
+		c := newHTTPClient(t, b.URL(), WithTimeout(300*time.Millisecond))
 		start := time.Now()
 		_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
 		check(t, b, "/push", err, CodeOwnerMoved, time.Since(start), 400*time.Millisecond)
@@ -273,7 +273,7 @@ func TestCellRefusalBounds(t *testing.T) {
 	t.Run("context deadline", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeForwardFailed, ""))
-		c := newClient(t, b.URL())
+		c := newHTTPClient(t, b.URL())
 		ctx, cancel := context.WithTimeout(testCtx(t), 250*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -283,7 +283,7 @@ func TestCellRefusalBounds(t *testing.T) {
 	t.Run("context cancelled in a wait", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeOwnerMoved, "5"))
-		c := newClient(t, b.URL())
+		c := newHTTPClient(t, b.URL())
 		ctx, cancel := context.WithCancel(testCtx(t))
 		time.AfterFunc(100*time.Millisecond, cancel)
 		start := time.Now()
@@ -300,7 +300,7 @@ func TestCellRefusalBounds(t *testing.T) {
 	t.Run("waiting pop's timeout", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeOwnerMoved, ""))
-		c := newClient(t, b.URL())
+		c := newHTTPClient(t, b.URL())
 		start := time.Now()
 		_, err := c.Pop(testCtx(t), "q", PopOptions{Wait: true, Timeout: 300 * time.Millisecond})
 		check(t, b, "/pop", err, CodeOwnerMoved, time.Since(start), 400*time.Millisecond)
@@ -319,7 +319,7 @@ func TestCellRefusalBounds(t *testing.T) {
 		// its end rather than given up at once.
 		t.Parallel()
 		b := startCellBroker(t, always(CodeOwnerMoved, "1"))
-		c := newClient(t, b.URL(), WithTimeout(400*time.Millisecond))
+		c := newHTTPClient(t, b.URL(), WithTimeout(400*time.Millisecond))
 		start := time.Now()
 		_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
 		check(t, b, "/push", err, CodeOwnerMoved, time.Since(start), 500*time.Millisecond)
@@ -331,7 +331,7 @@ func TestCellRefusalBounds(t *testing.T) {
 	t.Run("Request's timeout", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeForwardFailed, ""))
-		c := newClient(t, b.URL())
+		c := newHTTPClient(t, b.URL())
 		start := time.Now()
 		_, err := c.Request(testCtx(t), "rpc", "hi", RequestOptions{Timeout: 300 * time.Millisecond})
 		check(t, b, "/push", err, CodeForwardFailed, time.Since(start), 400*time.Millisecond)
@@ -351,7 +351,7 @@ func TestOtherRefusalsNotRetried(t *testing.T) {
 			b := startCellBroker(t, func(cellReq, int) string {
 				return response(tc.status, "Retry-After: 1\r\n", `{"error":"no","code":"`+tc.code+`"}`)
 			})
-			c := newClient(t, b.URL())
+			c := newHTTPClient(t, b.URL())
 			_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
 			var e *Error
 			if !errors.As(err, &e) || e.Status != tc.status || e.Code != tc.code || e.Attempts != 1 {
@@ -403,7 +403,7 @@ func TestRequestCellRefusals(t *testing.T) {
 				}
 				return response(200, "", `{"queue":"x","messages":[]}`) // the pop behind a refused push
 			})
-			c := newClient(t, b.URL(), opts...)
+			c := newHTTPClient(t, b.URL(), opts...)
 			m, err := c.Request(testCtx(t), "rpc", "hi", RequestOptions{Timeout: 5 * time.Second})
 			if err != nil || string(m.Payload) != `"answer"` {
 				t.Fatalf("Request: %v %v", m, err)
@@ -438,7 +438,7 @@ func TestRequestCellRefusals(t *testing.T) {
 				}
 				return reply
 			})
-			c := newClient(t, b.URL(), opts...)
+			c := newHTTPClient(t, b.URL(), opts...)
 			m, err := c.Request(testCtx(t), "rpc", "hi", RequestOptions{Timeout: 5 * time.Second})
 			if err != nil || string(m.Payload) != `"answer"` {
 				t.Fatalf("Request: %v %v", m, err)
@@ -500,7 +500,7 @@ func TestBufferedPushDrainsThroughCellRefusals(t *testing.T) {
 			mu.Unlock()
 			return response(201, "", fmt.Sprintf(`{"pushed":%d}`, len(msgs)))
 		})
-		c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 4, Time: time.Hour}))
+		c := newHTTPClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 4, Time: time.Hour}))
 		ctx := testCtx(t)
 		payloads := make([]any, 20)
 		for i := range payloads {
@@ -551,7 +551,7 @@ func TestBufferedPushDrainsThroughCellRefusals(t *testing.T) {
 			accepted++
 			return response(201, "", fmt.Sprintf(`{"pushed":%d}`, len(msgs)))
 		})
-		c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: 5 * time.Millisecond, MaxPending: 30}))
+		c := newHTTPClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: 5 * time.Millisecond, MaxPending: 30}))
 		ctx := testCtx(t)
 		var want []int
 		for i := range 100 {
@@ -609,7 +609,7 @@ func TestConsumeThroughCellRefusals(t *testing.T) {
 		}
 		return response(404, "", `{}`)
 	})
-	c := newClient(t, b.URL())
+	c := newHTTPClient(t, b.URL())
 	ctx, stop := context.WithCancel(testCtx(t))
 	var mu sync.Mutex
 	var handled, reported []string
@@ -703,7 +703,7 @@ func TestServeThroughCellRefusals(t *testing.T) {
 			if transport == "net/http" {
 				opts = append(opts, WithHTTPClient(&http.Client{}))
 			}
-			c := newClient(t, b.URL(), opts...)
+			c := newHTTPClient(t, b.URL(), opts...)
 			ctx, stop := context.WithCancel(testCtx(t))
 			var mu sync.Mutex
 			var reported []error
@@ -751,7 +751,7 @@ func TestCellRefusalThroughNetHTTP(t *testing.T) {
 		}
 		return response(201, "", `{"pushed":1}`)
 	})
-	c := newClient(t, b.URL(), WithHTTPClient(&http.Client{}))
+	c := newHTTPClient(t, b.URL(), WithHTTPClient(&http.Client{}))
 	if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ type Client struct {
 	cur     atomic.Int64 // index into urls of the broker in use
 	eps     []endpoint   // one per URL, same order
 	http    *http.Client // WithHTTPClient's, nil when not given
+	noLinks bool         // WithHTTPOnly
 	token   string
 	headers http.Header
 	timeout time.Duration
@@ -71,6 +72,12 @@ func WithHeader(key, value string) Option {
 // Request's single write: Request's push and pop go one after the other.
 // https:// URLs use net/http in any case (with hc when given).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithHTTPOnly keeps the client on HTTP/1.1: it never upgrades a connection
+// to a link (docs/link.md), as it does by default. For a path to the
+// broker through something that mangles upgraded connections without
+// refusing them; a refused upgrade falls back to HTTP by itself.
+func WithHTTPOnly() Option { return func(c *Client) { c.noLinks = true } }
 
 // WithTimeout bounds each request that is not a waiting pop (default 30 s;
 // 0 is no bound); a waiting pop is bounded by its own timeout plus this.
@@ -142,10 +149,18 @@ func New(url string, opts ...Option) (*Client, error) {
 				}
 				hc = tlsClient
 			}
-			c.eps = append(c.eps, &httpEndpoint{hc: hc, base: c.urls[i], token: c.token, headers: c.headers})
+			var ep endpoint = &httpEndpoint{hc: hc, base: c.urls[i], token: c.token, headers: c.headers}
+			if c.http == nil && !c.noLinks {
+				ep = newLinkEndpoint(u, append([]byte("Host: "+u.Host+"\r\n"), head...), ep)
+			}
+			c.eps = append(c.eps, ep)
 		default:
 			h := append([]byte("Host: "+u.Host+"\r\n"), head...)
-			c.eps = append(c.eps, newPool(u, h))
+			var ep endpoint = newPool(u, h)
+			if !c.noLinks {
+				ep = newLinkEndpoint(u, h, ep)
+			}
+			c.eps = append(c.eps, ep)
 		}
 	}
 	c.slots = make(chan struct{}, c.buf.MaxPending)

@@ -17,6 +17,14 @@ import (
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
+// newHTTPClient is newClient kept on HTTP/1.1 (WithHTTPOnly): for the
+// tests of the HTTP transport, and against fake brokers that speak only
+// HTTP.
+func newHTTPClient(t *testing.T, url string, opts ...Option) *Client {
+	t.Helper()
+	return newClient(t, url, append([]Option{WithHTTPOnly()}, opts...)...)
+}
+
 func newClient(t *testing.T, url string, opts ...Option) *Client {
 	t.Helper()
 	c, err := New(url, opts...)

@@ -90,7 +90,7 @@ func TestPushNotSentAgainOnReusedExclusive(t *testing.T) {
 		}
 	})
 	t.Cleanup(releaseHeld) // before the fake's cleanup waits for its connections
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	ctx := testCtx(t)
 
 	if _, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second}); err != nil {
@@ -165,7 +165,7 @@ func TestStrayAnswerNotTakenByNextLease(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	ctx := testCtx(t)
 	for i := range 2 {
 		res, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second})

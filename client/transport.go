@@ -88,6 +88,12 @@ type call struct {
 
 	done  chan struct{} // capacity 1
 	state atomic.Int32
+
+	// On a link (linkcall.go): the call's stream, its timer (kept with
+	// the pooled call), and a "busy" refusal to pause on.
+	stream uint64
+	timer  *time.Timer
+	busy   bool
 }
 
 const (
@@ -117,6 +123,7 @@ func putCall(c *call) {
 	c.hasBody, c.safe, c.exclusive = false, false, false
 	c.timeout, c.deadline = 0, time.Time{}
 	c.ans, c.err = answer{}, nil
+	c.busy = false
 	c.state.Store(callWaiting)
 	callPool.Put(c)
 }

@@ -124,7 +124,7 @@ func TestResponseSplitAcrossSegments(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
@@ -187,7 +187,7 @@ func TestConnectionCloseFromServer(t *testing.T) {
 		_ = nc.SetReadDeadline(time.Now().Add(time.Second))
 		_, _ = io.Copy(io.Discard, br)
 	})
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	var failed atomic.Int32
@@ -249,12 +249,12 @@ func TestSlowServer(t *testing.T) {
 		}
 	})
 	ctx := testCtx(t)
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	res, err := c.Pop(ctx, "q", PopOptions{})
 	if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != payload {
 		t.Fatalf("trickled pop: %v", err)
 	}
-	short := newClient(t, f.URL(), WithTimeout(50*time.Millisecond))
+	short := newHTTPClient(t, f.URL(), WithTimeout(50*time.Millisecond))
 	start := time.Now()
 	_, err = short.Pop(ctx, "q", PopOptions{})
 	// The rule is a time, WithTimeout's 50 ms; 10 s is a loaded machine's
@@ -263,7 +263,7 @@ func TestSlowServer(t *testing.T) {
 		t.Fatalf("a trickle past the timeout: %v after %v", err, time.Since(start))
 	}
 	// The connection that timed out was dropped: the next call works.
-	short2 := newClient(t, f.URL(), WithTimeout(5*time.Second))
+	short2 := newHTTPClient(t, f.URL(), WithTimeout(5*time.Second))
 	if _, err := short2.Pop(ctx, "q", PopOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestConnectionResetDuringParkedPop(t *testing.T) {
 			_, _ = io.WriteString(nc, response(200, "", `{"queue":"q","messages":[]}`))
 		}
 	})
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	ctx := testCtx(t)
 	start := time.Now()
 	_, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: 20 * time.Second})
@@ -410,7 +410,7 @@ func TestPushNotRepeatedAfterLostAnswer(t *testing.T) {
 			_, _ = io.WriteString(nc, response(200, "", `{"queues":[],"count":0,"cellBytes":0}`))
 		}
 	})
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	ctx := testCtx(t)
 	_, err := c.Push(ctx, "q", []any{1}, PushOptions{})
 	if err == nil || !strings.Contains(err.Error(), "may have applied") || pushes.Load() != 1 {
@@ -616,7 +616,7 @@ func TestCancelledCalls(t *testing.T) {
 			_, _ = io.WriteString(nc, response(200, "", `{"queue":"q","messages":[]}`))
 		}
 	})
-	c := newClient(t, f.URL())
+	c := newHTTPClient(t, f.URL())
 	for _, wait := range []bool{true, false} {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		start := time.Now()
@@ -658,6 +658,12 @@ func TestWithHTTPClientAndPrefix(t *testing.T) {
 				return
 			}
 			proxied.Add(1)
+			// As a proxy does unless told otherwise (nginx's default):
+			// hop-by-hop fields are not passed on, so an upgrade to a link
+			// reaches the broker as a plain GET, refused 426, and the
+			// client falls back to HTTP.
+			req.Header.Del("Upgrade")
+			req.Header.Del("Connection")
 			req.RequestURI = ""
 			req.URL.Path = strings.TrimPrefix(req.URL.Path, "/queen")
 			req.URL.RawPath = ""
@@ -692,7 +698,7 @@ func TestWithHTTPClientAndPrefix(t *testing.T) {
 func TestSharedConnectionsBounded(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.URL())
+	c := newHTTPClient(t, b.URL())
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for i := range 64 {
@@ -736,7 +742,7 @@ func TestCloseEndsConnections(t *testing.T) {
 			_, _ = io.WriteString(nc, response(200, "", `{"queues":[],"count":0,"cellBytes":0}`))
 		}
 	})
-	c, err := New(f.URL())
+	c, err := New(f.URL(), WithHTTPOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

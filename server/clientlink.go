@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -147,9 +148,15 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	cs.gateway, cs.gatewayID = l, id
 	cs.reqStart, cs.reqRoute = time.Now(), routeOther
 	req := relayedRequest(&ls.relayReq, &rq)
-	if bytes.HasPrefix(req.Path, []byte(prefix)) && !bytes.Equal(req.Path, []byte(clientLinkPath)) {
+	switch {
+	case int64(len(rq.Body)) > s.cfg.MaxBodyBytes:
+		// The refusal HTTP gives a Content-Length over the bound, in the
+		// same words; the link stays open (its frame was read whole).
+		cs.refuse(req, &wire.Error{Status: 400, Code: codeBadRequest,
+			Msg: fmt.Sprintf("Content-Length \"%d\" exceeds the body limit of %d bytes (QUEEN_MAX_BODY_BYTES)", len(rq.Body), s.cfg.MaxBodyBytes)})
+	case bytes.HasPrefix(req.Path, []byte(prefix)) && !bytes.Equal(req.Path, []byte(clientLinkPath)):
 		cs.routeEphemeral(req, req.Path[len(prefix):])
-	} else {
+	default:
 		cs.refuse(req, errNoRoute) // a link carries the family's routes only
 	}
 	l.endStandIn(cs, id)
