@@ -1,0 +1,269 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/link"
+)
+
+// The SDK on links (link.go, linkcall.go): against the real broker, and
+// against fakes for the refusals and failures a broker cannot be made to
+// give on cue.
+
+// Request/reply under concurrency rides at most linksPerURL connections
+// per client: the broker counts the links, and no HTTP connection of the
+// clients'.
+func TestLinkRequestReplySharesTwoConnections(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	requester, responder := newClient(t, b.URL()), newClient(t, b.URL())
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- responder.Serve(ctx, "rpc", ServeOptions{}, func(_ context.Context, m Message) (any, error) {
+			env, err := ParseRequest(m)
+			return env.Payload, err
+		})
+	}()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				want := fmt.Sprint(i*100 + j)
+				m, err := requester.Request(ctx, "rpc", want, RequestOptions{Timeout: 20 * time.Second})
+				if err != nil || string(m.Payload) != `"`+want+`"` {
+					failed.Add(1)
+					t.Errorf("request %s: %v %s", want, err, m.Payload)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+	links := brokerGauge(t, b, "queen_ephemeral_client_links")
+	conns := brokerGauge(t, b, "queen_ephemeral_connections") // the metrics read's own
+	if links < 1 || links > 2*linksPerURL || conns > 1 {
+		t.Fatalf("%v links and %v connections for two clients, want at most %d links and no connection", links, conns, 2*linksPerURL)
+	}
+	cancel()
+	<-served
+}
+
+// A waiting pop whose caller gives up is let go on the broker at once: the
+// link stays, and nothing is parked there any more.
+func TestLinkCancelledPopLeavesNothingParked(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	c := newClient(t, b.URL())
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Pop(ctx, "idle", PopOptions{Wait: true, Timeout: 30 * time.Second})
+		done <- err
+	}()
+	eventually(t, "the pop parked", func() bool { return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled pop: %v, want context.Canceled", err)
+	}
+	eventually(t, "the pop let go", func() bool { return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 0 })
+	if n := brokerGauge(t, b, "queen_ephemeral_client_links"); n != 1 {
+		t.Fatalf("%v links after a cancel, want the one kept", n)
+	}
+	// A pop whose timeout passes on the broker answers empty, as over HTTP.
+	res, err := c.Pop(testCtx(t), "idle", PopOptions{Wait: true, Timeout: 50 * time.Millisecond})
+	if err != nil || len(res.Messages) != 0 {
+		t.Fatalf("a pop that waits out its timeout: %+v %v", res, err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+}
+
+// oldBroker answers the upgrade as a broker without links would (404
+// not_found), and every other request with a push's answer.
+func oldBroker(t *testing.T, upgrades *atomic.Int32) *fakeServer {
+	return startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if strings.HasSuffix(req.target, "/link") {
+				upgrades.Add(1)
+				io.WriteString(nc, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 48\r\n\r\n"+`{"error":"no such route","code":"not_found"}    `)
+				continue
+			}
+			io.WriteString(nc, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n"+`{"queue":"q","pushed":1}   `)
+		}
+	})
+}
+
+// A broker that refuses the upgrade is spoken to over HTTP from then on:
+// the upgrade is tried once per URL, not once per call.
+func TestLinkFallsBackToHTTPAndRemembers(t *testing.T) {
+	t.Parallel()
+	var upgrades atomic.Int32
+	f := oldBroker(t, &upgrades)
+	c := newClient(t, f.URL())
+	for i := range 5 {
+		if res, err := c.Push(testCtx(t), "q", []any{i}, PushOptions{}); err != nil || res.Pushed != 1 {
+			t.Fatalf("push %d: %+v %v", i, res, err)
+		}
+	}
+	if n := upgrades.Load(); n != 1 {
+		t.Fatalf("%d upgrades asked for, want 1", n)
+	}
+	// WithHTTPOnly never asks.
+	upgrades.Store(0)
+	h := newHTTPClient(t, f.URL())
+	if _, err := h.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil || upgrades.Load() != 0 {
+		t.Fatalf("WithHTTPOnly: %v, %d upgrades", err, upgrades.Load())
+	}
+}
+
+// An upgrade refused for the identity is not "links unsupported": the call
+// is answered the route's own refusal (over HTTP), and later calls try the
+// link again.
+func TestLinkUpgradeIdentityRefusal(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "jwt", "QUEEN_JWT_SECRET": "link-test-secret"})
+	c := newClient(t, b.URL(), WithToken("not-a-jwt"))
+	_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+	wantCode(t, "a push with a bad token", err, 401, CodeUnauthorized)
+	ep := c.eps[0].(*linkEndpoint)
+	if ep.httpOnly.Load() || ep.retryAt.Load() == 0 {
+		t.Fatalf("after a 401 upgrade: httpOnly %v, retryAt %d; want a retry later", ep.httpOnly.Load(), ep.retryAt.Load())
+	}
+}
+
+// linkServer is a fake broker that upgrades and then hands each request
+// frame to answer, which writes what it likes on the link.
+func linkServer(t *testing.T, answer func(nc net.Conn, id uint64, r *link.Request)) *fakeServer {
+	return startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
+		var h [link.HeaderLen]byte
+		for {
+			if _, err := io.ReadFull(br, h[:]); err != nil {
+				return
+			}
+			typ, id, n := link.ParseHeader(h[:])
+			p := make([]byte, n)
+			if _, err := io.ReadFull(br, p); err != nil {
+				return
+			}
+			if typ != link.FrameRequest {
+				continue
+			}
+			var r link.Request
+			if link.DecodeRequest(p, &r) != nil {
+				return
+			}
+			answer(nc, id, &r)
+		}
+	})
+}
+
+// A push whose link fails after its frame was written is reported as
+// maybe applied, and never sent again (on this link or another); a
+// listing, safe to repeat, is sent again and answered.
+func TestLinkLostAnswerIsNeverRepeated(t *testing.T) {
+	t.Parallel()
+	var pushes, listings atomic.Int32
+	f := linkServer(t, func(nc net.Conn, id uint64, r *link.Request) {
+		switch {
+		case strings.HasSuffix(string(r.Target), "/push"):
+			pushes.Add(1)
+			nc.Close() // the broker died with the push in hand
+		case strings.HasSuffix(string(r.Target), "/queues"):
+			if listings.Add(1) == 1 {
+				nc.Close()
+				return
+			}
+			ans := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 45\r\n\r\n" + `{"queues":[],"totalCount":0,"cellBytes":0}   `
+			nc.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(ans)), ans...))
+		}
+	})
+	c := newClient(t, f.URL())
+	_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+	if err == nil || !strings.Contains(err.Error(), "may have applied") {
+		t.Fatalf("the push whose answer was lost: %v, want 'may have applied'", err)
+	}
+	if n := pushes.Load(); n != 1 {
+		t.Fatalf("the push reached the broker %d times, want once", n)
+	}
+	if _, err := c.Queues(testCtx(t)); err != nil || listings.Load() != 2 {
+		t.Fatalf("the listing: %v after %d sends, want answered on the second", err, listings.Load())
+	}
+}
+
+// A stream refused "busy" was not served: it is sent again after a pause.
+func TestLinkBusyIsSentAgain(t *testing.T) {
+	t.Parallel()
+	var pushes atomic.Int32
+	f := linkServer(t, func(nc net.Conn, id uint64, r *link.Request) {
+		if pushes.Add(1) == 1 {
+			nc.Write(append(link.AppendHeader(nil, link.FrameRefuse, id, 1), link.RefuseBusy))
+			return
+		}
+		ans := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n" + `{"queue":"q","pushed":1}`
+		nc.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(ans)), ans...))
+	})
+	c := newClient(t, f.URL())
+	if res, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil || res.Pushed != 1 {
+		t.Fatalf("push after a busy refusal: %+v %v", res, err)
+	}
+	if n := pushes.Load(); n != 2 {
+		t.Fatalf("%d sends, want 2", n)
+	}
+}
+
+// The system routes are not the family's: they go over HTTP even when
+// links are on.
+func TestLinkSystemRoutesGoOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, map[string]string{"QUEEN_ADMIN_TOKEN": "admin-secret"})
+	c := newClient(t, b.URL(), WithToken("admin-secret"))
+	if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetGrant(testCtx(t), Grant{Tenant: "acme", MaxQueues: 5}); err != nil {
+		t.Fatalf("a grant: %v", err)
+	}
+	ep := c.eps[0].(*linkEndpoint)
+	open := 0
+	for i := range ep.slots {
+		if m := ep.slots[i].mux; m != nil && m.Err() == nil {
+			open++
+		}
+	}
+	if open != 1 || ep.httpOnly.Load() {
+		t.Fatalf("%d links open (httpOnly %v): the push did not ride a link", open, ep.httpOnly.Load())
+	}
+}

@@ -1,0 +1,339 @@
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recorder is a Caller that remembers how its stream ended.
+type recorder struct {
+	answer chan string
+	ended  chan error
+}
+
+func newRecorder() *recorder {
+	return &recorder{answer: make(chan string, 1), ended: make(chan error, 1)}
+}
+
+func (r *recorder) Answered(p []byte) { r.answer <- string(p) }
+func (r *recorder) Ended(err error)   { r.ended <- err }
+
+// wait returns the answer, or the stream's error.
+func (r *recorder) wait(t *testing.T) (string, error) {
+	t.Helper()
+	select {
+	case a := <-r.answer:
+		return a, nil
+	case err := <-r.ended:
+		return "", err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream never ended")
+		return "", nil
+	}
+}
+
+// fakeServer is the far end of a Mux: it reads frames and lets the test
+// answer them.
+type fakeServer struct {
+	t      *testing.T
+	c      net.Conn
+	frames chan frameIn
+	reads  chan int // the size of each read, to count writes
+}
+
+type frameIn struct {
+	typ byte
+	id  uint64
+	p   []byte
+}
+
+func pipe(t *testing.T, cfg MuxConfig) (*Mux, *fakeServer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fakeServer{t: t, c: <-accepted, frames: make(chan frameIn, 64), reads: make(chan int, 64)}
+	go s.read()
+	m := NewMux(nc, nil, cfg)
+	t.Cleanup(func() { m.Close(); s.c.Close() })
+	return m, s
+}
+
+func (s *fakeServer) read() {
+	var buf []byte
+	b := make([]byte, 64<<10)
+	for {
+		n, err := s.c.Read(b)
+		if n > 0 {
+			select {
+			case s.reads <- n:
+			default: // a test that does not count reads
+			}
+			buf = append(buf, b[:n]...)
+			for len(buf) >= HeaderLen {
+				typ, id, size := ParseHeader(buf)
+				if len(buf) < HeaderLen+size {
+					break
+				}
+				s.frames <- frameIn{typ, id, append([]byte(nil), buf[HeaderLen:HeaderLen+size]...)}
+				buf = buf[HeaderLen+size:]
+			}
+		}
+		if err != nil {
+			close(s.frames)
+			return
+		}
+	}
+}
+
+func (s *fakeServer) next() frameIn {
+	s.t.Helper()
+	select {
+	case f, ok := <-s.frames:
+		if !ok {
+			s.t.Fatal("the link closed")
+		}
+		return f
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("no frame came")
+		return frameIn{}
+	}
+}
+
+func (s *fakeServer) send(typ byte, id uint64, p string) {
+	s.t.Helper()
+	if _, err := s.c.Write(append(AppendHeader(nil, typ, id, len(p)), p...)); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Answers reach their streams in whatever order they come; a request frame
+// carries no tenant, access level or header, and the method, target and
+// body given.
+func TestMuxAnswersByStream(t *testing.T) {
+	m, s := pipe(t, MuxConfig{})
+	a, b := newRecorder(), newRecorder()
+	ida, _ := m.Start(a, "GET", []byte("/api/v1/ephemeral/pop?queue=q"), nil)
+	idb, _ := m.Start(b, "POST", []byte("/api/v1/ephemeral/push"), []byte(`{"queue":"q"}`))
+	for _, want := range []struct {
+		id             uint64
+		method, target string
+	}{{ida, "GET", "/api/v1/ephemeral/pop?queue=q"}, {idb, "POST", "/api/v1/ephemeral/push"}} {
+		f := s.next()
+		var r Request
+		if f.typ != FrameRequest || f.id != want.id || DecodeRequest(f.p, &r) != nil {
+			t.Fatalf("frame %d on stream %d, want a request on %d", f.typ, f.id, want.id)
+		}
+		if len(r.Tenant) != 0 || r.Access != 0 || len(r.Header) != 0 || string(r.Method) != want.method || string(r.Target) != want.target {
+			t.Fatalf("request %+v", r)
+		}
+	}
+	s.send(FrameAnswer, idb, "second")
+	s.send(FrameAnswer, ida, "first")
+	if got, err := b.wait(t); got != "second" || err != nil {
+		t.Fatalf("b: %q %v", got, err)
+	}
+	if got, err := a.wait(t); got != "first" || err != nil {
+		t.Fatalf("a: %q %v", got, err)
+	}
+	if m.InFlight() != 0 {
+		t.Fatalf("%d in flight", m.InFlight())
+	}
+}
+
+// Frames started under a Hold leave in one write.
+func TestMuxHoldWritesTogether(t *testing.T) {
+	m, s := pipe(t, MuxConfig{})
+	m.Hold()
+	body := make([]byte, 1000)
+	for range 3 {
+		if _, err := m.Start(newRecorder(), "POST", []byte("/api/v1/ephemeral/push"), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case n := <-s.reads:
+		t.Fatalf("%d bytes written under a Hold", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	m.Release()
+	want := 3 * (HeaderLen + (&Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push"), Body: body}).EncodedLen())
+	got := 0
+	for got < want {
+		got += <-s.reads
+	}
+	if got != want {
+		t.Fatalf("read %d bytes, want %d", got, want)
+	}
+	for range 3 {
+		s.next()
+	}
+	// One write on loopback is one read here unless it is very large: the
+	// three frames (3 KiB) came in the first read.
+	if len(s.reads) != 0 {
+		t.Fatalf("more reads than writes: %d left", len(s.reads))
+	}
+}
+
+// Cancel takes a stream back (its Caller is never called) and tells the
+// server; an answer for it afterwards is dropped.
+func TestMuxCancel(t *testing.T) {
+	m, s := pipe(t, MuxConfig{})
+	r := newRecorder()
+	id, _ := m.Start(r, "GET", []byte("/api/v1/ephemeral/pop?queue=q&wait=true"), nil)
+	s.next()
+	if !m.Cancel(id) || m.Cancel(id) {
+		t.Fatal("Cancel: want true once, then false")
+	}
+	if f := s.next(); f.typ != FrameCancel || f.id != id {
+		t.Fatalf("frame %d on %d, want a cancel of %d", f.typ, f.id, id)
+	}
+	s.send(FrameAnswer, id, "late")
+	other := newRecorder()
+	oid, _ := m.Start(other, "GET", []byte("/x"), nil)
+	s.next()
+	s.send(FrameAnswer, oid, "ok")
+	if got, _ := other.wait(t); got != "ok" {
+		t.Fatalf("other: %q", got)
+	}
+	select {
+	case a := <-r.answer:
+		t.Fatalf("a cancelled stream was answered %q", a)
+	case err := <-r.ended:
+		t.Fatalf("a cancelled stream ended: %v", err)
+	default:
+	}
+}
+
+// Refusals end their stream with the one rule; a lost connection ends
+// every stream, Served for those whose frame was written.
+func TestMuxEndsStreamsByTheRule(t *testing.T) {
+	m, s := pipe(t, MuxConfig{})
+	recs := map[byte]*recorder{}
+	for _, reason := range []byte{RefuseBusy, RefuseClosing, RefuseTooLarge, RefuseLost} {
+		r := newRecorder()
+		id, _ := m.Start(r, "POST", []byte("/p"), nil)
+		s.next()
+		s.send(FrameRefuse, id, string([]byte{reason}))
+		recs[reason] = r
+	}
+	for reason, r := range recs {
+		_, err := r.wait(t)
+		var se *StreamError
+		if !errors.As(err, &se) || se.Served != (reason == RefuseTooLarge || reason == RefuseLost) || se.Busy != (reason == RefuseBusy) {
+			t.Fatalf("reason %d: %v (%+v)", reason, err, se)
+		}
+	}
+	written := newRecorder()
+	m.Start(written, "POST", []byte("/p"), nil)
+	s.next() // the server has it
+	m.Hold()
+	held := newRecorder()
+	m.Start(held, "POST", []byte("/p"), nil) // never leaves: held
+	s.c.Close()
+	for what, r := range map[string]*recorder{"written": written, "held": held} {
+		_, err := r.wait(t)
+		var se *StreamError
+		if !errors.As(err, &se) || se.Served != (what == "written") {
+			t.Fatalf("%s: %v, want Served=%v", what, err, what == "written")
+		}
+	}
+	if _, err := m.Start(newRecorder(), "GET", []byte("/x"), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after the end: %v, want ErrClosed", err)
+	}
+}
+
+// A frame the server does not send, or one over the limit, ends the Mux.
+func TestMuxProtocolErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		raw  []byte
+		want error
+	}{
+		{"a request from the server", AppendHeader(nil, FrameRequest, 0, 0), ErrProtocol},
+		{"over the limit", binary.BigEndian.AppendUint32(nil, 1<<20+1), ErrFrameTooLong},
+	} {
+		m, s := pipe(t, MuxConfig{MaxFrame: 1 << 20})
+		r := newRecorder()
+		m.Start(r, "GET", []byte("/x"), nil)
+		s.next()
+		raw := c.raw
+		if len(raw) < HeaderLen {
+			raw = append(raw, make([]byte, HeaderLen-len(raw))...)
+		}
+		s.c.Write(raw)
+		if _, err := r.wait(t); !errors.Is(err, c.want) {
+			t.Fatalf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// A Mux pings; one that reads nothing for the ping timeout ends.
+func TestMuxPingsAndGivesUpOnSilence(t *testing.T) {
+	m, s := pipe(t, MuxConfig{PingInterval: 10 * time.Millisecond, PingTimeout: 200 * time.Millisecond})
+	if f := s.next(); f.typ != FramePing {
+		t.Fatalf("frame %d, want a ping", f.typ)
+	}
+	go func() {
+		for range s.frames { // never answered
+		}
+	}()
+	select {
+	case <-m.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent link was kept")
+	}
+	if !errors.Is(m.Err(), ErrSilent) {
+		t.Fatalf("Err %v, want ErrSilent", m.Err())
+	}
+}
+
+// A large answer is read whole, past the read buffer; many goroutines
+// share one Mux.
+func TestMuxLargeAnswersAndConcurrency(t *testing.T) {
+	m, s := pipe(t, MuxConfig{})
+	go func() {
+		for f := range s.frames {
+			if f.typ != FrameRequest {
+				continue
+			}
+			var r Request
+			DecodeRequest(f.p, &r)
+			s.c.Write(append(AppendHeader(nil, FrameAnswer, f.id, len(r.Body)), r.Body...))
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := make([]byte, 1+i*3000)
+			body[len(body)-1] = byte(i)
+			r := newRecorder()
+			if _, err := m.Start(r, "POST", []byte("/echo"), body); err != nil {
+				t.Error(err)
+				return
+			}
+			got, err := r.wait(t)
+			if err != nil || len(got) != len(body) || got[len(got)-1] != byte(i) {
+				t.Errorf("call %d: %d bytes %v", i, len(got), err)
+			}
+		}()
+	}
+	wg.Wait()
+}
