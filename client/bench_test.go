@@ -1,10 +1,11 @@
 package client
 
 // Transport benchmarks against a real broker (internal/brokertest): push,
-// a non-waiting pop and a request/reply round trip, each through the
-// client's own transport ("lean") and through net/http ("nethttp", what
-// WithHTTPClient selects), in one run so the two compare on the same
-// machine at the same moment. Besides ns/op and allocs/op each reports
+// a non-waiting pop and a request/reply round trip, each over links (the
+// default, "link"), through the client's own HTTP/1.1 transport ("lean",
+// WithHTTPOnly) and through net/http ("nethttp", what WithHTTPClient
+// selects), in one run so they compare on the same machine at the same
+// moment. Besides ns/op and allocs/op each reports
 // cpu-ns/op: the CPU the test process (the client; the broker is another
 // process) spent per operation, every thread and the GC included.
 //
@@ -25,7 +26,8 @@ var benchTransports = []struct {
 	name string
 	opts []Option
 }{
-	{"lean", nil},
+	{"link", nil},
+	{"lean", []Option{WithHTTPOnly()}},
 	{"nethttp", []Option{WithHTTPClient(benchHTTPClient())}},
 }
 

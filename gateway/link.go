@@ -114,7 +114,7 @@ func (l *linkConn) opened(c gnet.Conn) {
 	l.state = linkUpgrading
 	g := l.ls.g
 	req := "GET /api/v1/system/gateway-link HTTP/1.1\r\nHost: " + g.upstreams[l.up].host +
-		"\r\nConnection: Upgrade\r\nUpgrade: queen-link\r\nX-Queen-Gateway-Secret: " + g.cfg.Secret + "\r\n\r\n"
+		"\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\nX-Queen-Gateway-Secret: " + g.cfg.Secret + "\r\n\r\n"
 	if _, err := c.Write([]byte(req)); err != nil {
 		_ = c.Close()
 	}

@@ -15,7 +15,8 @@ import (
 //
 // A gateway in front of a broker in gateway mode may turn one of its
 // connections into a link: GET /api/v1/system/gateway-link with the gateway
-// secret and "Upgrade: queen-link" is answered 101, and from then on the
+// secret and "Upgrade: queen-link/1" (or the previous release's unversioned
+// "queen-link", for one release) is answered 101, and from then on the
 // connection speaks the cell relay's frames (cell/relay) instead of HTTP.
 // Each request frame carries the tenant and access level the gateway
 // established and a push, pop or ack; its answer frame carries the broker's
