@@ -430,9 +430,18 @@ func (c *Client) Push(ctx context.Context, queue string, payloads []any, opts Pu
 		}
 		return c.pushBuffered(ctx, queue, opts.Partition, msgs)
 	}
+	cl, err := c.pushCall(queue, opts.Partition, payloads)
+	if err != nil {
+		return nil, err
+	}
+	return c.push(ctx, cl, true)
+}
+
+// pushCall makes the call of an unbuffered push of payloads.
+func (c *Client) pushCall(queue, partition string, payloads []any) (*call, error) {
 	cl := newCall(http.MethodPost, "/push", c.timeout)
 	cl.hasBody = true
-	cl.body = appendPushHead(cl.body[:0], queue, opts.Partition)
+	cl.body = appendPushHead(cl.body[:0], queue, partition)
 	for i, p := range payloads {
 		cl.body = appendMessageOpen(cl.body, i)
 		var err error
@@ -447,7 +456,7 @@ func (c *Client) Push(ctx context.Context, queue string, payloads []any, opts Pu
 		putCall(cl)
 		return nil, ErrClosed
 	}
-	return c.push(ctx, cl, true)
+	return cl, nil
 }
 
 // pushNow sends msgs (already JSON) at once: the buffer's flushes, which
@@ -469,24 +478,30 @@ func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []js
 // push sends the push cl; with cell, a cell refusal is sent again
 // (roundTripCell).
 func (c *Client) push(ctx context.Context, cl *call, cell bool) (*PushResult, error) {
+	n, err := c.pushed(ctx, cl, cell)
+	if err != nil {
+		return nil, err
+	}
+	return &PushResult{Pushed: n}, nil
+}
+
+// pushed is push answering the count alone (a Reply, which has no use for
+// a PushResult of its own).
+func (c *Client) pushed(ctx context.Context, cl *call, cell bool) (int, error) {
 	var err error
 	if cell {
 		err = c.roundTripCell(ctx, cl)
 	} else {
 		err = c.roundTrip(ctx, cl)
 	}
-	var out *PushResult
+	var n int
 	if err == nil {
-		out = new(PushResult)
 		if err = c.answer(cl, false, nil); err == nil {
-			out.Pushed, err = decodePushed(cl.resp)
+			n, err = decodePushed(cl.resp)
 		}
 	}
 	release(cl, err)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return n, err
 }
 
 // popCall builds the pop of queue with opts. The call parks when
@@ -575,14 +590,22 @@ func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) (*PopRe
 }
 
 func (c *Client) popAnswer(cl *call, queue string) (*PopResult, error) {
-	if err := c.answer(cl, false, nil); err != nil {
+	out := new(PopResult)
+	if err := c.popAnswerInto(cl, queue, out); err != nil {
 		return nil, err
 	}
-	out := new(PopResult)
-	if err := decodePop(cl.resp, queue, out); err != nil {
-		return nil, fmt.Errorf("queen: %s %s: decoding the answer: %w", cl.method, cl.route, err)
-	}
 	return out, nil
+}
+
+// popAnswerInto is popAnswer into out (a Request's, on its stack).
+func (c *Client) popAnswerInto(cl *call, queue string, out *PopResult) error {
+	if err := c.answer(cl, false, nil); err != nil {
+		return err
+	}
+	if err := decodePop(cl.resp, queue, out); err != nil {
+		return fmt.Errorf("queen: %s %s: decoding the answer: %w", cl.method, cl.route, err)
+	}
+	return nil
 }
 
 // Ack settles messages (only their ID is used) for opts.Group with

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -31,7 +32,18 @@ type RequestOptions struct {
 // NewInbox mints a queue name nobody declared, for one reply. The queue is
 // created implicitly by the reply that names it and collected by the broker
 // when it goes quiet.
-func NewInbox() string { return "inbox-" + strings.ToLower(rand.Text()) }
+func NewInbox() string {
+	// As "inbox-" + strings.ToLower(rand.Text()): 128 random bits in
+	// lowercase base32, made in one allocation (a Request mints one each).
+	var key [16]byte
+	rand.Read(key[:])
+	var b [len("inbox-") + 26]byte
+	copy(b[:], "inbox-")
+	inboxEncoding.Encode(b[len("inbox-"):], key[:])
+	return string(b[:])
+}
+
+var inboxEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // Request pushes {replyTo, payload} to queue, replyTo being a fresh inbox
 // ([NewInbox]), and parks a pop on that inbox until the reply arrives: it
@@ -141,13 +153,14 @@ func (c *Client) request(ctx context.Context, queue string, payload any, partiti
 		release(pop, err)
 		return nil, nil, err
 	}
-	res := &PopResult{Queue: inbox, Messages: []Message{}}
+	var first PopResult // the common answer, decoded without a PopResult of its own
+	res := &first
 	if pop.ans.status != 0 {
 		if e := cellRefusal(pop); e != nil {
 			putCall(pop)
 			return nil, &requestRefused{err: e, inbox: inbox, delivered: true}, nil
 		}
-		res, err = c.popAnswer(pop, inbox)
+		err = c.popAnswerInto(pop, inbox, &first)
 	} // else the push's answer closed the connection before the pop was read: pop again
 	putCall(pop)
 	if err != nil {
@@ -177,8 +190,8 @@ func ParseRequest(m Message) (RequestEnvelope, error) {
 func parseRequest(m Message, validate bool) (RequestEnvelope, error) {
 	env, ok := parseEnvelope(m.Payload, validate)
 	if !ok {
-		env = RequestEnvelope{}
-		if err := json.Unmarshal(m.Payload, &env); err != nil {
+		var err error
+		if env, err = unmarshalEnvelope(m.Payload); err != nil {
 			return env, err
 		}
 	}
@@ -186,6 +199,15 @@ func parseRequest(m Message, validate bool) (RequestEnvelope, error) {
 		return env, errors.New("queen: the message carries no replyTo")
 	}
 	return env, nil
+}
+
+// unmarshalEnvelope decodes an envelope with encoding/json, apart from
+// parseRequest so that the envelope it decodes into, which escapes, is
+// allocated only on this rare path.
+func unmarshalEnvelope(data []byte) (RequestEnvelope, error) {
+	var env RequestEnvelope
+	err := json.Unmarshal(data, &env)
+	return env, err
 }
 
 // parseEnvelope reads {"replyTo": ..., "payload": ...} by hand: a responder
@@ -231,6 +253,13 @@ func (c *Client) Reply(ctx context.Context, request Message, payload any) error 
 	if err != nil {
 		return err
 	}
-	_, err = c.Push(ctx, env.ReplyTo, []any{payload}, PushOptions{})
+	// As Push(ctx, env.ReplyTo, []any{payload}, PushOptions{}), without
+	// the result a reply has no use for.
+	one := [1]any{payload}
+	cl, err := c.pushCall(env.ReplyTo, "", one[:])
+	if err != nil {
+		return err
+	}
+	_, err = c.pushed(ctx, cl, true)
 	return err
 }
