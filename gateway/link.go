@@ -152,7 +152,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 			break
 		}
 		typ, id, n := link.ParseHeader(hdr)
-		if n > int(l.ls.g.cfg.MaxBodyBytes)+maxRespHead {
+		if n > link.MaxFrame {
 			return gnet.Close
 		}
 		if c.InboundBuffered() < link.HeaderLen+n {

@@ -151,8 +151,8 @@ func (fb *fakeBroker) serve(c net.Conn) {
 			return
 		}
 		body, _ := io.ReadAll(req.Body)
-		if req.Header.Get("Upgrade") == "queen-link" {
-			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link\r\n\r\n")
+		if req.Header.Get("Upgrade") == "queen-link/1" {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n")
 			fb.serveLink(c, r)
 			return
 		}

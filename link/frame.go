@@ -19,6 +19,11 @@ import (
 // identity comes from.
 const HeaderLen = 13
 
+// MaxFrame is the longest frame any hop reads or writes by default: the
+// broker's largest body (64 MiB) and room for its head, 80 MiB. A client's
+// link is bounded tighter, by the broker's body limit (docs/link.md).
+const MaxFrame = 80 << 20
+
 // Frame types.
 const (
 	FrameRequest byte = 1 // client → server: an encoded Request

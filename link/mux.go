@@ -54,8 +54,7 @@ var (
 
 // MuxConfig configures a Mux. Zero values take the defaults.
 type MuxConfig struct {
-	// MaxFrame bounds a frame read (default 80 MiB: the broker's largest
-	// answer and its head).
+	// MaxFrame bounds a frame read (default MaxFrame).
 	MaxFrame int
 	// PingInterval: a ping is sent this often (default 30 s, a quarter of
 	// the broker's idle timeout); PingTimeout: a Mux that has read nothing
@@ -95,7 +94,6 @@ type Mux struct {
 }
 
 const (
-	defaultMuxFrame     = 80 << 20
 	defaultPingInterval = 30 * time.Second
 	defaultPingTimeout  = 65 * time.Second
 	readBufSize         = 64 << 10
@@ -107,7 +105,7 @@ const (
 // past the upgrade's answer.
 func NewMux(nc net.Conn, br *bufio.Reader, cfg MuxConfig) *Mux {
 	if cfg.MaxFrame <= 0 {
-		cfg.MaxFrame = defaultMuxFrame
+		cfg.MaxFrame = MaxFrame
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = defaultPingInterval

@@ -479,7 +479,7 @@ func (l *relayLink) answer(id uint64, raw []byte) {
 	if l.closed {
 		return
 	}
-	if len(raw) > maxRelayFrame {
+	if len(raw) > link.MaxFrame {
 		l.refuse(id, link.RefuseTooLarge)
 		return
 	}

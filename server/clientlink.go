@@ -267,5 +267,5 @@ func (l *relayLink) frameLimit() int {
 	if l.role == linkClient {
 		return int(l.s.cfg.MaxBodyBytes) + linkHeadRoom
 	}
-	return maxRelayFrame
+	return link.MaxFrame
 }

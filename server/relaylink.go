@@ -49,9 +49,6 @@ const (
 // refused 503 ephemeral_forward_failed at once (nothing was sent).
 const maxRelayCalls = 1 << 16
 
-// maxRelayFrame bounds one frame read or written: the broker's largest
-// body (64 MiB) and its headers, as the relay package's default.
-const maxRelayFrame = 80 << 20
 
 type relayLink struct {
 	s    *Server

@@ -56,7 +56,7 @@ func (c *ClientConfig) fillDefaults() {
 		c.MaxInFlightPerPeer = defaultMaxInFlight
 	}
 	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = defaultMaxFrame
+		c.MaxFrameBytes = link.MaxFrame
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = defaultDialTimeout

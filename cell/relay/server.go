@@ -68,7 +68,6 @@ type ServerConfig struct {
 }
 
 const (
-	defaultMaxFrame      = 80 << 20
 	defaultMaxStreams    = 1 << 16
 	defaultHandshakeTime = 5 * time.Second
 	defaultFrameTimeout  = 30 * time.Second
@@ -77,7 +76,7 @@ const (
 // fillDefaults sets every field left zero (or negative) to its default.
 func (c *ServerConfig) fillDefaults() {
 	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = defaultMaxFrame
+		c.MaxFrameBytes = link.MaxFrame
 	}
 	if c.MaxStreamsPerConn <= 0 {
 		c.MaxStreamsPerConn = defaultMaxStreams
