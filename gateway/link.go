@@ -147,19 +147,13 @@ func (l *linkConn) onTraffic() gnet.Action {
 	}
 	var resume []*clientConn
 	for {
-		hdr, _ := c.Peek(link.HeaderLen)
-		if len(hdr) < link.HeaderLen {
-			break
-		}
-		typ, id, n := link.ParseHeader(hdr)
-		if n > link.MaxFrame {
+		typ, id, p, size, ok, err := link.NextFrame(c, link.MaxFrame)
+		if err != nil {
 			return gnet.Close
 		}
-		if c.InboundBuffered() < link.HeaderLen+n {
+		if !ok {
 			break
 		}
-		frame, _ := c.Peek(link.HeaderLen + n)
-		p := frame[link.HeaderLen:]
 		switch typ {
 		case link.FrameAnswer:
 			if cc := l.answered(id, p); cc != nil {
@@ -183,7 +177,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 		default:
 			return gnet.Close
 		}
-		_, _ = c.Discard(link.HeaderLen + n)
+		_, _ = c.Discard(size)
 	}
 	l.ls.resume(resume)
 	return gnet.None

@@ -79,3 +79,32 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// bufferedBytes is a Buffered over a byte slice.
+type bufferedBytes []byte
+
+func (b bufferedBytes) Peek(n int) ([]byte, error) {
+	if n > len(b) {
+		return b, nil
+	}
+	return b[:n], nil
+}
+func (b bufferedBytes) InboundBuffered() int { return len(b) }
+
+// NextFrame hands out a frame only once it is whole, and refuses one
+// declared over the limit before its payload arrives.
+func TestNextFrame(t *testing.T) {
+	frame := append(AppendHeader(nil, FrameAnswer, 7, 5), "hello"...)
+	for cut := 0; cut < len(frame); cut++ {
+		if _, _, _, _, ok, err := NextFrame(bufferedBytes(frame[:cut]), 100); ok || err != nil {
+			t.Fatalf("%d of %d bytes: ok %v err %v, want to wait", cut, len(frame), ok, err)
+		}
+	}
+	typ, id, p, size, ok, err := NextFrame(bufferedBytes(append(frame, 1, 2, 3)), 5)
+	if !ok || err != nil || typ != FrameAnswer || id != 7 || string(p) != "hello" || size != len(frame) {
+		t.Fatalf("whole: %d %d %q %d %v %v", typ, id, p, size, ok, err)
+	}
+	if _, _, _, _, ok, err := NextFrame(bufferedBytes(frame[:HeaderLen]), 4); ok || err != ErrFrameTooLong {
+		t.Fatalf("over the limit: ok %v err %v, want ErrFrameTooLong on the header alone", ok, err)
+	}
+}

@@ -277,22 +277,17 @@ func (l *relayLink) onTraffic() gnet.Action {
 	}
 	whole := false // a frame was read: what is left begins a new one
 	for {
-		hdr, _ := c.Peek(link.HeaderLen)
-		if len(hdr) < link.HeaderLen {
-			break
-		}
-		typ, id, n := link.ParseHeader(hdr)
-		if n > l.frameLimit() {
+		typ, id, p, size, ok, err := link.NextFrame(c, l.frameLimit())
+		if err != nil {
 			return gnet.Close // a protocol error: the link fails
 		}
-		if c.InboundBuffered() < link.HeaderLen+n {
+		if !ok {
 			break
 		}
-		frame, _ := c.Peek(link.HeaderLen + n)
-		if !l.frame(typ, id, frame[link.HeaderLen:]) {
+		if !l.frame(typ, id, p) {
 			return gnet.Close
 		}
-		_, _ = c.Discard(link.HeaderLen + n)
+		_, _ = c.Discard(size)
 		whole = true
 	}
 	switch {
