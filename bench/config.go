@@ -98,8 +98,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("-window %d is smaller than -batch %d", c.Window, c.Batch)
 	case c.Groups < 1 || c.Inboxes < 1 || c.Parked < 1 || c.Wakers < 1:
 		return fmt.Errorf("-groups, -inboxes, -parked and -wakers must be at least 1")
-	case c.Client != ClientRaw && c.Client != ClientSDK:
-		return fmt.Errorf("-client %q: raw or sdk", c.Client)
+	case c.Client != ClientRaw && c.Client != ClientSDK && c.Client != ClientSDKHTTP:
+		return fmt.Errorf("-client %q: raw, sdk or sdk-http", c.Client)
 	case c.Inbox != "" && c.Inbox != InboxRequest && c.Inbox != InboxRequester:
 		return fmt.Errorf("-inbox %q: request or requester", c.Inbox)
 	}
@@ -124,12 +124,15 @@ func (c *Config) check() error {
 const (
 	ClientRaw      = "raw"
 	ClientSDK      = "sdk"
+	ClientSDKHTTP  = "sdk-http" // the Go SDK kept on HTTP/1.1 (client.WithHTTPOnly), no link
 	InboxRequest   = "request"
 	InboxRequester = "requester"
 )
 
 // sdk tells whether the broker target is driven through the Go SDK.
-func (c *Config) sdk() bool { return c.Target == "broker" && c.Client == ClientSDK }
+func (c *Config) sdk() bool {
+	return c.Target == "broker" && (c.Client == ClientSDK || c.Client == ClientSDKHTTP)
+}
 
 // freshInbox tells whether reqreply mints a reply address per round trip.
 func (c *Config) freshInbox() bool { return c.Inbox == InboxRequest }

@@ -32,6 +32,9 @@ func newBrokerSDK(cfg *Config) (*brokerSDK, error) {
 	if cfg.Token != "" {
 		opts = append(opts, client.WithToken(cfg.Token))
 	}
+	if cfg.Client == ClientSDKHTTP {
+		opts = append(opts, client.WithHTTPOnly())
+	}
 	req, err := client.New(url, opts...)
 	if err != nil {
 		return nil, err

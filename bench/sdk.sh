@@ -19,7 +19,7 @@
 # gives each figure's median, and the goals met or missed.
 #
 # Knobs (environment): D (measured seconds per run, 5), WARMUP (seconds, 1),
-# ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis js-undici go-sdk
+# ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis js-undici go-sdk go-sdk-http
 # go-raw go-nats go-redis), OUT (result directory, bench/results/<UTC time>-sdk),
 # BROKER_PORT (19632), REDIS_PORT (19379), NATS_PORT (19222; each the first of
 # the ports tried: a taken one is skipped for the next), BROKER_ENV (extra
@@ -47,9 +47,9 @@ name=bench-sdk
 
 for c in $CLIENTS; do
 	case $c in
-	js-queen | js-nats | js-ioredis | js-undici | go-sdk | go-raw | go-nats | go-redis) ;;
+	js-queen | js-nats | js-ioredis | js-undici | go-sdk | go-sdk-http | go-raw | go-nats | go-redis) ;;
 	*)
-		echo "$name: unknown client $c (js-queen js-nats js-ioredis js-undici go-sdk go-raw go-nats go-redis)" >&2
+		echo "$name: unknown client $c (js-queen js-nats js-ioredis js-undici go-sdk go-sdk-http go-raw go-nats go-redis)" >&2
 		exit 2
 		;;
 	esac
@@ -117,6 +117,7 @@ run() {
 	js-ioredis) kind=redis js=ioredis ;;
 	js-undici) kind=broker js=undici ;;
 	go-sdk) kind=broker go_target=broker go_flags="-client sdk" ;;
+	go-sdk-http) kind=broker go_target=broker go_flags="-client sdk-http" ;;
 	go-raw) kind=broker go_target=broker go_flags="-client raw" ;;
 	go-nats) kind=nats go_target=nats ;;
 	go-redis) kind=redis go_target=redis ;;

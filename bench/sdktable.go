@@ -47,6 +47,8 @@ func sdkRunOf(r *Result) (SDKRun, bool) {
 	switch {
 	case r.Target == "broker" && r.Client == ClientSDK:
 		run.Client, run.Role = "client (our SDK)", "ours"
+	case r.Target == "broker" && r.Client == ClientSDKHTTP:
+		run.Client, run.Role = "client over HTTP/1.1 (reference: our SDK without links)", "reference"
 	case r.Target == "broker":
 		run.Client, run.Role = "rawhttp (reference: the bench's raw client)", "reference"
 	case r.Target == "redis":

@@ -76,7 +76,7 @@ func TestConfigClient(t *testing.T) {
 		{"reqreply", "nats", ClientRaw, InboxRequest, InboxRequest, ""},
 		{"reqreply", "broker", ClientSDK, InboxRequester, "", "-inbox request"},
 		{"throughput", "broker", ClientSDK, "", "", "reqreply scenario only"},
-		{"reqreply", "broker", "fetch", "", "", "raw or sdk"},
+		{"reqreply", "broker", "fetch", "", "", "raw, sdk or sdk-http"},
 		{"reqreply", "broker", ClientRaw, "mine", "", "request or requester"},
 	} {
 		cfg := Defaults()

@@ -44,7 +44,7 @@ func main() {
 	for _, t := range bench.Targets {
 		addrs[t] = flag.String(t+"-addr", bench.DefaultAddr[t], "address of "+t+" when several targets run")
 	}
-	flag.StringVar(&cfg.Client, "client", cfg.Client, "how the broker is driven: raw (the tool's raw HTTP client) or sdk (the Go SDK, package client; reqreply only)")
+	flag.StringVar(&cfg.Client, "client", cfg.Client, "how the broker is driven: raw (the tool's raw HTTP client), sdk (the Go SDK, package client, over links; reqreply only) or sdk-http (the Go SDK kept on HTTP/1.1)")
 	flag.StringVar(&cfg.Inbox, "inbox", "", "reqreply: where replies go: requester (one inbox per requester) or request (a fresh one per round trip); default requester, request with -client sdk")
 	flag.StringVar(&cfg.RespAddr, "resp-addr", "", "reqreply with the raw client: address the responders use (another member of a cell: every round trip relayed); default -addr")
 	flag.StringVar(&cfg.Label, "label", "", "a name for this run in the report (make bench-gateway: direct or gateway)")
