@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/queenmq/ephemeral/cell"
@@ -47,7 +46,8 @@ func (p *cellParts) serve() {
 const testRelayDelay = "QUEEN_TEST_RELAY_DELAY_MS"
 
 // cellConfig reads the QUEEN_CELL_* variables and refuses what cannot run:
-// the cell package's own rules, and a relay port equal to the public port.
+// the cell package's own rules, and a relay port equal to publicPort (PORT,
+// its default applied).
 func cellConfig(getenv func(string) string, publicPort string) (cell.Config, error) {
 	cc, err := cell.FromEnv(getenv)
 	if err != nil || !cc.Enabled() {
@@ -57,9 +57,6 @@ func cellConfig(getenv func(string) string, publicPort string) (cell.Config, err
 	if err != nil {
 		return cc, fmt.Errorf("QUEEN_CELL_ADVERTISE: %w", err)
 	}
-	if publicPort == "" {
-		publicPort = "6632"
-	}
 	if port == publicPort {
 		return cc, fmt.Errorf("QUEEN_CELL_ADVERTISE: port %s is also the public port (PORT); the relay between members listens on the advertised port and needs one of its own", port)
 	}
@@ -68,16 +65,7 @@ func cellConfig(getenv func(string) string, publicPort string) (cell.Config, err
 
 // startCell joins the cell and starts relaying; the server is attached
 // before anything can call it, and must not have started yet.
-func startCell(cc cell.Config, getenv func(string) string, stcfg storeenv.Choice, e *engine.Engine, srv *server.Server, log *slog.Logger) (*cellParts, error) {
-	var delay time.Duration
-	if v := getenv(testRelayDelay); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms < 0 {
-			return nil, fmt.Errorf("%s: not a number of milliseconds: %q", testRelayDelay, v)
-		}
-		delay = time.Duration(ms) * time.Millisecond
-		log.Warn("fault injection: relayed requests are delayed (a test setting)", "ms", ms)
-	}
+func startCell(cc cell.Config, delay time.Duration, stcfg storeenv.Choice, e *engine.Engine, srv *server.Server, log *slog.Logger) (*cellParts, error) {
 	// The relay's port is bound before joining: a member that joined and
 	// then could not listen would move queues to itself (emptying them on
 	// their owners) only to leave again.

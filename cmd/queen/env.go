@@ -3,24 +3,29 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"time"
 
+	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/internal/envconf"
+	"github.com/queenmq/ephemeral/store/postgres"
+	"github.com/queenmq/ephemeral/store/storeenv"
 )
 
 // settings lists every variable, in the order --help prints them.
 var settings = []envconf.Setting{
 	{Name: "PORT", Default: "6632", Help: "TCP port to listen on"},
 	{Name: "HOST", Default: "0.0.0.0", Help: "address to listen on"},
-	{Name: "QUEEN_DATA_DIR", Default: "./queen-data", Help: "directory of the embedded store (used when no database URL is set)"},
+	{Name: "QUEEN_DATA_DIR", Default: storeenv.DefaultDataDir, Help: "directory of the embedded store (used when no database URL is set)"},
 	{Name: "QUEEN_DATABASE_URL", Default: "", Help: "PostgreSQL URL for declarations and grants (PGHOST and the other PG* variables work too)"},
-	{Name: "QUEEN_DATABASE_SCHEMA", Default: "queen_ephemeral", Help: "PostgreSQL schema the broker creates and uses (never public)"},
-	{Name: "QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS", Default: "2000", Help: "PostgreSQL: wait this long for a connection, then 503"},
-	{Name: "QUEEN_DATABASE_STATEMENT_TIMEOUT_MS", Default: "2000", Help: "PostgreSQL: bound on one statement"},
+	{Name: "QUEEN_DATABASE_SCHEMA", Default: postgres.DefaultSchema, Help: "PostgreSQL schema the broker creates and uses (never public)"},
+	{Name: "QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS", Default: ms(postgres.DefaultAcquireTimeout), Help: "PostgreSQL: wait this long for a connection, then 503"},
+	{Name: "QUEEN_DATABASE_STATEMENT_TIMEOUT_MS", Default: ms(postgres.DefaultStatementTimeout), Help: "PostgreSQL: bound on one statement"},
 	{Name: "QUEEN_CELL_ADVERTISE", Default: "", Help: "host:port where the other members of a cell reach this broker (its relay listens on that port, which must differ from PORT); needs PostgreSQL; unset: a cell of one"},
 	{Name: "QUEEN_CELL_SECRET", Default: "", Help: "with QUEEN_CELL_ADVERTISE: shared secret authenticating member-to-member traffic (at least 16 bytes)"},
-	{Name: "QUEEN_CELL_HEARTBEAT_MS", Default: "1000", Help: "with QUEEN_CELL_ADVERTISE: how often a member renews its row and reloads the live set"},
+	{Name: "QUEEN_CELL_HEARTBEAT_MS", Default: ms(cell.DefaultHeartbeat), Help: "with QUEEN_CELL_ADVERTISE: how often a member renews its row and reloads the live set"},
 	{Name: "QUEEN_CELL_LISTEN", Default: "", Help: "with QUEEN_CELL_ADVERTISE: the host the relay binds, on the advertised port (default: HOST when set, else every interface)"},
-	{Name: "QUEEN_CELL_MEMBER_TIMEOUT_MS", Default: "5000", Help: "with QUEEN_CELL_ADVERTISE: a member silent this long leaves the cell (and fences itself); at least twice the heartbeat"},
+	{Name: "QUEEN_CELL_MEMBER_TIMEOUT_MS", Default: ms(cell.DefaultMemberTimeout), Help: "with QUEEN_CELL_ADVERTISE: a member silent this long leaves the cell (and fences itself); at least twice the heartbeat"},
 	{Name: "QUEEN_EPHEMERAL_MAX_BYTES", Default: "268435456", Help: "the broker's total payload budget (256 MiB): 503 ephemeral_unavailable past it"},
 	{Name: "QUEEN_EPHEMERAL_QUEUE_MAX_BYTES", Default: "16777216", Help: "default maxBytes of a queue (16 MiB)"},
 	{Name: "QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH", Default: "10000", Help: "default maxLength of a queue"},
@@ -76,6 +81,10 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w)
 	envconf.PrintHelp(w, settings)
 }
+
+// ms renders a default duration as the milliseconds a variable takes, so
+// that --help shows the default its package declares.
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // newEnv reads the broker's settings through getenv.
 func newEnv(getenv func(string) string) *envconf.Env {

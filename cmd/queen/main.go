@@ -5,24 +5,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
-	"time"
 
-	"github.com/queenmq/ephemeral/engine"
-	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
-	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/internal/pprofserve"
-	"github.com/queenmq/ephemeral/server"
-	"github.com/queenmq/ephemeral/store/storeenv"
 )
 
 func main() {
@@ -45,159 +36,36 @@ func main() {
 	}
 }
 
+// run is the broker's life: its configuration from the environment, its
+// start (broker.go), and its stop on SIGTERM or SIGINT.
 func run(getenv func(string) string) error {
-	ev := newEnv(getenv)
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(ev.Str("QUEEN_LOG_LEVEL"))); err != nil {
-		return fmt.Errorf("QUEEN_LOG_LEVEL: %w", err)
+	cfg, err := configFromEnv(getenv)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(log)
-
-	bld := buildinfo.Read(version, commit)
-	ecfg := engine.Config{
-		MaxBytes: ev.Int64("QUEEN_EPHEMERAL_MAX_BYTES"),
-		Defaults: engine.Options{
-			MaxBytes:     ev.Int64("QUEEN_EPHEMERAL_QUEUE_MAX_BYTES"),
-			MaxLength:    ev.Int64("QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH"),
-			TTLSeconds:   ev.Int64("QUEEN_EPHEMERAL_TTL_S"),
-			LeaseSeconds: ev.Int64("QUEEN_EPHEMERAL_LEASE_S"),
-			RetryLimit:   ev.Int64("QUEEN_EPHEMERAL_RETRY_LIMIT"),
-		},
-		Ceilings: engine.Ceilings{
-			MaxBytes:     ev.Int64("QUEEN_EPHEMERAL_CEILING_MAX_BYTES"),
-			MaxLength:    ev.Int64("QUEEN_EPHEMERAL_CEILING_MAX_LENGTH"),
-			LeaseSeconds: ev.Int64("QUEEN_EPHEMERAL_CEILING_LEASE_S"),
-			TTLSeconds:   ev.Int64("QUEEN_EPHEMERAL_CEILING_TTL_S"),
-			RetryLimit:   ev.Int64("QUEEN_EPHEMERAL_CEILING_RETRY_LIMIT"),
-		},
-		GroupIdle:       time.Duration(ev.Int64("QUEEN_EPHEMERAL_GROUP_IDLE_S")) * time.Second,
-		ImplicitIdle:    time.Duration(ev.Int64("QUEEN_EPHEMERAL_IMPLICIT_IDLE_S")) * time.Second,
-		TenantMaxBytes:  ev.Int64("QUEEN_EPHEMERAL_TENANT_MAX_BYTES"),
-		TenantMaxQueues: ev.Int64("QUEEN_EPHEMERAL_TENANT_MAX_QUEUES"),
-	}
-	scfg := server.Config{
-		Addr:         net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
-		Logger:       log,
-		Version:      bld.Version,
-		Commit:       bld.Commit,
-		MaxBodyBytes: ev.Int64("QUEEN_MAX_BODY_BYTES"),
-		// The variable always has a value (its default is in env.go), so
-		// 0 is meant: waiting pops without a timeout answer at once.
-		PopTimeout:       time.Duration(ev.Int64("QUEEN_EPHEMERAL_POP_TIMEOUT_MS")) * time.Millisecond,
-		PopTimeoutSet:    true,
-		HeaderTimeout:    time.Duration(ev.Int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
-		BodyTimeout:      time.Duration(ev.Int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
-		OutboundSoft:     int(ev.Int64("QUEEN_OUTBOUND_SOFT_BYTES")),
-		OutboundHard:     int(ev.Int64("QUEEN_OUTBOUND_HARD_BYTES")),
-		OutboundSoftTime: time.Duration(ev.Int64("QUEEN_OUTBOUND_SOFT_S")) * time.Second,
-		MaxInflightBytes: ev.Int64("QUEEN_MAX_INFLIGHT_BYTES"),
-		ConnCharge:       ev.Int64("QUEEN_CONNECTION_CHARGE_BYTES"),
-		IdleTimeout:      time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		Loops:            int(ev.Int64("QUEEN_EVENT_LOOPS")),
-	}
-	scfg.TenantMsgsPerSecond = ev.Int64("QUEEN_EPHEMERAL_TENANT_MSGS_PER_S")
-	if scfg.MaxInflightBytes == 0 {
-		scfg.MaxInflightBytes = inflightDefault(ecfg.MaxBytes)
-	}
-	acfg := identity.Config{
-		Mode:          strings.TrimSpace(ev.Str("QUEEN_AUTH_MODE")),
-		JWTSecret:     []byte(ev.Str("QUEEN_JWT_SECRET")),
-		Issuer:        ev.Str("QUEEN_JWT_ISSUER"),
-		Audience:      ev.Str("QUEEN_JWT_AUDIENCE"),
-		TenantClaim:   ev.Str("QUEEN_JWT_TENANT_CLAIM"),
-		GatewaySecret: ev.Str("QUEEN_GATEWAY_SECRET"),
-		JWKSURL:       ev.Str("QUEEN_JWT_JWKS_URL"),
-		JWKSRefresh:   time.Duration(ev.Int64("QUEEN_JWT_JWKS_REFRESH_S")) * time.Second,
-		AllowNoExp:    ev.Bool("QUEEN_JWT_ALLOW_NO_EXP", false),
-	}
-	scfg.AdminToken = []byte(ev.Str("QUEEN_ADMIN_TOKEN"))
-	scfg.OperatorTenant = strings.TrimSpace(ev.Str("QUEEN_OPERATOR_TENANT"))
-	scfg.MetricsPublic = ev.Bool("QUEEN_METRICS_PUBLIC", false)
-	browsers, err := crossorigin.New(crossorigin.Split(ev.Str("QUEEN_TRUSTED_ORIGINS")), crossorigin.Split(ev.Str("QUEEN_TRUSTED_HOSTS")))
-	if err != nil {
-		return fmt.Errorf("QUEEN_TRUSTED_ORIGINS or QUEEN_TRUSTED_HOSTS: %w", err)
-	}
-	scfg.Browsers = browsers
-	if p := ev.Str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
-		pem, err := os.ReadFile(p)
-		if err != nil {
-			return fmt.Errorf("QUEEN_JWT_PUBLIC_KEY: %w", err)
-		}
-		acfg.JWTPublicKey = pem
-	}
-	auth, err := identity.New(acfg)
-	if err != nil {
-		return err
-	}
-	scfg.Auth = auth
-	scfg.RequireGrant = ev.Bool("QUEEN_EPHEMERAL_REQUIRE_GRANT", auth.Mode() == identity.ModeGateway)
-	if err := ev.Err(); err != nil {
-		return err
-	}
-
-	if a := ev.Str("QUEEN_PPROF_ADDR"); a != "" {
-		if err := pprofserve.Serve(a, log); err != nil {
+	if cfg.PprofAddr != "" {
+		if err := pprofserve.Serve(cfg.PprofAddr, log); err != nil {
 			return fmt.Errorf("QUEEN_PPROF_ADDR: %w", err)
 		}
 	}
-
-	stcfg, err := storeenv.FromEnv(getenv)
+	if cfg.RelayDelay > 0 {
+		log.Warn("fault injection: relayed requests are delayed (a test setting)", "delay", cfg.RelayDelay)
+	}
+	logLimits(log, getenv, cfg.Engine.MaxBytes)
+	bld := buildinfo.Read(version, commit)
+	cfg.Server.Version, cfg.Server.Commit = bld.Version, bld.Commit
+	b, err := startBroker(cfg, log)
 	if err != nil {
 		return err
 	}
-	cellCfg, err := cellConfig(getenv, ev.Str("PORT"))
-	if err != nil {
-		return err
-	}
-	st, err := storeenv.Open(context.Background(), stcfg, log)
-	if err != nil {
-		return fmt.Errorf("open the store: %w", err)
-	}
-	defer st.Close()
-
-	logLimits(log, getenv, ecfg.MaxBytes)
-
-	e := engine.New(ecfg)
-	defer e.Close()
-	scfg.Engine, scfg.Store = e, st
-	if cellCfg.Enabled() {
-		// Declarations, grants and the kill switch written by another
-		// member are looked for at least once a heartbeat (D17).
-		scfg.SyncInterval = cellCfg.Heartbeat
-	}
-	srv := server.New(scfg)
-	var cp *cellParts
-	if cellCfg.Enabled() {
-		if cp, err = startCell(cellCfg, getenv, stcfg, e, srv, log); err != nil {
-			return err
-		}
-	}
-	if err := srv.Start(); err != nil {
-		cp.stop(context.Background())
-		return err
-	}
-	cp.serve()
-	log.Info("serving", "addr", scfg.Addr, "incarnation", e.Incarnation(), "version", bld.Version, "commit", bld.Commit)
-	if auth.Mode() == identity.ModeNone && len(scfg.AdminToken) == 0 {
-		log.Info("protected mode: the admin routes and /metrics answer loopback clients only; set QUEEN_ADMIN_TOKEN to administer remotely")
-	}
-
+	log.Info("serving", "addr", cfg.Server.Addr, "incarnation", b.e.Incarnation(), "version", bld.Version, "commit", bld.Commit)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 	log.Info("shutting down: leaving the cell, answering parked pops and closing connections")
-	// Leave the cell first, with a bound of its own: the others own this
-	// member's queues at once, and while the server stops, requests that
-	// still land here are relayed to them instead of refused.
-	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer ccancel()
-	cp.leave(cctx)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	err = srv.Shutdown(ctx)
-	cp.stop(cctx) // the relay closes before the store (deferred above)
-	return err
+	return b.stop()
 }
 
 // logLimits logs the descriptor limit in force and sets the Go heap's
