@@ -3,10 +3,13 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -350,5 +353,54 @@ func TestLinkBrokerKilledMidFlight(t *testing.T) {
 	t.Logf("%d pushes answered, %d lost (may have applied), %d failed otherwise", ok.Load(), lost.Load(), other.Load())
 	if lost.Load()+other.Load() != 8 {
 		t.Fatalf("%d of 8 pushers ended", lost.Load()+other.Load())
+	}
+}
+
+// An https:// URL: TLS, then the same upgrade; the calls ride the link
+// through a TLS-terminating proxy that passes bytes on.
+func TestLinkOverTLS(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS() // for its certificate and client trust; its listener is replaced
+	cert := srv.TLS.Certificates[0]
+	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	srv.Close()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				up, err := net.Dial("tcp", b.Addr())
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go io.Copy(up, nc)
+				io.Copy(nc, up)
+			}()
+		}
+	}()
+	c := newClient(t, "https://"+ln.Addr().String())
+	ep := c.eps[0].(*linkEndpoint)
+	ep.tls.RootCAs = roots
+	ep.tls.ServerName = "example.com" // the test certificate's name
+	if _, err := c.Push(testCtx(t), "tls", []any{"over tls"}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Pop(testCtx(t), "tls", PopOptions{Wait: true, Timeout: time.Second, AutoAck: true})
+	if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != `"over tls"` {
+		t.Fatalf("pop over TLS: %+v %v", res, err)
+	}
+	if n := brokerGauge(t, b, "queen_ephemeral_client_links"); n < 1 || ep.httpOnly.Load() {
+		t.Fatalf("%v links (httpOnly %v): the calls did not ride a link", n, ep.httpOnly.Load())
 	}
 }
