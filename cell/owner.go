@@ -3,52 +3,22 @@ package cell
 import (
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/queenmq/ephemeral/cell/rendezvous"
 )
 
 // Owner returns the index in v.Members of the owner of (tenant, queue), or
-// -1 when v is nil or empty. It is rendezvous hashing (highest random
-// weight): every member scores the key and the highest score owns it, so
-// every member that holds the same set computes the same owner, and a
-// member joining takes only the keys on which it scores highest (about
-// 1/(N+1) of them), moving nothing between the others. It does not
-// allocate.
+// -1 when v is nil or empty: the rendezvous function (package rendezvous)
+// over the view's members, whose seeds the view holds. Every member that
+// holds the same set computes the same owner. It does not allocate.
 func Owner(v *View, tenant, queue string) int {
 	if v == nil || len(v.Members) == 0 {
 		return -1
 	}
-	k := keyHash(tenant, queue)
-	best, bestScore := 0, score(k, v.seeds[0])
-	for i := 1; i < len(v.seeds); i++ {
-		if s := score(k, v.seeds[i]); s > bestScore {
-			best, bestScore = i, s
-		}
-	}
-	return best
+	return rendezvous.Owner(keyHash(tenant, queue), v.seeds)
 }
 
-// keyHash hashes (tenant, queue): each name with xxhash, then the two
-// mixed. Hashing the names apart keeps pairs that join to the same bytes
-// ("ab","c" and "a","bc") apart, and is faster for short names than
-// streaming both through one digest (BenchmarkKeyHash); the multiplication
-// makes the mix order-sensitive, so (a, b) and (b, a) differ too.
-func keyHash(tenant, queue string) uint64 {
-	return score(xxhash.Sum64String(tenant), xxhash.Sum64String(queue)*0x9e3779b97f4a7c15)
-}
-
-// score is a member's weight for a key: the murmur3 64-bit finalizer of
-// the key's hash mixed with the member's seed. The finalizer is a bijection
-// with full avalanche, so for a uniformly hashed key the members' scores
-// are independent enough that each wins an equal share (TestOwnerBalance).
-func score(k, seed uint64) uint64 {
-	x := k ^ seed
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
+// keyHash is rendezvous.Key.
+func keyHash(tenant, queue string) uint64 { return rendezvous.Key(tenant, queue) }
 
 // OwnerOf returns which of ids owns (tenant, queue), as every member whose
 // live set is ids computes it; "" when ids is empty. It builds a view, so

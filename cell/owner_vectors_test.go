@@ -37,8 +37,9 @@ func readOwnerVectors(t *testing.T) []ownerVector {
 // "a","bc"). A change that moves any owner (a rolling upgrade would then
 // split ownership between builds) fails here; so does choosing the lowest
 // score instead of the highest. The same file is checked by the server
-// (server.TestServerOwnershipIsTheDocumentedFunction). The SDKs compute no
-// owner yet.
+// (server.TestServerOwnershipIsTheDocumentedFunction), by package
+// rendezvous (the function itself, which the Go SDK imports) and by the
+// JavaScript SDK's own implementation (clients/js/test/owner.test.js).
 func TestOwnerVectors(t *testing.T) {
 	cases := readOwnerVectors(t)
 	if len(cases) < 32 {

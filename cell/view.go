@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/queenmq/ephemeral/cell/rendezvous"
 )
 
 // Member is one live member of a view.
@@ -59,7 +59,7 @@ func newView(gen uint64, self string, members []Member, fenced bool, deadline ti
 	}
 	v.deadline.Store(int64(deadline))
 	for i, m := range members {
-		v.seeds[i] = xxhash.Sum64String(m.ID)
+		v.seeds[i] = rendezvous.Seed(m.ID)
 		if m.ID == self {
 			v.self = i
 		}
