@@ -97,8 +97,11 @@ func newLinkEndpoint(u *url.URL, head []byte, fallback endpoint) *linkEndpoint {
 // than 101; the call goes over HTTP.
 var errUpgradeRefused = errors.New("the broker refused the upgrade to a link")
 
-// mux returns a link to the broker, dialling one when its slot has none.
-func (e *linkEndpoint) mux(ctx context.Context) (*link.Mux, error) {
+// mux returns a link to the broker, dialling one when its slot has none;
+// bound, when not 0, bounds the dial and upgrade (the call's timeout: a
+// broker that accepts and never answers costs the call no more than its
+// own timeout, as over HTTP).
+func (e *linkEndpoint) mux(ctx context.Context, bound time.Duration) (*link.Mux, error) {
 	s := &e.slots[e.rr.Add(1)%linksPerURL]
 	for {
 		s.mu.Lock()
@@ -124,7 +127,7 @@ func (e *linkEndpoint) mux(ctx context.Context) (*link.Mux, error) {
 		ch := make(chan struct{})
 		s.dialing, s.mux = ch, nil
 		s.mu.Unlock()
-		m, err := e.dial(ctx)
+		m, err := e.dial(ctx, bound)
 		s.mu.Lock()
 		s.mux, s.err, s.dialing = m, err, nil
 		s.mu.Unlock()
@@ -141,8 +144,11 @@ func (e *linkEndpoint) mux(ctx context.Context) (*link.Mux, error) {
 
 // dial connects, upgrades and starts a Mux. A refused upgrade is
 // remembered (httpOnly or retryAt) and reported as errUpgradeRefused.
-func (e *linkEndpoint) dial(ctx context.Context) (*link.Mux, error) {
-	ctx, cancel := context.WithTimeout(ctx, upgradeTimeout)
+func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration) (*link.Mux, error) {
+	if bound <= 0 || bound > upgradeTimeout {
+		bound = upgradeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	nc, err := e.dialer.DialContext(ctx, "tcp", e.addr)
 	if err != nil {
@@ -170,7 +176,9 @@ func (e *linkEndpoint) dial(ctx context.Context) (*link.Mux, error) {
 	a, _, _, err := w.readHead()
 	if err != nil {
 		nc.Close()
-		return nil, &connError{err: fmt.Errorf("reading the answer to the upgrade: %w", err), dial: true}
+		// Connected, and no answer: not a failed dial (the next URL would
+		// be tried), and nothing was sent but the upgrade.
+		return nil, &connError{err: fmt.Errorf("reading the answer to the upgrade: %w", err)}
 	}
 	if a.status != 101 {
 		nc.Close()
@@ -198,7 +206,7 @@ func (e *linkEndpoint) do(ctx context.Context, c *call) error {
 	if e.overHTTP(c) {
 		return e.http.do(ctx, c)
 	}
-	m, err := e.mux(ctx)
+	m, err := e.mux(ctx, c.timeout)
 	if err != nil {
 		if errors.Is(err, errUpgradeRefused) {
 			return e.http.do(ctx, c)
@@ -215,7 +223,7 @@ func (e *linkEndpoint) pair(ctx context.Context, push, pop *call) error {
 	if e.overHTTP(push) {
 		return e.http.pair(ctx, push, pop)
 	}
-	m, err := e.mux(ctx)
+	m, err := e.mux(ctx, push.timeout)
 	if err != nil {
 		if errors.Is(err, errUpgradeRefused) {
 			return e.http.pair(ctx, push, pop)
@@ -249,7 +257,7 @@ func (e *linkEndpoint) batch(ctx context.Context, calls []*call, answered func(*
 	if e.overHTTP(calls[0]) {
 		return e.http.batch(ctx, calls, answered)
 	}
-	m, err := e.mux(ctx)
+	m, err := e.mux(ctx, calls[0].timeout)
 	if err != nil {
 		if errors.Is(err, errUpgradeRefused) {
 			return e.http.batch(ctx, calls, answered)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/link"
 )
 
@@ -402,5 +403,21 @@ func TestLinkOverTLS(t *testing.T) {
 	}
 	if n := brokerGauge(t, b, "queen_ephemeral_client_links"); n < 1 || ep.httpOnly.Load() {
 		t.Fatalf("%v links (httpOnly %v): the calls did not ride a link", n, ep.httpOnly.Load())
+	}
+}
+
+// A server that accepts and never answers the upgrade costs a call no more
+// than its timeout, as over HTTP: the upgrade is bounded by it.
+func TestLinkSilentServerBoundedByTheCallTimeout(t *testing.T) {
+	t.Parallel()
+	silent := brokertest.SilentServer(t)
+	c := newClient(t, "http://"+silent, WithTimeout(300*time.Millisecond))
+	start := time.Now()
+	_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+	if err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("push to a silent server: %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("took %v: the upgrade was not bounded by the call's 300 ms", d)
 	}
 }
