@@ -8,19 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/queenmq/ephemeral/gateway"
 	"github.com/queenmq/ephemeral/gateway/catalog"
-	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/buildinfo"
-	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/internal/envconf"
 	"github.com/queenmq/ephemeral/internal/pprofserve"
 )
@@ -59,18 +55,9 @@ var settings = []envconf.Setting{
 }
 
 func main() {
-	for _, a := range os.Args[1:] {
-		switch a {
-		case "-h", "-help", "--help", "help":
-			printHelp(os.Stdout)
-			return
-		case "-v", "-version", "--version", "version":
-			buildinfo.Print(os.Stdout, "queen-gateway", buildinfo.Read(version, commit))
-			return
-		default:
-			fmt.Fprintf(os.Stderr, "queen-gateway: unknown argument %q (see --help)\n", a)
-			os.Exit(2)
-		}
+	printVersion := func(w io.Writer) { buildinfo.Print(w, "queen-gateway", buildinfo.Read(version, commit)) }
+	if code, handled := envconf.Args("queen-gateway", os.Args[1:], os.Stdout, os.Stderr, printHelp, printVersion); handled {
+		os.Exit(code)
 	}
 	if err := run(os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "queen-gateway:", err)
@@ -86,107 +73,31 @@ func printHelp(w io.Writer) {
 	envconf.PrintHelp(w, settings)
 }
 
+// run is the gateway's life: its configuration from the environment, its
+// start, and its stop on SIGTERM or SIGINT.
 func run(getenv func(string) string) error {
-	ev := &envconf.Env{Get: getenv, Settings: settings}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(ev.Str("QUEEN_LOG_LEVEL"))); err != nil {
-		return fmt.Errorf("QUEEN_LOG_LEVEL: %w", err)
+	cfg, err := configFromEnv(getenv)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(log)
-
-	acfg := identity.Config{
-		Mode:        identity.ModeNone,
-		JWTSecret:   []byte(ev.Str("QUEEN_JWT_SECRET")),
-		JWKSURL:     ev.Str("QUEEN_JWT_JWKS_URL"),
-		Issuer:      ev.Str("QUEEN_JWT_ISSUER"),
-		Audience:    ev.Str("QUEEN_JWT_AUDIENCE"),
-		TenantClaim: ev.Str("QUEEN_JWT_TENANT_CLAIM"),
-		AllowNoExp:  ev.Bool("QUEEN_JWT_ALLOW_NO_EXP", false),
-	}
-	if p := ev.Str("QUEEN_JWT_PUBLIC_KEY"); p != "" {
-		pem, err := os.ReadFile(p)
-		if err != nil {
-			return fmt.Errorf("QUEEN_JWT_PUBLIC_KEY: %w", err)
-		}
-		acfg.JWTPublicKey = pem
-	}
-	if len(acfg.JWTSecret) > 0 || len(acfg.JWTPublicKey) > 0 || acfg.JWKSURL != "" {
-		acfg.Mode = identity.ModeJWT
-	}
-	auth, err := identity.New(acfg)
-	if err != nil {
-		return err
-	}
-	table := routes.Default()
-	if p := ev.Str("QUEEN_GATEWAY_ROUTES_FILE"); p != "" {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return fmt.Errorf("QUEEN_GATEWAY_ROUTES_FILE: %w", err)
-		}
-		if table, err = routes.Parse(b); err != nil {
-			return fmt.Errorf("QUEEN_GATEWAY_ROUTES_FILE: %w", err)
-		}
-	}
-	browsers, err := crossorigin.New(crossorigin.Split(ev.Str("QUEEN_TRUSTED_ORIGINS")), crossorigin.Split(ev.Str("QUEEN_TRUSTED_HOSTS")))
-	if err != nil {
-		return fmt.Errorf("QUEEN_TRUSTED_ORIGINS or QUEEN_TRUSTED_HOSTS: %w", err)
-	}
-	var upstreams []string
-	for _, u := range strings.Split(ev.Str("QUEEN_GATEWAY_UPSTREAMS"), ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			upstreams = append(upstreams, u)
-		}
-	}
-	cfg := gateway.Config{
-		Addr:             net.JoinHostPort(ev.Str("HOST"), ev.Str("PORT")),
-		Upstreams:        upstreams,
-		Secret:           ev.Str("QUEEN_GATEWAY_SECRET"),
-		OperatorTenant:   ev.Str("QUEEN_OPERATOR_TENANT"),
-		AdminToken:       []byte(ev.Str("QUEEN_ADMIN_TOKEN")),
-		Browsers:         browsers,
-		Auth:             auth,
-		Routes:           table,
-		Loops:            int(ev.Int64("QUEEN_EVENT_LOOPS")),
-		PollInterval:     time.Duration(ev.Int64("QUEEN_GATEWAY_POLL_MS")) * time.Millisecond,
-		FlushInterval:    time.Duration(ev.Int64("QUEEN_GATEWAY_USAGE_FLUSH_MS")) * time.Millisecond,
-		IdleTimeout:      time.Duration(ev.Int64("QUEEN_IDLE_TIMEOUT_S")) * time.Second,
-		MaxBodyBytes:     ev.Int64("QUEEN_MAX_BODY_BYTES"),
-		HeaderTimeout:    time.Duration(ev.Int64("QUEEN_HEADER_TIMEOUT_MS")) * time.Millisecond,
-		BodyTimeout:      time.Duration(ev.Int64("QUEEN_BODY_TIMEOUT_MS")) * time.Millisecond,
-		MaxInflightBytes: ev.Int64("QUEEN_MAX_INFLIGHT_BYTES"),
-		NoLink:           !ev.Bool("QUEEN_GATEWAY_LINK", true),
-		Logger:           log,
-	}
-	if err := ev.Err(); err != nil {
-		return err
-	}
-	if a := ev.Str("QUEEN_PPROF_ADDR"); a != "" {
-		if err := pprofserve.Serve(a, log); err != nil {
+	if cfg.PprofAddr != "" {
+		if err := pprofserve.Serve(cfg.PprofAddr, log); err != nil {
 			return fmt.Errorf("QUEEN_PPROF_ADDR: %w", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cat, err := catalog.Open(ctx, ev.Str("QUEEN_DATABASE_URL"), ev.Str("QUEEN_DATA_DIR"))
+	g, cat, err := startGateway(cfg, log)
 	if err != nil {
-		return fmt.Errorf("open the catalog: %w", err)
+		return err
 	}
 	defer cat.Close()
-	cfg.Catalog = cat
-	g, err := gateway.New(cfg)
-	if err != nil {
-		return err
-	}
-	if err := g.Start(ctx); err != nil {
-		return err
-	}
 	bld := buildinfo.Read(version, commit)
-	log.Info("serving", "addr", g.Addr().String(), "upstreams", upstreams, "identity", auth.Mode(), "version", bld.Version)
+	log.Info("serving", "addr", g.Addr().String(), "upstreams", cfg.Gateway.Upstreams, "identity", cfg.Gateway.Auth.Mode(), "version", bld.Version)
 	switch {
-	case auth.Mode() == identity.ModeJWT && cfg.OperatorTenant == "" && len(cfg.AdminToken) == 0:
+	case cfg.Gateway.Auth.Mode() == identity.ModeJWT && cfg.Gateway.OperatorTenant == "" && len(cfg.Gateway.AdminToken) == 0:
 		log.Warn("neither QUEEN_ADMIN_TOKEN nor QUEEN_OPERATOR_TENANT is set: nobody may change plans and tenants")
-	case auth.Mode() == identity.ModeNone && len(cfg.AdminToken) == 0:
+	case cfg.Gateway.Auth.Mode() == identity.ModeNone && len(cfg.Gateway.AdminToken) == 0:
 		log.Info("no end-client identity (no QUEEN_JWT_* set): every client is tenant default; the admin routes and /metrics answer loopback clients only")
 	}
 	sig := make(chan os.Signal, 1)
@@ -196,4 +107,26 @@ func run(getenv func(string) string) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	return g.Shutdown(sctx)
+}
+
+// startGateway opens the catalog and starts the gateway on it; the
+// caller closes the catalog once the gateway has shut down.
+func startGateway(cfg gatewayConfig, log *slog.Logger) (*gateway.Gateway, catalog.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cat, err := catalog.Open(ctx, cfg.DatabaseURL, cfg.DataDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the catalog: %w", err)
+	}
+	gcfg := cfg.Gateway
+	gcfg.Catalog, gcfg.Logger = cat, log
+	g, err := gateway.New(gcfg)
+	if err == nil {
+		err = g.Start(ctx)
+	}
+	if err != nil {
+		cat.Close()
+		return nil, nil, err
+	}
+	return g, cat, nil
 }

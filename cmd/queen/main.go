@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,22 +14,14 @@ import (
 	"syscall"
 
 	"github.com/queenmq/ephemeral/internal/buildinfo"
+	"github.com/queenmq/ephemeral/internal/envconf"
 	"github.com/queenmq/ephemeral/internal/pprofserve"
 )
 
 func main() {
-	for _, a := range os.Args[1:] {
-		switch a {
-		case "-h", "-help", "--help", "help":
-			printHelp(os.Stdout)
-			return
-		case "-v", "-version", "--version", "version":
-			buildinfo.Print(os.Stdout, "queen", buildinfo.Read(version, commit))
-			return
-		default:
-			fmt.Fprintf(os.Stderr, "queen: unknown argument %q (see --help)\n", a)
-			os.Exit(2)
-		}
+	printVersion := func(w io.Writer) { buildinfo.Print(w, "queen", buildinfo.Read(version, commit)) }
+	if code, handled := envconf.Args("queen", os.Args[1:], os.Stdout, os.Stderr, printHelp, printVersion); handled {
+		os.Exit(code)
 	}
 	if err := run(os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "queen:", err)

@@ -83,3 +83,25 @@ func (e *Env) Err() error {
 	}
 	return fmt.Errorf("bad configuration: %s", strings.Join(e.errs, "; "))
 }
+
+// Args handles a command's arguments, which are only ever asking for its
+// help or its version (everything else is the environment's): it prints
+// what was asked for with help or version and reports handled, with the
+// exit code to end with; an unknown argument is exit code 2. No argument:
+// handled is false, and the command runs.
+func Args(name string, args []string, stdout, stderr io.Writer, help, version func(io.Writer)) (code int, handled bool) {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "help":
+			help(stdout)
+			return 0, true
+		case "-v", "-version", "--version", "version":
+			version(stdout)
+			return 0, true
+		default:
+			fmt.Fprintf(stderr, "%s: unknown argument %q (see --help)\n", name, a)
+			return 2, true
+		}
+	}
+	return 0, false
+}
