@@ -112,6 +112,14 @@ func (e *Engine) compactIfWorth(least int64) int64 {
 func (e *Engine) compactSet(set []uint64) (moved int64) {
 	e.tenants.Range(func(_ string, t *tenant) bool {
 		t.queues.Range(func(_ string, q *Queue) bool {
+			// A queue that holds no payload has nothing in a sparse
+			// segment (a push allocates in an open segment, never in a
+			// sealed one): request/reply leaves many thousands of such
+			// inboxes until they idle out, and locking each of their
+			// partitions was most of a compaction's cost.
+			if q.bytes.Load() == 0 {
+				return true
+			}
 			for _, p := range q.partitions() {
 				moved += p.compact(set)
 			}
