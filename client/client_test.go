@@ -612,6 +612,57 @@ func TestCloseFlushes(t *testing.T) {
 	}
 }
 
+// TestBufferedFlushWithoutFlush: a buffer sends by itself when a batch is
+// full (MessageCount messages exactly, the timer an hour away) and when its
+// oldest message has waited Time (one message, far from a batch), with no
+// Flush or Close to push it. Each case starts with the buffer's loop at rest
+// (a round trip to the broker after the buffer's first message), so that
+// the message that completes the batch, or the lone one, is what wakes it.
+func TestBufferedFlushWithoutFlush(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	ctx := testCtx(t)
+	pending := func(c *Client, queue string) int {
+		t.Helper()
+		d, err := c.Depth(ctx, queue, DepthOptions{})
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Status == 404 {
+				return 0 // not yet created by a push
+			}
+			t.Fatal(err)
+		}
+		return d.Pending
+	}
+	push := func(c *Client, queue string, v int) {
+		t.Helper()
+		if _, err := c.Push(ctx, queue, []any{v}, PushOptions{Buffered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	full := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 4, Time: time.Hour}))
+	push(full, "full-batch", 0)
+	if n := pending(full, "full-batch"); n != 0 {
+		t.Fatalf("%d pending with 1 of a batch of 4 buffered and Time an hour", n)
+	}
+	for i := 1; i < 4; i++ {
+		push(full, "full-batch", i)
+	}
+	awaitCond(t, 10*time.Second, "a full batch of 4 sent with the timer an hour away", func() bool { return pending(full, "full-batch") == 4 })
+
+	aged := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 100, Time: 10 * time.Millisecond}))
+	push(aged, "lone", 0)
+	if err := aged.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(aged, "lone"); n != 1 {
+		t.Fatalf("%d pending after a flush of 1", n)
+	}
+	push(aged, "lone", 1)
+	awaitCond(t, 10*time.Second, "a lone message sent once it waited Time", func() bool { return pending(aged, "lone") == 2 })
+}
+
 // TestAcksAfterRestartAreStale: messages popped from one incarnation and
 // acked after a restart answer stale, through the same client, which fails
 // over to the restarted broker's new address.
