@@ -54,10 +54,14 @@ func decodePop(data []byte, queue string, out *PopResult) error {
 			return 0, errAnswer
 		}
 		out.Messages = []Message{}
-		if count := countElements(data, at); count > 0 {
-			out.Messages = make([]Message, 0, count)
-			str, raw = string(data), append([]byte(nil), data...)
+		count := countElements(data, at)
+		if count == 0 {
+			// Empty, or malformed: the messages would be slices of
+			// copies not made, so a malformed array is refused here.
+			return eachElement(data, at, func(int) (int, error) { return 0, errAnswer })
 		}
+		out.Messages = make([]Message, 0, count)
+		str, raw = string(data), append([]byte(nil), data...)
 		return eachElement(data, at, func(at int) (int, error) {
 			var m Message
 			m.Queue = queue
@@ -84,8 +88,11 @@ func decodePop(data []byte, queue string, out *PopResult) error {
 					return end, err
 				case "payload":
 					end, err := skipValue(data, at)
+					if err != nil {
+						return 0, err
+					}
 					m.Payload = json.RawMessage(raw[at:end:end])
-					return end, err
+					return end, nil
 				}
 				return skipValue(data, at)
 			})
