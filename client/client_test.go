@@ -828,3 +828,118 @@ func TestRequestTimeoutBoundsThePush(t *testing.T) {
 		t.Fatalf("returned after %v (%v), want about the request's 300 ms timeout", took, err)
 	}
 }
+
+// TestNewRefusals: New refuses a URL it cannot reach a broker at and a
+// header it cannot send (a name with a separator, an empty name, a line
+// break in a value, the token's included), and keeps a path prefix without
+// its trailing slashes.
+func TestNewRefusals(t *testing.T) {
+	for _, u := range []string{"localhost:6632", "ftp://h:1", "http://", "https://", "http://h:1/%zz"} {
+		if _, err := New(u); err == nil {
+			t.Errorf("New(%q) accepted it", u)
+		}
+	}
+	for _, o := range []struct {
+		what string
+		opt  Option
+	}{
+		{"a name with a space", WithHeader("X Bad", "v")},
+		{"a name with a colon", WithHeader("X:Bad", "v")},
+		{"a name with CR", WithHeader("X\rBad", "v")},
+		{"a name with LF", WithHeader("X\nBad", "v")},
+		{"an empty name", WithHeader("", "v")},
+		{"a value with CR", WithHeader("X-Ok", "a\rb")},
+		{"a value with LF", WithHeader("X-Ok", "a\nb")},
+		{"a token with a line break", WithToken("t\r\nX-Evil: 1")},
+	} {
+		if _, err := New("http://127.0.0.1:1", o.opt); err == nil {
+			t.Errorf("%s: New accepted it", o.what)
+		}
+	}
+	for in, want := range map[string]string{
+		"http://127.0.0.1:1/queen//": "http://127.0.0.1:1/queen",
+		"https://example.test/":      "https://example.test",
+		"http://127.0.0.1:1":         "http://127.0.0.1:1",
+	} {
+		c, err := New(in, WithHeader("X-Ok", "v: w"), WithToken("t"))
+		if err != nil {
+			t.Fatalf("New(%q): %v", in, err)
+		}
+		if c.URL() != want {
+			t.Errorf("New(%q).URL() = %q, want %q", in, c.URL(), want)
+		}
+	}
+}
+
+// TestRefusalDecoding: how a refusal's answer becomes an *Error: the code
+// and prose of its body (a body that is not JSON is the message, cut at 512
+// bytes), a 404 of a route that has its own 404 kept and any other 404
+// CodeUnsupported, Retry-After in seconds or as an HTTP date (one past is
+// 0), and the errors.Is and Temporary rules.
+func TestRefusalDecoding(t *testing.T) {
+	e := apiError(answer{status: 503}, []byte(`{"error":"moved","code":"owner_moved"}`), "POST", "/api/v1/ephemeral/push", "")
+	if e.Status != 503 || e.Code != CodeOwnerMoved || e.Message != "moved" || e.Attempts != 1 || e.RetryAfter != 0 {
+		t.Fatalf("%+v", e)
+	}
+	if got, want := e.Error(), "queen: POST /api/v1/ephemeral/push: 503 owner_moved: moved"; got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+	if got := ErrOwnerMoved.Error(); got != "queen: owner_moved" {
+		t.Fatalf("a code's Error() = %q", got)
+	}
+	long := " " + strings.Repeat("x", 600)
+	if e := apiError(answer{status: 502}, []byte(long), "GET", "/q", ""); e.Message != strings.Repeat("x", 511) || e.Code != "" {
+		t.Fatalf("a body that is not JSON: %d bytes of message, code %q", len(e.Message), e.Code)
+	}
+	if e := apiError(answer{status: 502}, []byte("short"), "GET", "/q", ""); e.Message != "short" {
+		t.Fatalf("a short body that is not JSON: %q", e.Message)
+	}
+
+	notFound := []byte(`{"error":"no such queue","code":"ephemeral_queue_not_found"}`)
+	if e := apiError(answer{status: 404}, notFound, "GET", "/d", CodeQueueNotFound); e.Code != CodeQueueNotFound {
+		t.Fatalf("the depth read's own 404: %q", e.Code)
+	}
+	if e := apiError(answer{status: 404}, notFound, "GET", "/p", ""); e.Code != CodeUnsupported {
+		t.Fatalf("a 404 of a route without one: %q", e.Code)
+	}
+	if e := apiError(answer{status: 404}, []byte(`{"code":"other"}`), "GET", "/d", CodeQueueNotFound); e.Code != CodeUnsupported {
+		t.Fatalf("a 404 with another code than the route's own: %q", e.Code)
+	}
+	if e := apiError(answer{status: 400}, []byte(`{"code":"ephemeral_bad_request"}`), "GET", "/p", ""); e.Code != CodeBadRequest {
+		t.Fatalf("a 400: %q", e.Code)
+	}
+
+	for ra, want := range map[string]time.Duration{
+		"2": 2 * time.Second, " 3 ": 3 * time.Second, "0": 0, "-1": 0, "soon": 0,
+		time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat): 0,
+	} {
+		if e := apiError(answer{status: 429, retryAfter: ra}, nil, "POST", "/p", ""); e.RetryAfter != want {
+			t.Errorf("Retry-After %q: %v, want %v", ra, e.RetryAfter, want)
+		}
+	}
+	date := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	if e := apiError(answer{status: 503, retryAfter: date}, nil, "POST", "/p", ""); e.RetryAfter <= 58*time.Minute || e.RetryAfter > time.Hour {
+		t.Errorf("Retry-After %q (an hour from now): %v", date, e.RetryAfter)
+	}
+
+	full := &Error{Status: 429, Code: CodeQueueFull}
+	for _, c := range []struct {
+		target error
+		want   bool
+	}{
+		{ErrQueueFull, true},
+		{&Error{Status: 429, Code: CodeQueueFull}, true},
+		{&Error{Status: 503, Code: CodeQueueFull}, false},
+		{ErrRateLimited, false},
+		{errors.New("queue_full"), false},
+	} {
+		if got := errors.Is(full, c.target); got != c.want {
+			t.Errorf("errors.Is(%v, %v) = %v", full, c.target, got)
+		}
+	}
+	for status, want := range map[int]bool{429: true, 503: true, 500: false, 400: false, 502: false} {
+		if got := (&Error{Status: status}).Temporary(); got != want {
+			t.Errorf("Temporary() of a %d: %v", status, got)
+		}
+	}
+}
