@@ -943,3 +943,37 @@ func TestRefusalDecoding(t *testing.T) {
 		}
 	}
 }
+
+// TestPopQuery: the pop's query as the route file names its parameters
+// (docs/routes.md), and its bound: WithTimeout, a waiting pop's own timeout
+// plus WithTimeout (WithTimeout's doc), none for a waiting pop that leaves
+// its timeout to the broker (its context bounds it); a sub-millisecond
+// timeout is sent as 1 ms, never as 0 (which would not wait).
+func TestPopQuery(t *testing.T) {
+	c, err := New("http://127.0.0.1:1", WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts      PopOptions
+		target    string
+		timeout   time.Duration
+		exclusive bool
+	}{
+		{PopOptions{}, "?queue=q", 2 * time.Second, false},
+		{PopOptions{Partition: "p 1", Group: "g/h", Batch: 5}, "?queue=q&partition=p+1&group=g%2Fh&batch=5", 2 * time.Second, false},
+		{PopOptions{Batch: 1, Wait: true, Timeout: 1500 * time.Millisecond, AutoAck: true}, "?queue=q&batch=1&wait=true&timeout=1500&autoAck=true", 3500 * time.Millisecond, true},
+		{PopOptions{Wait: true}, "?queue=q&wait=true", 0, true},
+		{PopOptions{Wait: true, Timeout: 500 * time.Microsecond}, "?queue=q&wait=true&timeout=1", 2*time.Second + 500*time.Microsecond, true},
+		{PopOptions{Timeout: time.Second}, "?queue=q&timeout=1000", 2 * time.Second, false},
+	} {
+		cl := c.popCall("q", tc.opts)
+		if got, want := string(cl.target), apiPrefix+"/pop"+tc.target; got != want {
+			t.Errorf("%+v: %s, want %s", tc.opts, got, want)
+		}
+		if cl.timeout != tc.timeout || cl.exclusive != tc.exclusive || cl.method != http.MethodGet {
+			t.Errorf("%+v: %s, timeout %v, exclusive %v; want GET, %v, %v", tc.opts, cl.method, cl.timeout, cl.exclusive, tc.timeout, tc.exclusive)
+		}
+		putCall(cl)
+	}
+}
