@@ -1,10 +1,13 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -613,26 +616,52 @@ func TestCloseFlushes(t *testing.T) {
 }
 
 // TestBufferedFlushWithoutFlush: a buffer sends by itself when a batch is
-// full (MessageCount messages exactly, the timer an hour away) and when its
-// oldest message has waited Time (one message, far from a batch), with no
-// Flush or Close to push it. Each case starts with the buffer's loop at rest
-// (a round trip to the broker after the buffer's first message), so that
-// the message that completes the batch, or the lone one, is what wakes it.
+// full (MessageCount messages exactly, in one push, the timer an hour away)
+// and when its oldest message has waited Time (one message, far from a
+// batch), with no Flush or Close to push it. The server records the
+// messages of each push per queue.
 func TestBufferedFlushWithoutFlush(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, nil)
-	ctx := testCtx(t)
-	pending := func(c *Client, queue string) int {
-		t.Helper()
-		d, err := c.Depth(ctx, queue, DepthOptions{})
-		if err != nil {
-			var e *Error
-			if errors.As(err, &e) && e.Status == 404 {
-				return 0 // not yet created by a push
+	var mu sync.Mutex
+	pushes := map[string][]int{} // queue -> messages per push, in order
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
 			}
-			t.Fatal(err)
+			if req.target != apiPrefix+"/push" {
+				if _, err := io.WriteString(nc, response(200, "", `{"queues":[]}`)); err != nil {
+					return
+				}
+				continue
+			}
+			var body struct {
+				Queue    string            `json:"queue"`
+				Messages []json.RawMessage `json:"messages"`
+			}
+			if err := json.Unmarshal(req.body, &body); err != nil {
+				return
+			}
+			mu.Lock()
+			pushes[body.Queue] = append(pushes[body.Queue], len(body.Messages))
+			mu.Unlock()
+			if _, err := io.WriteString(nc, response(201, "", fmt.Sprintf(`{"pushed":%d}`, len(body.Messages)))); err != nil {
+				return
+			}
 		}
-		return d.Pending
+	})
+	ctx := testCtx(t)
+	sent := func(queue string) []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(pushes[queue])
+	}
+	total := func(queue string) (n int) {
+		for _, k := range sent(queue) {
+			n += k
+		}
+		return n
 	}
 	push := func(c *Client, queue string, v int) {
 		t.Helper()
@@ -641,103 +670,111 @@ func TestBufferedFlushWithoutFlush(t *testing.T) {
 		}
 	}
 
-	full := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 4, Time: time.Hour}))
-	push(full, "full-batch", 0)
-	if n := pending(full, "full-batch"); n != 0 {
-		t.Fatalf("%d pending with 1 of a batch of 4 buffered and Time an hour", n)
-	}
-	for i := 1; i < 4; i++ {
+	// Three of a batch of 4 are held; the fourth is pushed after a round
+	// trip, with the buffer's loop at rest on its timer, so that it is
+	// what wakes the loop.
+	full := newClient(t, f.URL(), WithBuffer(BufferOptions{MessageCount: 4, Time: time.Hour}))
+	for i := range 3 {
 		push(full, "full-batch", i)
 	}
-	awaitCond(t, 10*time.Second, "a full batch of 4 sent with the timer an hour away", func() bool { return pending(full, "full-batch") == 4 })
+	if _, err := full.Queues(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent("full-batch"); len(got) != 0 {
+		t.Fatalf("pushes of %v messages with 3 of a batch of 4 buffered and Time an hour", got)
+	}
+	push(full, "full-batch", 3)
+	awaitCond(t, 10*time.Second, "a full batch of 4 sent with the timer an hour away", func() bool { return total("full-batch") == 4 })
+	if got := sent("full-batch"); !slices.Equal(got, []int{4}) {
+		t.Fatalf("pushes of %v messages, want one of 4", got)
+	}
 
-	aged := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 100, Time: 10 * time.Millisecond}))
+	// The second message is pushed with the buffer's loop at rest (the
+	// first was flushed), so that it is what wakes the loop.
+	aged := newClient(t, f.URL(), WithBuffer(BufferOptions{MessageCount: 100, Time: 10 * time.Millisecond}))
 	push(aged, "lone", 0)
 	if err := aged.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := pending(aged, "lone"); n != 1 {
-		t.Fatalf("%d pending after a flush of 1", n)
-	}
 	push(aged, "lone", 1)
-	awaitCond(t, 10*time.Second, "a lone message sent once it waited Time", func() bool { return pending(aged, "lone") == 2 })
+	awaitCond(t, 10*time.Second, "a lone message sent once it waited Time", func() bool { return total("lone") == 2 })
 }
 
-// TestAcksAfterRestartAreStale: messages popped from one incarnation and
-// acked after a restart answer stale, through the same client, which fails
-// over to the restarted broker's new address.
-func TestAcksAfterRestartAreStale(t *testing.T) {
+// TestCloseGivingUpSendsNothingMore: when Close's context ends while a
+// buffered push is unanswered and more messages wait behind it, every
+// message is reported in FlushErrors that match ErrClosed, and none of
+// those that waited is sent afterwards. The server answers nothing until
+// Close has returned, then answers every request it read; the client closes
+// the connection once nothing on it is unanswered, and the server counts
+// the pushes it read up to then.
+func TestCloseGivingUpSendsNothingMore(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, nil)
-	port2 := brokertest.Port(t)
-	c := newClient(t, b.URL(), WithURLs(fmt.Sprintf("http://127.0.0.1:%d", port2)))
+	release := make(chan struct{})
+	var pushes atomic.Int32
+	final := make(chan int32, 4)
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		read := make(chan struct{}, 64)
+		go func() {
+			<-release
+			for range read {
+				if _, err := io.WriteString(nc, response(201, "", `{"pushed":1}`)); err != nil {
+					return
+				}
+			}
+		}()
+		defer func() { final <- pushes.Load() }()
+		defer close(read)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			pushes.Add(1)
+			read <- struct{}{}
+		}
+	})
+	c, err := New(f.URL(), WithTimeout(time.Minute), WithBuffer(BufferOptions{MessageCount: 2, Time: time.Millisecond, MaxPending: 8}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := testCtx(t)
-	if _, err := c.Configure(ctx, "kept", QueueOptions{MaxLength: 100}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Push(ctx, "kept", []any{1, 2, 3}, PushOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	popped, err := c.Pop(ctx, "kept", PopOptions{Group: "g", Batch: 3})
-	if err != nil || len(popped.Messages) != 3 {
-		t.Fatalf("pop: %+v %v", popped, err)
-	}
-	b.Stop(t)
-	b.StartOn(t, port2)
-	res, err := c.Ack(ctx, "kept", popped.Messages, AckOptions{Group: "g"})
-	if err != nil {
-		t.Fatalf("ack after restart: %v", err)
-	}
-	if len(res.Results) != 3 {
-		t.Fatalf("results: %+v", res)
-	}
-	for i, r := range res.Results {
-		if r.Outcome != OutcomeStale || r.ID != popped.Messages[i].ID {
-			t.Fatalf("result %d: %+v, want stale", i, r)
+	for i := range 6 {
+		if _, err := c.Push(ctx, "q", []any{i}, PushOptions{Buffered: true}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if !strings.HasSuffix(c.URL(), fmt.Sprint(":", port2)) {
-		t.Fatalf("client still on %s", c.URL())
-	}
-	// The declaration came back, empty.
-	d, err := c.Depth(ctx, "kept", DepthOptions{})
-	if err != nil || d.Tier != "declared" || d.Pending != 0 {
-		t.Fatalf("depth after restart: %+v %v", d, err)
-	}
-}
-
-// TestBufferHoldsAtMostMaxPending: the client holds at most MaxPending
-// buffered messages, queued or in flight: against a broker that accepts
-// the connection and never answers, MaxPending buffered pushes return at
-// once and the next one blocks until its context ends, having taken
-// nothing.
-func TestBufferHoldsAtMostMaxPending(t *testing.T) {
-	t.Parallel()
-	silent := brokertest.SilentServer(t)
-	const maxPending = 16
-	c, err := New("http://"+silent, WithTimeout(time.Minute),
-		WithBuffer(BufferOptions{MessageCount: 4, Time: time.Millisecond, MaxPending: maxPending}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		c.Close(ctx)
-	}()
-	for i := range maxPending {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		r, err := c.Push(ctx, "q", []any{i}, PushOptions{Buffered: true})
-		cancel()
-		if err != nil || r.Pushed != 1 {
-			t.Fatalf("buffered push %d of %d: %+v %v", i+1, maxPending, r, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	awaitCond(t, 10*time.Second, "the first batch read by the server", func() bool { return pushes.Load() == 1 })
+	closeCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	r, err := c.Push(ctx, "q", []any{"one too many"}, PushOptions{Buffered: true})
-	if !errors.Is(err, context.DeadlineExceeded) || r.Pushed != 0 {
-		t.Fatalf("push %d with %d held: %+v %v, want it to wait for room until its context ended", maxPending+1, maxPending, r, err)
+	err = c.Close(closeCtx)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want ErrClosed and its context's end", err)
+	}
+	var reported int
+	var walk func(error)
+	walk = func(err error) {
+		var fe *FlushError
+		if errors.As(err, &fe) && err == error(fe) {
+			reported += fe.Messages
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	if reported != 6 {
+		t.Fatalf("FlushErrors count %d messages, want the 6 buffered: %v", reported, err)
+	}
+	close(release)
+	select {
+	case n := <-final:
+		if n != 1 {
+			t.Fatalf("the server read %d pushes, want 1: the messages queued behind the unanswered one were sent after Close gave up", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not close its connection once its push was answered")
 	}
 }
 
