@@ -411,6 +411,53 @@ func TestBufferedFlushFailureReported(t *testing.T) {
 	}
 }
 
+// TestBufferedRetriesArePaced: a flush refused again and again waits the
+// backoff between sends (half of 10 ms at least, doubling up to
+// MaxBackoff), from its first refusal and again after a part of its batch
+// was accepted, so within its RetryTimeout it sends a bounded number of
+// times: at most 1 + 300/10 retries with a MaxBackoff of 20 ms, whatever
+// the load (a slower machine sends fewer). Queues of one message: one
+// already full refuses every send; an empty one takes the first of two
+// messages and refuses the second until the flush gives up.
+func TestBufferedRetriesArePaced(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		queue    string
+		prefill  bool
+		messages []any
+	}{
+		{"full", true, []any{"a"}},
+		{"one", false, []any{"a", "b"}},
+	} {
+		c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 300 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+		if _, err := c.Configure(ctx, tc.queue, QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
+			t.Fatal(err)
+		}
+		if tc.prefill {
+			if _, err := c.Push(ctx, tc.queue, []any{"x"}, PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Push(ctx, tc.queue, tc.messages, PushOptions{Buffered: true}); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Flush(ctx)
+		var fe *FlushError
+		if !errors.As(err, &fe) || fe.Messages != 1 {
+			t.Fatalf("%s: flush: %v, want a FlushError for one message", tc.queue, err)
+		}
+		wantCode(t, tc.queue+": the flush's cause", err, 429, CodeQueueFull)
+		if d, err := c.Depth(ctx, tc.queue, DepthOptions{}); err != nil || d.Pending != 1 {
+			t.Fatalf("%s: depth: %+v %v, want one message", tc.queue, d, err)
+		}
+		if n := c.flushRetries.Load(); n < 1 || n > 32 {
+			t.Fatalf("%s: %d retries in a RetryTimeout of 300 ms, want at least 1 and at most 32", tc.queue, n)
+		}
+	}
+}
+
 // TestRetryAfterHonoured: a fake broker refuses with 429 rate_limited and
 // Retry-After: 1 (a refusal the real broker in mode none never gives).
 func TestRetryAfterHonoured(t *testing.T) {
