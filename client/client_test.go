@@ -690,6 +690,10 @@ func TestBufferedFlushWithoutFlush(t *testing.T) {
 			if err := json.Unmarshal(req.body, &body); err != nil {
 				return
 			}
+			var i int
+			if _, err := fmt.Sscanf(body.Queue, "slow-%d", &i); err == nil {
+				time.Sleep(time.Duration(i) * 20 * time.Millisecond) // a slow broker
+			}
 			mu.Lock()
 			pushes[body.Queue] = append(pushes[body.Queue], len(body.Messages))
 			mu.Unlock()
@@ -734,6 +738,34 @@ func TestBufferedFlushWithoutFlush(t *testing.T) {
 	awaitCond(t, 10*time.Second, "a full batch of 4 sent with the timer an hour away", func() bool { return total("full-batch") == 4 })
 	if got := sent("full-batch"); !slices.Equal(got, []int{4}) {
 		t.Fatalf("pushes of %v messages, want one of 4", got)
+	}
+	// A Flush is over when it returns: the next messages are held again.
+	if err := full.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		push(full, "full-batch", 4+i)
+	}
+	if _, err := full.Queues(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent("full-batch"); !slices.Equal(got, []int{4}) {
+		t.Fatalf("pushes of %v messages after a Flush, with 3 of a batch of 4 buffered and Time an hour", got)
+	}
+
+	// Flush waits for every buffer: the server answers queue slow-i's
+	// push only after i*20 ms.
+	many := newClient(t, f.URL(), WithBuffer(BufferOptions{MessageCount: 100, Time: time.Hour}))
+	for i := range 5 {
+		push(many, fmt.Sprint("slow-", i), i)
+	}
+	if err := many.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if n := total(fmt.Sprint("slow-", i)); n != 1 {
+			t.Fatalf("slow-%d: %d messages when Flush returned, want 1", i, n)
+		}
 	}
 
 	// The second message is pushed with the buffer's loop at rest (the
