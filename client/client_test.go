@@ -987,6 +987,32 @@ func TestNewRefusals(t *testing.T) {
 	}
 }
 
+// TestOptionDefaults: WithTimeout's default is 30 s; WithBuffer keeps the
+// default of every field left zero (BufferOptions' docs), takes every
+// field given, and a negative RetryTimeout (retry until Close).
+func TestOptionDefaults(t *testing.T) {
+	c, err := New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.timeout != 30*time.Second || c.buf != defaultBuffer || cap(c.slots) != defaultBuffer.MaxPending {
+		t.Fatalf("defaults: timeout %v, buffer %+v, %d slots", c.timeout, c.buf, cap(c.slots))
+	}
+	want := BufferOptions{MessageCount: 100, Time: 100 * time.Millisecond, MaxPending: 10000, RetryTimeout: 30 * time.Second, MaxBackoff: time.Second}
+	if defaultBuffer != want {
+		t.Fatalf("default buffer %+v, want the documented %+v", defaultBuffer, want)
+	}
+	c, _ = New("http://127.0.0.1:1", WithBuffer(BufferOptions{}))
+	if c.buf != want {
+		t.Fatalf("WithBuffer of zero fields: %+v, want the defaults", c.buf)
+	}
+	set := BufferOptions{MessageCount: 1, Time: time.Nanosecond, MaxPending: 1, RetryTimeout: -1, MaxBackoff: time.Nanosecond}
+	c, _ = New("http://127.0.0.1:1", WithBuffer(set))
+	if c.buf != set || cap(c.slots) != 1 {
+		t.Fatalf("WithBuffer(%+v): %+v, %d slots", set, c.buf, cap(c.slots))
+	}
+}
+
 // TestRefusalDecoding: how a refusal's answer becomes an *Error: the code
 // and prose of its body (a body that is not JSON is the message, cut at 512
 // bytes), a 404 of a route that has its own 404 kept and any other 404
