@@ -155,14 +155,14 @@ func TestDecodePopRefusals(t *testing.T) {
 		}
 	}
 
-	ws := "{\t\"queue\"\r:\n\"q\" ,\r\n\"messages\"\t: [\n{ \"id\"\t:\r\"a\"\n,\t\"attempts\" : -2 , \"partition\":\"p\",\"payload\":\n[1,\t2]\r} \t,\r\n{\"id\":\"b\",\"attempts\":10,\"payload\":{}}\n]\r}\t"
+	ws := "{\t\"queue\"\r:\n\"q\" ,\r\n\"messages\"\t: [\n{ \"id\"\t:\r\"a\"\n,\t\"attempts\" : -2 , \"partition\":\"p\",\"payload\":\n[1,\t2]\r} \t,\r\n{\"id\":\"b\",\"attempts\":90,\"payload\":{}}\n]\r}\t"
 	var got PopResult
 	if err := decodePop([]byte(ws), "q", &got); err != nil {
 		t.Fatalf("%q: %v", ws, err)
 	}
 	want := []Message{
 		{ID: "a", Partition: "p", Attempts: -2, Queue: "q", Payload: json.RawMessage("[1,\t2]")},
-		{ID: "b", Attempts: 10, Queue: "q", Payload: json.RawMessage("{}")},
+		{ID: "b", Attempts: 90, Queue: "q", Payload: json.RawMessage("{}")},
 	}
 	if !reflect.DeepEqual(got.Messages, want) {
 		t.Fatalf("%q:\n got %+v\nwant %+v", ws, got.Messages, want)
