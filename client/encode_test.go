@@ -167,4 +167,9 @@ func TestDecodePopRefusals(t *testing.T) {
 	if !reflect.DeepEqual(got.Messages, want) {
 		t.Fatalf("%q:\n got %+v\nwant %+v", ws, got.Messages, want)
 	}
+	// Empty objects, inside the array and after it.
+	in := `{"messages":[{},{ }],"extra":{}}`
+	if err := decodePop([]byte(in), "q", &got); err != nil || !reflect.DeepEqual(got.Messages, []Message{{Queue: "q"}, {Queue: "q"}}) {
+		t.Fatalf("%s: %+v %v", in, got.Messages, err)
+	}
 }
