@@ -313,6 +313,20 @@ func TestCellRefusalBounds(t *testing.T) {
 			prev = ms
 		}
 	})
+	t.Run("waiting pop leaving its timeout to the broker", func(t *testing.T) {
+		// Bounded by WithTimeout, as a pop that does not wait.
+		t.Parallel()
+		b := startCellBroker(t, always(CodeForwardFailed, ""))
+		c := newClient(t, b.URL(), WithTimeout(300*time.Millisecond))
+		start := time.Now()
+		_, err := c.Pop(testCtx(t), "q", PopOptions{Wait: true})
+		check(t, b, "/pop", err, CodeForwardFailed, time.Since(start), 400*time.Millisecond)
+		for _, r := range b.sent("/pop") {
+			if r.query.Has("timeout") || r.query.Get("wait") != "true" {
+				t.Fatalf("a re-issued pop's query %v, want the first's", r.query)
+			}
+		}
+	})
 	t.Run("Retry-After past the bound", func(t *testing.T) {
 		// The broker's Retry-After: 1 against a 400 ms bound: the wait is
 		// capped by what the bound leaves, so the call is sent once more at
