@@ -432,10 +432,13 @@ func TestFailoverBetweenURLs(t *testing.T) {
 	b := startBroker(t, nil)
 	dead := fmt.Sprintf("http://127.0.0.1:%d", brokertest.Port(t))
 	ctx := testCtx(t)
-	for _, first := range []string{"push", "pop", "request"} {
+	for _, first := range []string{"push", "pop", "request", "push through net/http"} {
 		c := newClient(t, dead, WithURLs(b.URL()))
+		if first == "push through net/http" {
+			c = newClient(t, dead, WithURLs(b.URL()), WithHTTPClient(&http.Client{}))
+		}
 		switch first {
-		case "push":
+		case "push", "push through net/http":
 			if _, err := c.Push(ctx, "fo", []any{1}, PushOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -841,5 +844,51 @@ func TestReadAnswer(t *testing.T) {
 				t.Fatalf("after the answers: %v, want the end of the stream", err)
 			}
 		})
+	}
+}
+
+// TestEvery2xxIsSuccess: any 2xx answer is a success and any other final
+// status a refusal, on the routes read by encoding/json, by hand (push,
+// pop) and on the system routes.
+func TestEvery2xxIsSuccess(t *testing.T) {
+	t.Parallel()
+	var status atomic.Int32
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			body := `{"queues":[]}`
+			switch {
+			case strings.HasSuffix(req.target, "/push"):
+				body = `{"pushed":1}`
+			case strings.Contains(req.target, "/pop"):
+				body = `{"messages":[]}`
+			case strings.HasPrefix(req.target, systemPrefix):
+				body = `{"enabled":true,"retryAfterSeconds":1}`
+			}
+			if _, err := io.WriteString(nc, response(int(status.Load()), "", body)); err != nil {
+				return
+			}
+		}
+	})
+	ctx := testCtx(t)
+	c := newClient(t, f.URL())
+	calls := map[string]func() error{
+		"queues":      func() error { _, err := c.Queues(ctx); return err },
+		"push":        func() error { _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); return err },
+		"pop":         func() error { _, err := c.Pop(ctx, "q", PopOptions{}); return err },
+		"kill switch": func() error { _, err := c.KillSwitch(ctx); return err },
+	}
+	for _, st := range []int{200, 299, 300, 399} {
+		status.Store(int32(st))
+		for name, call := range calls {
+			err := call()
+			var e *Error
+			if st < 300 && err != nil || st >= 300 && (!errors.As(err, &e) || e.Status != st) {
+				t.Fatalf("%s answered %d: %v", name, st, err)
+			}
+		}
 	}
 }
