@@ -1119,3 +1119,62 @@ func TestPopQuery(t *testing.T) {
 		putCall(cl)
 	}
 }
+
+// TestPayloadsThatCannotBeSent: a payload json.Marshal refuses, or a
+// json.RawMessage that is not JSON, is an error before anything is sent or
+// buffered, for Push, a buffered Push and Request; a json.RawMessage with
+// white space is sent compacted, as json.Marshal would. An https:// broker
+// that cannot be reached is a transport error like any other.
+func TestPayloadsThatCannotBeSent(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan string, 16)
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			bodies <- string(req.body)
+			if _, err := io.WriteString(nc, response(201, "", `{"pushed":1}`)); err != nil {
+				return
+			}
+		}
+	})
+	ctx := testCtx(t)
+	c := newClient(t, f.URL(), WithBuffer(BufferOptions{Time: time.Millisecond}))
+	for _, p := range []any{make(chan int), json.RawMessage(`{"a":`), json.RawMessage(`{ "a": `)} {
+		if _, err := c.Push(ctx, "q", []any{1, p}, PushOptions{}); err == nil {
+			t.Fatalf("Push of %v: no error", p)
+		}
+		if _, err := c.Push(ctx, "q", []any{1, p}, PushOptions{Buffered: true}); err == nil {
+			t.Fatalf("buffered Push of %v: no error", p)
+		}
+		if _, err := c.Request(ctx, "q", p, RequestOptions{Timeout: time.Second}); err == nil {
+			t.Fatalf("Request of %v: no error", p)
+		}
+	}
+	raw := json.RawMessage("{ \"a\" :\n [1, 2] }")
+	if _, err := c.Push(ctx, "q", []any{raw}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "b", []any{raw, 2}, PushOptions{Buffered: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{"queue":"q","messages":[{"payload":{"a":[1,2]}}]}`, `{"queue":"b","messages":[{"payload":{"a":[1,2]}},{"payload":2}]}`} {
+		if got := <-bodies; got != want {
+			t.Fatalf("sent %s, want %s (nothing of the refused payloads, the raw one compacted)", got, want)
+		}
+	}
+
+	port, _ := brokertest.FreePort()
+	tls, err := New(fmt.Sprintf("https://127.0.0.1:%d", port), WithURLs(fmt.Sprintf("https://127.0.0.1:%d", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tls.Queues(ctx); err == nil || CodeOf(err) != "" {
+		t.Fatalf("an https broker that cannot be reached: %v", err)
+	}
+}
