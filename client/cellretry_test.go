@@ -342,6 +342,31 @@ func TestCellRefusalBounds(t *testing.T) {
 			t.Fatalf("sent again after %v, want at the end of the bound (about 350 ms)", gap)
 		}
 	})
+	t.Run("a re-sent call keeps the first send's bound", func(t *testing.T) {
+		// Refused with Retry-After: 1 under a 600 ms WithTimeout, the push
+		// is sent again about 550 ms in, and that send, which the server
+		// never answers, is cut at the bound: not WithTimeout after it.
+		t.Parallel()
+		hold := make(chan struct{})
+		b := startCellBroker(t, func(_ cellReq, nth int) string {
+			if nth == 1 {
+				return refusal(CodeOwnerMoved, "1")
+			}
+			<-hold
+			return ""
+		})
+		t.Cleanup(func() { close(hold) }) // before the server's, which waits for this handler
+		c := newClient(t, b.URL(), WithTimeout(600*time.Millisecond))
+		start := time.Now()
+		_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+		took := time.Since(start)
+		if err == nil || !isTimeout(err) || len(b.sent("/push")) != 2 {
+			t.Fatalf("err = %v after %d sends, want the second send's timeout", err, len(b.sent("/push")))
+		}
+		if took > 900*time.Millisecond {
+			t.Fatalf("gave up after %v, want at the 600 ms bound (the second send bounded by what was left)", took)
+		}
+	})
 	t.Run("Request's timeout", func(t *testing.T) {
 		t.Parallel()
 		b := startCellBroker(t, always(CodeForwardFailed, ""))
