@@ -616,6 +616,62 @@ func TestBufferedPushDrainsThroughCellRefusals(t *testing.T) {
 	})
 }
 
+// TestLoopsBackOffBetweenRefusedPops: Consume and Serve, their pops
+// refused with a 503 that carries no Retry-After, wait the backoff between
+// pops (at least half of 10 ms, doubling: 5 + 10 + 20 + 40 ms before the
+// fifth pop), reporting each refusal to OnError; with Retry-After: 1 they
+// wait that second. Lower bounds only: a loaded machine only waits longer.
+func TestLoopsBackOffBetweenRefusedPops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		pops       int
+		atLeast    time.Duration
+	}{
+		{"backoff", "", 5, 75 * time.Millisecond},
+		{"Retry-After", "1", 2, time.Second},
+	} {
+		for _, loop := range []string{"Consume", "Serve"} {
+			t.Run(loop+" "+tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := startCellBroker(t, func(cellReq, int) string {
+					return refusal(CodeUnavailable, tc.retryAfter)
+				})
+				c := newClient(t, b.URL())
+				ctx, cancel := context.WithCancel(testCtx(t))
+				defer cancel()
+				var refusals atomic.Int32
+				onErr := func(err error) {
+					if CodeOf(err) != CodeUnavailable {
+						t.Errorf("OnError: %v", err)
+					}
+					if refusals.Add(1) == int32(tc.pops) {
+						cancel()
+					}
+				}
+				var err error
+				switch loop {
+				case "Consume":
+					err = c.Consume(ctx, "q", ConsumeOptions{OnError: onErr}, func(context.Context, Message) error { return nil })
+				case "Serve":
+					err = c.Serve(ctx, "q", ServeOptions{OnError: onErr}, func(context.Context, Message) (any, error) { return nil, nil })
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				sent := b.sent("/pop")
+				if len(sent) != tc.pops {
+					t.Fatalf("%d pops, want %d", len(sent), tc.pops)
+				}
+				if took := sent[len(sent)-1].at.Sub(sent[0].at); took < tc.atLeast {
+					t.Fatalf("%d pops in %v, want at least %v between the first and the last", len(sent), took, tc.atLeast)
+				}
+			})
+		}
+	}
+}
+
 // TestConsumeThroughCellRefusals: a consume loop whose waiting pops and
 // acks are refused by the cell handles every message once and acks each
 // once, and OnError sees nothing (Pop and Ack retried within their bounds).
