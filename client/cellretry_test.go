@@ -342,6 +342,21 @@ func TestCellRefusalBounds(t *testing.T) {
 			t.Fatalf("sent again after %v, want at the end of the bound (about 350 ms)", gap)
 		}
 	})
+	t.Run("no WithTimeout: the context alone", func(t *testing.T) {
+		// WithTimeout(0) is no bound: the refusals are waited out as long
+		// as ctx lasts.
+		t.Parallel()
+		b := startCellBroker(t, func(_ cellReq, nth int) string {
+			if nth <= 2 {
+				return refusal(CodeOwnerMoved, "")
+			}
+			return response(201, "", `{"pushed":1}`)
+		})
+		c := newClient(t, b.URL(), WithTimeout(0))
+		if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil || len(b.sent("/push")) != 3 {
+			t.Fatalf("err = %v after %d sends, want success at the third", err, len(b.sent("/push")))
+		}
+	})
 	t.Run("a re-sent call keeps the first send's bound", func(t *testing.T) {
 		// Refused with Retry-After: 1 under a 600 ms WithTimeout, the push
 		// is sent again about 550 ms in, and that send, which the server
