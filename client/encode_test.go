@@ -101,7 +101,7 @@ func TestDecodePushed(t *testing.T) {
 			t.Fatalf("%s: %d %v, want %d", in, n, err, want)
 		}
 	}
-	for _, in := range []string{``, `{}`, `{"pushed":"3"}`, `[1]`, `{"pushed":3`, `{"pushed":}`, `{"pushed":-1}`} {
+	for _, in := range []string{``, `{}`, `{"pushed":"3"}`, `[1]`, `{"pushed":3`, `{"pushed":}`, `{"pushed":-1}`, `{"extra":12`} {
 		if _, err := decodePushed([]byte(in)); err == nil {
 			t.Fatalf("%s: no error", in)
 		}
@@ -148,6 +148,7 @@ func TestDecodePopRefusals(t *testing.T) {
 		`{"queue":}`,
 		`{"queue" "q"}`,
 		`{1:2}`,
+		`{"extra":12`,
 	} {
 		var got PopResult
 		if err := decodePop([]byte(in), "q", &got); err == nil {
