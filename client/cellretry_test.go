@@ -313,6 +313,20 @@ func TestCellRefusalBounds(t *testing.T) {
 			prev = ms
 		}
 	})
+	t.Run("waiting pop leaving its timeout to the broker", func(t *testing.T) {
+		// Bounded by WithTimeout, as a pop that does not wait.
+		t.Parallel()
+		b := startCellBroker(t, always(CodeForwardFailed, ""))
+		c := newClient(t, b.URL(), WithTimeout(300*time.Millisecond))
+		start := time.Now()
+		_, err := c.Pop(testCtx(t), "q", PopOptions{Wait: true})
+		check(t, b, "/pop", err, CodeForwardFailed, time.Since(start), 400*time.Millisecond)
+		for _, r := range b.sent("/pop") {
+			if r.query.Has("timeout") || r.query.Get("wait") != "true" {
+				t.Fatalf("a re-issued pop's query %v, want the first's", r.query)
+			}
+		}
+	})
 	t.Run("Retry-After past the bound", func(t *testing.T) {
 		// The broker's Retry-After: 1 against a 400 ms bound: the wait is
 		// capped by what the bound leaves, so the call is sent once more at
@@ -326,6 +340,46 @@ func TestCellRefusalBounds(t *testing.T) {
 		sent := b.sent("/push")
 		if gap := sent[1].at.Sub(sent[0].at); gap < 250*time.Millisecond {
 			t.Fatalf("sent again after %v, want at the end of the bound (about 350 ms)", gap)
+		}
+	})
+	t.Run("no WithTimeout: the context alone", func(t *testing.T) {
+		// WithTimeout(0) is no bound: the refusals are waited out as long
+		// as ctx lasts.
+		t.Parallel()
+		b := startCellBroker(t, func(_ cellReq, nth int) string {
+			if nth <= 2 {
+				return refusal(CodeOwnerMoved, "")
+			}
+			return response(201, "", `{"pushed":1}`)
+		})
+		c := newClient(t, b.URL(), WithTimeout(0))
+		if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil || len(b.sent("/push")) != 3 {
+			t.Fatalf("err = %v after %d sends, want success at the third", err, len(b.sent("/push")))
+		}
+	})
+	t.Run("a re-sent call keeps the first send's bound", func(t *testing.T) {
+		// Refused with Retry-After: 1 under a 600 ms WithTimeout, the push
+		// is sent again about 550 ms in, and that send, which the server
+		// never answers, is cut at the bound: not WithTimeout after it.
+		t.Parallel()
+		hold := make(chan struct{})
+		b := startCellBroker(t, func(_ cellReq, nth int) string {
+			if nth == 1 {
+				return refusal(CodeOwnerMoved, "1")
+			}
+			<-hold
+			return ""
+		})
+		t.Cleanup(func() { close(hold) }) // before the server's, which waits for this handler
+		c := newClient(t, b.URL(), WithTimeout(600*time.Millisecond))
+		start := time.Now()
+		_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+		took := time.Since(start)
+		if err == nil || !isTimeout(err) || len(b.sent("/push")) != 2 {
+			t.Fatalf("err = %v after %d sends, want the second send's timeout", err, len(b.sent("/push")))
+		}
+		if took > 900*time.Millisecond {
+			t.Fatalf("gave up after %v, want at the 600 ms bound (the second send bounded by what was left)", took)
 		}
 	})
 	t.Run("Request's timeout", func(t *testing.T) {
@@ -575,6 +629,62 @@ func TestBufferedPushDrainsThroughCellRefusals(t *testing.T) {
 			t.Fatalf("%d pushes: %d refused, %d accepted, %d retries", n, refused, accepted, c.flushRetries.Load())
 		}
 	})
+}
+
+// TestLoopsBackOffBetweenRefusedPops: Consume and Serve, their pops
+// refused with a 503 that carries no Retry-After, wait the backoff between
+// pops (at least half of 10 ms, doubling: 5 + 10 + 20 + 40 ms before the
+// fifth pop), reporting each refusal to OnError; with Retry-After: 1 they
+// wait that second. Lower bounds only: a loaded machine only waits longer.
+func TestLoopsBackOffBetweenRefusedPops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		pops       int
+		atLeast    time.Duration
+	}{
+		{"backoff", "", 5, 75 * time.Millisecond},
+		{"Retry-After", "1", 2, time.Second},
+	} {
+		for _, loop := range []string{"Consume", "Serve"} {
+			t.Run(loop+" "+tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := startCellBroker(t, func(cellReq, int) string {
+					return refusal(CodeUnavailable, tc.retryAfter)
+				})
+				c := newClient(t, b.URL())
+				ctx, cancel := context.WithCancel(testCtx(t))
+				defer cancel()
+				var refusals atomic.Int32
+				onErr := func(err error) {
+					if CodeOf(err) != CodeUnavailable {
+						t.Errorf("OnError: %v", err)
+					}
+					if refusals.Add(1) == int32(tc.pops) {
+						cancel()
+					}
+				}
+				var err error
+				switch loop {
+				case "Consume":
+					err = c.Consume(ctx, "q", ConsumeOptions{OnError: onErr}, func(context.Context, Message) error { return nil })
+				case "Serve":
+					err = c.Serve(ctx, "q", ServeOptions{OnError: onErr}, func(context.Context, Message) (any, error) { return nil, nil })
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				sent := b.sent("/pop")
+				if len(sent) != tc.pops {
+					t.Fatalf("%d pops, want %d", len(sent), tc.pops)
+				}
+				if took := sent[len(sent)-1].at.Sub(sent[0].at); took < tc.atLeast {
+					t.Fatalf("%d pops in %v, want at least %v between the first and the last", len(sent), took, tc.atLeast)
+				}
+			})
+		}
+	}
 }
 
 // TestConsumeThroughCellRefusals: a consume loop whose waiting pops and

@@ -1,10 +1,13 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -416,6 +419,53 @@ func TestBufferedFlushFailureReported(t *testing.T) {
 	}
 }
 
+// TestBufferedRetriesArePaced: a flush refused again and again waits the
+// backoff between sends (half of 10 ms at least, doubling up to
+// MaxBackoff), from its first refusal and again after a part of its batch
+// was accepted, so within its RetryTimeout it sends a bounded number of
+// times: at most 1 + 300/10 retries with a MaxBackoff of 20 ms, whatever
+// the load (a slower machine sends fewer). Queues of one message: one
+// already full refuses every send; an empty one takes the first of two
+// messages and refuses the second until the flush gives up.
+func TestBufferedRetriesArePaced(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		queue    string
+		prefill  bool
+		messages []any
+	}{
+		{"full", true, []any{"a"}},
+		{"one", false, []any{"a", "b"}},
+	} {
+		c := newClient(t, b.URL(), WithBuffer(BufferOptions{MessageCount: 10, Time: time.Millisecond, RetryTimeout: 300 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+		if _, err := c.Configure(ctx, tc.queue, QueueOptions{MaxLength: 1, Policy: PolicyReject}); err != nil {
+			t.Fatal(err)
+		}
+		if tc.prefill {
+			if _, err := c.Push(ctx, tc.queue, []any{"x"}, PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Push(ctx, tc.queue, tc.messages, PushOptions{Buffered: true}); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Flush(ctx)
+		var fe *FlushError
+		if !errors.As(err, &fe) || fe.Messages != 1 {
+			t.Fatalf("%s: flush: %v, want a FlushError for one message", tc.queue, err)
+		}
+		wantCode(t, tc.queue+": the flush's cause", err, 429, CodeQueueFull)
+		if d, err := c.Depth(ctx, tc.queue, DepthOptions{}); err != nil || d.Pending != 1 {
+			t.Fatalf("%s: depth: %+v %v, want one message", tc.queue, d, err)
+		}
+		if n := c.flushRetries.Load(); n < 1 || n > 32 {
+			t.Fatalf("%s: %d retries in a RetryTimeout of 300 ms, want at least 1 and at most 32", tc.queue, n)
+		}
+	}
+}
+
 // TestRetryAfterHonoured: a fake broker refuses with 429 rate_limited and
 // Retry-After: 1 (a refusal the real broker in mode none never gives).
 func TestRetryAfterHonoured(t *testing.T) {
@@ -620,81 +670,198 @@ func TestCloseFlushes(t *testing.T) {
 	}
 }
 
-// TestAcksAfterRestartAreStale: messages popped from one incarnation and
-// acked after a restart answer stale, through the same client, which fails
-// over to the restarted broker's new address.
-func TestAcksAfterRestartAreStale(t *testing.T) {
+// TestBufferedFlushWithoutFlush: a buffer sends by itself when a batch is
+// full (MessageCount messages exactly, in one push, the timer an hour away)
+// and when its oldest message has waited Time (one message, far from a
+// batch), with no Flush or Close to push it. The server records the
+// messages of each push per queue.
+func TestBufferedFlushWithoutFlush(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, nil)
-	port2 := brokertest.Port(t)
-	c := newClient(t, b.URL(), WithURLs(fmt.Sprintf("http://127.0.0.1:%d", port2)))
+	var mu sync.Mutex
+	pushes := map[string][]int{} // queue -> messages per push, in order
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if req.target != apiPrefix+"/push" {
+				if _, err := io.WriteString(nc, response(200, "", `{"queues":[]}`)); err != nil {
+					return
+				}
+				continue
+			}
+			var body struct {
+				Queue    string            `json:"queue"`
+				Messages []json.RawMessage `json:"messages"`
+			}
+			if err := json.Unmarshal(req.body, &body); err != nil {
+				return
+			}
+			var i int
+			if _, err := fmt.Sscanf(body.Queue, "slow-%d", &i); err == nil {
+				time.Sleep(time.Duration(i) * 20 * time.Millisecond) // a slow broker
+			}
+			mu.Lock()
+			pushes[body.Queue] = append(pushes[body.Queue], len(body.Messages))
+			mu.Unlock()
+			if _, err := io.WriteString(nc, response(201, "", fmt.Sprintf(`{"pushed":%d}`, len(body.Messages)))); err != nil {
+				return
+			}
+		}
+	})
 	ctx := testCtx(t)
-	if _, err := c.Configure(ctx, "kept", QueueOptions{MaxLength: 100}); err != nil {
-		t.Fatal(err)
+	sent := func(queue string) []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(pushes[queue])
 	}
-	if _, err := c.Push(ctx, "kept", []any{1, 2, 3}, PushOptions{}); err != nil {
-		t.Fatal(err)
+	total := func(queue string) (n int) {
+		for _, k := range sent(queue) {
+			n += k
+		}
+		return n
 	}
-	popped, err := c.Pop(ctx, "kept", PopOptions{Group: "g", Batch: 3})
-	if err != nil || len(popped.Messages) != 3 {
-		t.Fatalf("pop: %+v %v", popped, err)
-	}
-	b.Stop(t)
-	b.StartOn(t, port2)
-	res, err := c.Ack(ctx, "kept", popped.Messages, AckOptions{Group: "g"})
-	if err != nil {
-		t.Fatalf("ack after restart: %v", err)
-	}
-	if len(res.Results) != 3 {
-		t.Fatalf("results: %+v", res)
-	}
-	for i, r := range res.Results {
-		if r.Outcome != OutcomeStale || r.ID != popped.Messages[i].ID {
-			t.Fatalf("result %d: %+v, want stale", i, r)
+	push := func(c *Client, queue string, v int) {
+		t.Helper()
+		if _, err := c.Push(ctx, queue, []any{v}, PushOptions{Buffered: true}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if !strings.HasSuffix(c.URL(), fmt.Sprint(":", port2)) {
-		t.Fatalf("client still on %s", c.URL())
+
+	// Three of a batch of 4 are held; the fourth is pushed after a round
+	// trip, with the buffer's loop at rest on its timer, so that it is
+	// what wakes the loop.
+	full := newClient(t, f.URL(), WithBuffer(BufferOptions{MessageCount: 4, Time: time.Hour}))
+	for i := range 3 {
+		push(full, "full-batch", i)
 	}
-	// The declaration came back, empty.
-	d, err := c.Depth(ctx, "kept", DepthOptions{})
-	if err != nil || d.Tier != "declared" || d.Pending != 0 {
-		t.Fatalf("depth after restart: %+v %v", d, err)
+	if _, err := full.Queues(ctx); err != nil {
+		t.Fatal(err)
 	}
+	if got := sent("full-batch"); len(got) != 0 {
+		t.Fatalf("pushes of %v messages with 3 of a batch of 4 buffered and Time an hour", got)
+	}
+	push(full, "full-batch", 3)
+	awaitCond(t, 10*time.Second, "a full batch of 4 sent with the timer an hour away", func() bool { return total("full-batch") == 4 })
+	if got := sent("full-batch"); !slices.Equal(got, []int{4}) {
+		t.Fatalf("pushes of %v messages, want one of 4", got)
+	}
+	// A Flush is over when it returns: the next messages are held again.
+	if err := full.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		push(full, "full-batch", 4+i)
+	}
+	if _, err := full.Queues(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent("full-batch"); !slices.Equal(got, []int{4}) {
+		t.Fatalf("pushes of %v messages after a Flush, with 3 of a batch of 4 buffered and Time an hour", got)
+	}
+
+	// Flush waits for every buffer: the server answers queue slow-i's
+	// push only after i*20 ms.
+	many := newClient(t, f.URL(), WithBuffer(BufferOptions{MessageCount: 100, Time: time.Hour}))
+	for i := range 5 {
+		push(many, fmt.Sprint("slow-", i), i)
+	}
+	if err := many.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if n := total(fmt.Sprint("slow-", i)); n != 1 {
+			t.Fatalf("slow-%d: %d messages when Flush returned, want 1", i, n)
+		}
+	}
+
+	// The second message is pushed with the buffer's loop at rest (the
+	// first was flushed), so that it is what wakes the loop.
+	aged := newClient(t, f.URL(), WithBuffer(BufferOptions{MessageCount: 100, Time: 10 * time.Millisecond}))
+	push(aged, "lone", 0)
+	if err := aged.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	push(aged, "lone", 1)
+	awaitCond(t, 10*time.Second, "a lone message sent once it waited Time", func() bool { return total("lone") == 2 })
 }
 
-// TestBufferHoldsAtMostMaxPending: the client holds at most MaxPending
-// buffered messages, queued or in flight: against a broker that accepts
-// the connection and never answers, MaxPending buffered pushes return at
-// once and the next one blocks until its context ends, having taken
-// nothing.
-func TestBufferHoldsAtMostMaxPending(t *testing.T) {
+// TestCloseGivingUpSendsNothingMore: when Close's context ends while a
+// buffered push is unanswered and more messages wait behind it, every
+// message is reported in FlushErrors that match ErrClosed, and none of
+// those that waited is sent afterwards. The server answers nothing until
+// Close has returned, then answers every request it read; the client closes
+// the connection once nothing on it is unanswered, and the server counts
+// the pushes it read up to then.
+func TestCloseGivingUpSendsNothingMore(t *testing.T) {
 	t.Parallel()
-	silent := brokertest.SilentServer(t)
-	const maxPending = 16
-	c, err := New("http://"+silent, WithTimeout(time.Minute),
-		WithBuffer(BufferOptions{MessageCount: 4, Time: time.Millisecond, MaxPending: maxPending}))
+	release := make(chan struct{})
+	var pushes atomic.Int32
+	final := make(chan int32, 4)
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		read := make(chan struct{}, 64)
+		go func() {
+			<-release
+			for range read {
+				if _, err := io.WriteString(nc, response(201, "", `{"pushed":1}`)); err != nil {
+					return
+				}
+			}
+		}()
+		defer func() { final <- pushes.Load() }()
+		defer close(read)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			pushes.Add(1)
+			read <- struct{}{}
+		}
+	})
+	c, err := New(f.URL(), WithTimeout(time.Minute), WithBuffer(BufferOptions{MessageCount: 2, Time: time.Millisecond, MaxPending: 8}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		c.Close(ctx)
-	}()
-	for i := range maxPending {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		r, err := c.Push(ctx, "q", []any{i}, PushOptions{Buffered: true})
-		cancel()
-		if err != nil || r.Pushed != 1 {
-			t.Fatalf("buffered push %d of %d: %+v %v", i+1, maxPending, r, err)
+	ctx := testCtx(t)
+	for i := range 6 {
+		if _, err := c.Push(ctx, "q", []any{i}, PushOptions{Buffered: true}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	awaitCond(t, 10*time.Second, "the first batch read by the server", func() bool { return pushes.Load() == 1 })
+	closeCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	r, err := c.Push(ctx, "q", []any{"one too many"}, PushOptions{Buffered: true})
-	if !errors.Is(err, context.DeadlineExceeded) || r.Pushed != 0 {
-		t.Fatalf("push %d with %d held: %+v %v, want it to wait for room until its context ended", maxPending+1, maxPending, r, err)
+	err = c.Close(closeCtx)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want ErrClosed and its context's end", err)
+	}
+	var reported int
+	var walk func(error)
+	walk = func(err error) {
+		var fe *FlushError
+		if errors.As(err, &fe) && err == error(fe) {
+			reported += fe.Messages
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	if reported != 6 {
+		t.Fatalf("FlushErrors count %d messages, want the 6 buffered: %v", reported, err)
+	}
+	close(release)
+	select {
+	case n := <-final:
+		if n != 1 {
+			t.Fatalf("the server read %d pushes, want 1: the messages queued behind the unanswered one were sent after Close gave up", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not close its connection once its push was answered")
 	}
 }
 
@@ -783,5 +950,239 @@ func TestRequestTimeoutBoundsThePush(t *testing.T) {
 	// request's own 300 ms, with room for a loaded machine, is the new one.
 	if took < 290*time.Millisecond || took > 10*time.Second {
 		t.Fatalf("returned after %v (%v), want about the request's 300 ms timeout", took, err)
+	}
+}
+
+// TestNewRefusals: New refuses a URL it cannot reach a broker at and a
+// header it cannot send (a name with a separator, an empty name, a line
+// break in a value, the token's included), and keeps a path prefix without
+// its trailing slashes.
+func TestNewRefusals(t *testing.T) {
+	for _, u := range []string{"localhost:6632", "ftp://h:1", "http://", "https://", "http://h:1/%zz"} {
+		if _, err := New(u); err == nil {
+			t.Errorf("New(%q) accepted it", u)
+		}
+	}
+	for _, o := range []struct {
+		what string
+		opt  Option
+	}{
+		{"a name with a space", WithHeader("X Bad", "v")},
+		{"a name with a colon", WithHeader("X:Bad", "v")},
+		{"a name with CR", WithHeader("X\rBad", "v")},
+		{"a name with LF", WithHeader("X\nBad", "v")},
+		{"an empty name", WithHeader("", "v")},
+		{"a value with CR", WithHeader("X-Ok", "a\rb")},
+		{"a value with LF", WithHeader("X-Ok", "a\nb")},
+		{"a token with a line break", WithToken("t\r\nX-Evil: 1")},
+	} {
+		if _, err := New("http://127.0.0.1:1", o.opt); err == nil {
+			t.Errorf("%s: New accepted it", o.what)
+		}
+	}
+	for in, want := range map[string]string{
+		"http://127.0.0.1:1/queen//": "http://127.0.0.1:1/queen",
+		"https://example.test/":      "https://example.test",
+		"http://127.0.0.1:1":         "http://127.0.0.1:1",
+	} {
+		c, err := New(in, WithHeader("X-Ok", "v: w"), WithToken("t"))
+		if err != nil {
+			t.Fatalf("New(%q): %v", in, err)
+		}
+		if c.URL() != want {
+			t.Errorf("New(%q).URL() = %q, want %q", in, c.URL(), want)
+		}
+	}
+}
+
+// TestOptionDefaults: WithTimeout's default is 30 s; WithBuffer keeps the
+// default of every field left zero (BufferOptions' docs), takes every
+// field given, and a negative RetryTimeout (retry until Close).
+func TestOptionDefaults(t *testing.T) {
+	c, err := New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.timeout != 30*time.Second || c.buf != defaultBuffer || cap(c.slots) != defaultBuffer.MaxPending {
+		t.Fatalf("defaults: timeout %v, buffer %+v, %d slots", c.timeout, c.buf, cap(c.slots))
+	}
+	want := BufferOptions{MessageCount: 100, Time: 100 * time.Millisecond, MaxPending: 10000, RetryTimeout: 30 * time.Second, MaxBackoff: time.Second}
+	if defaultBuffer != want {
+		t.Fatalf("default buffer %+v, want the documented %+v", defaultBuffer, want)
+	}
+	c, _ = New("http://127.0.0.1:1", WithBuffer(BufferOptions{}))
+	if c.buf != want {
+		t.Fatalf("WithBuffer of zero fields: %+v, want the defaults", c.buf)
+	}
+	set := BufferOptions{MessageCount: 1, Time: time.Nanosecond, MaxPending: 1, RetryTimeout: -1, MaxBackoff: time.Nanosecond}
+	c, _ = New("http://127.0.0.1:1", WithBuffer(set))
+	if c.buf != set || cap(c.slots) != 1 {
+		t.Fatalf("WithBuffer(%+v): %+v, %d slots", set, c.buf, cap(c.slots))
+	}
+}
+
+// TestRefusalDecoding: how a refusal's answer becomes an *Error: the code
+// and prose of its body (a body that is not JSON is the message, cut at 512
+// bytes), a 404 of a route that has its own 404 kept and any other 404
+// CodeUnsupported, Retry-After in seconds or as an HTTP date (one past is
+// 0), and the errors.Is and Temporary rules.
+func TestRefusalDecoding(t *testing.T) {
+	e := apiError(answer{status: 503}, []byte(`{"error":"moved","code":"owner_moved"}`), "POST", "/api/v1/ephemeral/push", "")
+	if e.Status != 503 || e.Code != CodeOwnerMoved || e.Message != "moved" || e.Attempts != 1 || e.RetryAfter != 0 {
+		t.Fatalf("%+v", e)
+	}
+	if got, want := e.Error(), "queen: POST /api/v1/ephemeral/push: 503 owner_moved: moved"; got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+	if got := ErrOwnerMoved.Error(); got != "queen: owner_moved" {
+		t.Fatalf("a code's Error() = %q", got)
+	}
+	long := " " + strings.Repeat("x", 600)
+	if e := apiError(answer{status: 502}, []byte(long), "GET", "/q", ""); e.Message != strings.Repeat("x", 511) || e.Code != "" {
+		t.Fatalf("a body that is not JSON: %d bytes of message, code %q", len(e.Message), e.Code)
+	}
+	if e := apiError(answer{status: 502}, []byte("short"), "GET", "/q", ""); e.Message != "short" {
+		t.Fatalf("a short body that is not JSON: %q", e.Message)
+	}
+
+	notFound := []byte(`{"error":"no such queue","code":"ephemeral_queue_not_found"}`)
+	if e := apiError(answer{status: 404}, notFound, "GET", "/d", CodeQueueNotFound); e.Code != CodeQueueNotFound {
+		t.Fatalf("the depth read's own 404: %q", e.Code)
+	}
+	if e := apiError(answer{status: 404}, notFound, "GET", "/p", ""); e.Code != CodeUnsupported {
+		t.Fatalf("a 404 of a route without one: %q", e.Code)
+	}
+	if e := apiError(answer{status: 404}, []byte(`{"code":"other"}`), "GET", "/d", CodeQueueNotFound); e.Code != CodeUnsupported {
+		t.Fatalf("a 404 with another code than the route's own: %q", e.Code)
+	}
+	if e := apiError(answer{status: 400}, []byte(`{"code":"ephemeral_bad_request"}`), "GET", "/p", ""); e.Code != CodeBadRequest {
+		t.Fatalf("a 400: %q", e.Code)
+	}
+
+	for ra, want := range map[string]time.Duration{
+		"2": 2 * time.Second, " 3 ": 3 * time.Second, "0": 0, "-1": 0, "soon": 0,
+		time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat): 0,
+	} {
+		if e := apiError(answer{status: 429, retryAfter: ra}, nil, "POST", "/p", ""); e.RetryAfter != want {
+			t.Errorf("Retry-After %q: %v, want %v", ra, e.RetryAfter, want)
+		}
+	}
+	date := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	if e := apiError(answer{status: 503, retryAfter: date}, nil, "POST", "/p", ""); e.RetryAfter <= 58*time.Minute || e.RetryAfter > time.Hour {
+		t.Errorf("Retry-After %q (an hour from now): %v", date, e.RetryAfter)
+	}
+
+	full := &Error{Status: 429, Code: CodeQueueFull}
+	for _, c := range []struct {
+		target error
+		want   bool
+	}{
+		{ErrQueueFull, true},
+		{&Error{Status: 429, Code: CodeQueueFull}, true},
+		{&Error{Status: 503, Code: CodeQueueFull}, false},
+		{ErrRateLimited, false},
+		{errors.New("queue_full"), false},
+	} {
+		if got := errors.Is(full, c.target); got != c.want {
+			t.Errorf("errors.Is(%v, %v) = %v", full, c.target, got)
+		}
+	}
+	for status, want := range map[int]bool{429: true, 503: true, 500: false, 400: false, 502: false} {
+		if got := (&Error{Status: status}).Temporary(); got != want {
+			t.Errorf("Temporary() of a %d: %v", status, got)
+		}
+	}
+}
+
+// TestPopQuery: the pop's query as the route file names its parameters
+// (docs/routes.md), and its bound: WithTimeout, a waiting pop's own timeout
+// plus WithTimeout (WithTimeout's doc), none for a waiting pop that leaves
+// its timeout to the broker (its context bounds it); a sub-millisecond
+// timeout is sent as 1 ms, never as 0 (which would not wait).
+func TestPopQuery(t *testing.T) {
+	c, err := New("http://127.0.0.1:1", WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts      PopOptions
+		target    string
+		timeout   time.Duration
+		exclusive bool
+	}{
+		{PopOptions{}, "?queue=q", 2 * time.Second, false},
+		{PopOptions{Partition: "p 1", Group: "g/h", Batch: 5}, "?queue=q&partition=p+1&group=g%2Fh&batch=5", 2 * time.Second, false},
+		{PopOptions{Batch: 1, Wait: true, Timeout: 1500 * time.Millisecond, AutoAck: true}, "?queue=q&batch=1&wait=true&timeout=1500&autoAck=true", 3500 * time.Millisecond, true},
+		{PopOptions{Wait: true}, "?queue=q&wait=true", 0, true},
+		{PopOptions{Wait: true, Timeout: 500 * time.Microsecond}, "?queue=q&wait=true&timeout=1", 2*time.Second + 500*time.Microsecond, true},
+		{PopOptions{Timeout: time.Second}, "?queue=q&timeout=1000", 2 * time.Second, false},
+	} {
+		cl := c.popCall("q", tc.opts)
+		if got, want := string(cl.target), apiPrefix+"/pop"+tc.target; got != want {
+			t.Errorf("%+v: %s, want %s", tc.opts, got, want)
+		}
+		if cl.timeout != tc.timeout || cl.exclusive != tc.exclusive || cl.method != http.MethodGet {
+			t.Errorf("%+v: %s, timeout %v, exclusive %v; want GET, %v, %v", tc.opts, cl.method, cl.timeout, cl.exclusive, tc.timeout, tc.exclusive)
+		}
+		putCall(cl)
+	}
+}
+
+// TestPayloadsThatCannotBeSent: a payload json.Marshal refuses, or a
+// json.RawMessage that is not JSON, is an error before anything is sent or
+// buffered, for Push, a buffered Push and Request; a json.RawMessage with
+// white space is sent compacted, as json.Marshal would. An https:// broker
+// that cannot be reached is a transport error like any other.
+func TestPayloadsThatCannotBeSent(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan string, 16)
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			bodies <- string(req.body)
+			if _, err := io.WriteString(nc, response(201, "", `{"pushed":1}`)); err != nil {
+				return
+			}
+		}
+	})
+	ctx := testCtx(t)
+	c := newHTTPClient(t, f.URL(), WithBuffer(BufferOptions{Time: time.Millisecond}))
+	for _, p := range []any{make(chan int), json.RawMessage(`{"a":`), json.RawMessage(`{ "a": `)} {
+		if _, err := c.Push(ctx, "q", []any{1, p}, PushOptions{}); err == nil {
+			t.Fatalf("Push of %v: no error", p)
+		}
+		if _, err := c.Push(ctx, "q", []any{1, p}, PushOptions{Buffered: true}); err == nil {
+			t.Fatalf("buffered Push of %v: no error", p)
+		}
+		if _, err := c.Request(ctx, "q", p, RequestOptions{Timeout: time.Second}); err == nil {
+			t.Fatalf("Request of %v: no error", p)
+		}
+	}
+	raw := json.RawMessage("{ \"a\" :\n [1, 2] }")
+	if _, err := c.Push(ctx, "q", []any{raw}, PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx, "b", []any{raw, 2}, PushOptions{Buffered: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{"queue":"q","messages":[{"payload":{"a":[1,2]}}]}`, `{"queue":"b","messages":[{"payload":{"a":[1,2]}},{"payload":2}]}`} {
+		if got := <-bodies; got != want {
+			t.Fatalf("sent %s, want %s (nothing of the refused payloads, the raw one compacted)", got, want)
+		}
+	}
+
+	port, _ := brokertest.FreePort()
+	tls, err := New(fmt.Sprintf("https://127.0.0.1:%d", port), WithURLs(fmt.Sprintf("https://127.0.0.1:%d", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tls.Queues(ctx); err == nil || CodeOf(err) != "" {
+		t.Fatalf("an https broker that cannot be reached: %v", err)
 	}
 }

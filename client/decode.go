@@ -55,16 +55,20 @@ func decodePop(data []byte, queue string, out *PopResult) error {
 			return 0, errAnswer
 		}
 		out.Messages = []Message{}
-		if count := countElements(data, at); count > 0 {
-			out.Messages = make([]Message, 0, count)
-			// One copy of the answer serves as the payloads' bytes and,
-			// viewed as a string, the ids' and partitions': a message's
-			// payload never overlaps another field's bytes, and it is
-			// capped, so writing into it (even appending) changes no
-			// string (P2: a pop answer is copied once).
-			raw = append([]byte(nil), data...)
-			str = unsafe.String(unsafe.SliceData(raw), len(raw))
+		count := countElements(data, at)
+		if count == 0 {
+			// Empty, or malformed: the messages would be slices of
+			// copies not made, so a malformed array is refused here.
+			return eachElement(data, at, func(int) (int, error) { return 0, errAnswer })
 		}
+		out.Messages = make([]Message, 0, count)
+		// One copy of the answer serves as the payloads' bytes and,
+		// viewed as a string, the ids' and partitions': a message's
+		// payload never overlaps another field's bytes, and it is
+		// capped, so writing into it (even appending) changes no
+		// string (P2: a pop answer is copied once).
+		raw = append([]byte(nil), data...)
+		str = unsafe.String(unsafe.SliceData(raw), len(raw))
 		return eachElement(data, at, func(at int) (int, error) {
 			var m Message
 			m.Queue = queue
@@ -91,8 +95,11 @@ func decodePop(data []byte, queue string, out *PopResult) error {
 					return end, err
 				case "payload":
 					end, err := skipValue(data, at)
+					if err != nil {
+						return 0, err
+					}
 					m.Payload = json.RawMessage(raw[at:end:end])
-					return end, err
+					return end, nil
 				}
 				return skipValue(data, at)
 			})

@@ -95,14 +95,82 @@ func FuzzDecodePop(f *testing.F) {
 
 // TestDecodePushed reads the push answer, extra keys and spaces allowed.
 func TestDecodePushed(t *testing.T) {
-	for in, want := range map[string]int{`{"pushed":3}`: 3, ` { "x" : [1,{"pushed":9}], "pushed" : 12 } `: 12} {
+	for in, want := range map[string]int{`{"pushed":3}`: 3, ` { "x" : [1,{"pushed":9}], "pushed" : 12 } `: 12,
+		`{"pushed":0}`: 0, `{"pushed":9}`: 9, `{"pushed":10}`: 10, "{\t\"pushed\"\r\n:\n7\t}": 7} {
 		if n, err := decodePushed([]byte(in)); err != nil || n != want {
 			t.Fatalf("%s: %d %v, want %d", in, n, err, want)
 		}
 	}
-	for _, in := range []string{``, `{}`, `{"pushed":"3"}`, `[1]`} {
+	for _, in := range []string{``, `{}`, `{"pushed":"3"}`, `[1]`, `{"pushed":3`, `{"pushed":}`, `{"pushed":-1}`, `{"extra":12`} {
 		if _, err := decodePushed([]byte(in)); err == nil {
 			t.Fatalf("%s: no error", in)
 		}
+	}
+}
+
+// TestDecodePopRefusals: a pop answer the hand-written reader cannot read
+// whole is an error (never a panic, never a partial result taken as the
+// answer): cut anywhere, a key or value of the wrong kind, a separator
+// missing. And the white space JSON allows is read anywhere it may be.
+func TestDecodePopRefusals(t *testing.T) {
+	for _, in := range []string{
+		``,
+		` `,
+		`[]`,
+		`{`,
+		`{"messages"`,
+		`{"messages":`,
+		`{"messages":[]`,
+		`{"messages":[] "queue":"q"}`,
+		`{"messages":{}}`,
+		`{"messages":"[]"}`,
+		`{"messages":[`,
+		`{"messages":[{"id":"a"}`,
+		`{"messages":[{"id":"a"} {"id":"b"}]}`,
+		`{"messages":[{"id":"a"},`,
+		`{"messages":[{"id":1}]}`,
+		`{"messages":[{"id":"a}]}`,
+		`{"messages":[{"id":"a\"}]}`,
+		`{"messages":[{"partition":"p`,
+		`{"messages":[{"attempts":x}]}`,
+		`{"messages":[{"attempts":}]}`,
+		`{"messages":[{"payload":}]}`,
+		`{"messages":[{"payload":"abc}]}`,
+		`{"messages":[{"payload":{"s":"abc}]}`,
+		`{"messages":[{"payload":{"a":[1]}]}`,
+		`{"messages":[{"payload":[1,2]`,
+		`{"messages":[{"payload":1`,
+		`{"mess\u0061ges":[]}`,
+		`{"messages" []}`,
+		`{"messages":[]x}`,
+		`{"queue":"q",}`,
+		`{"queue":"q"`,
+		`{"queue":}`,
+		`{"queue" "q"}`,
+		`{1:2}`,
+		`{"extra":12`,
+	} {
+		var got PopResult
+		if err := decodePop([]byte(in), "q", &got); err == nil {
+			t.Errorf("%q: no error, read %+v", in, got)
+		}
+	}
+
+	ws := "{\t\"queue\"\r:\n\"q\" ,\r\n\"messages\"\t: [\n{ \"id\"\t:\r\"a\"\n,\t\"attempts\" : -2 , \"partition\":\"p\",\"payload\":\n[1,\t2]\r} \t,\r\n{\"id\":\"b\",\"attempts\":90,\"payload\":{}}\n]\r}\t"
+	var got PopResult
+	if err := decodePop([]byte(ws), "q", &got); err != nil {
+		t.Fatalf("%q: %v", ws, err)
+	}
+	want := []Message{
+		{ID: "a", Partition: "p", Attempts: -2, Queue: "q", Payload: json.RawMessage("[1,\t2]")},
+		{ID: "b", Attempts: 90, Queue: "q", Payload: json.RawMessage("{}")},
+	}
+	if !reflect.DeepEqual(got.Messages, want) {
+		t.Fatalf("%q:\n got %+v\nwant %+v", ws, got.Messages, want)
+	}
+	// Empty objects, inside the array and after it.
+	in := `{"messages":[{},{ }],"extra":{}}`
+	if err := decodePop([]byte(in), "q", &got); err != nil || !reflect.DeepEqual(got.Messages, []Message{{Queue: "q"}, {Queue: "q"}}) {
+		t.Fatalf("%s: %+v %v", in, got.Messages, err)
 	}
 }

@@ -1,12 +1,16 @@
 package client
 
 import (
+	"bufio"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 )
@@ -50,5 +54,46 @@ func TestTokenIsSent(t *testing.T) {
 	var qe *Error
 	if !errors.As(err, &qe) || qe.Status != 401 || qe.Code != "unauthorized" {
 		t.Fatalf("push without a token: %v, want 401 unauthorized", err)
+	}
+}
+
+// TestHeadersSent: every request carries WithHeader's headers, each value
+// of a repeated one, and "Authorization: Bearer <token>" only when
+// WithToken gave one, through both transports.
+func TestHeadersSent(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 8)
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			got <- req.header
+			if _, err := io.WriteString(nc, response(200, "", `{"queues":[]}`)); err != nil {
+				return
+			}
+		}
+	})
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		auth []string
+	}{
+		{"own, no token", nil, nil},
+		{"own, a token", []Option{WithToken("tok")}, []string{"Bearer tok"}},
+		{"net/http, no token", []Option{WithHTTPClient(&http.Client{})}, nil},
+		{"net/http, a token", []Option{WithHTTPClient(&http.Client{}), WithToken("tok")}, []string{"Bearer tok"}},
+	} {
+		opts := append([]Option{WithHeader("X-B", "2"), WithHeader("X-A", "1"), WithHeader("X-A", "3")}, tc.opts...)
+		c := newHTTPClient(t, f.URL(), opts...)
+		if _, err := c.Queues(ctx); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		h := <-got
+		if !slices.Equal(h["Authorization"], tc.auth) || !slices.Equal(h["X-A"], []string{"1", "3"}) || !slices.Equal(h["X-B"], []string{"2"}) {
+			t.Fatalf("%s: headers %v, want Authorization %v, X-A [1 3], X-B [2]", tc.name, h, tc.auth)
+		}
 	}
 }

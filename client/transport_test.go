@@ -432,10 +432,13 @@ func TestFailoverBetweenURLs(t *testing.T) {
 	b := startBroker(t, nil)
 	dead := fmt.Sprintf("http://127.0.0.1:%d", brokertest.Port(t))
 	ctx := testCtx(t)
-	for _, first := range []string{"push", "pop", "request"} {
+	for _, first := range []string{"push", "pop", "request", "push through net/http"} {
 		c := newClient(t, dead, WithURLs(b.URL()))
+		if first == "push through net/http" {
+			c = newClient(t, dead, WithURLs(b.URL()), WithHTTPClient(&http.Client{}))
+		}
 		switch first {
-		case "push":
+		case "push", "push through net/http":
 			if _, err := c.Push(ctx, "fo", []any{1}, PushOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -771,5 +774,127 @@ func TestCloseEndsConnections(t *testing.T) {
 	}
 	if _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a push after Close: %v", err)
+	}
+}
+
+// TestReadAnswer: the answer reader on every framing the transport
+// accepts (docs/sdk-transport.md, "Answers"): 1xx skipped, 204 and 304
+// without a body whatever they say, HTTP/1.0 and "Connection: close" as a
+// close, an answer without framing read to the end, chunks with extensions
+// and trailers, Retry-After; and each malformed answer a framing error.
+func TestReadAnswer(t *testing.T) {
+	type want struct {
+		status     int
+		body       string
+		close      bool
+		retryAfter string
+	}
+	ok := func(body string) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	for _, tc := range []struct {
+		name    string
+		in      string
+		answers []want
+		err     bool // after the answers
+	}{
+		{"1xx skipped", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 199 Early\r\nX: y\r\n\r\n" + ok("a"), []want{{status: 200, body: "a"}}, false},
+		{"204 without a body", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n" + ok("next"), []want{{status: 204}, {status: 200, body: "next"}}, false},
+		{"304 without a body", "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n" + ok("next"), []want{{status: 304}, {status: 200, body: "next"}}, false},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", []want{{status: 200, body: "ok", close: true}}, false},
+		{"Connection: close", "HTTP/1.1 200 OK\r\nconnection:  Close \r\nContent-Length: 0\r\n\r\n", []want{{status: 200, close: true}}, false},
+		{"Connection: keep-alive", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n" + ok(""), []want{{status: 200}, {status: 200}}, false},
+		{"Retry-After", "HTTP/1.1 503 Busy\r\nRETRY-AFTER:  7 \r\nContent-Length: 0\r\n\r\n", []want{{status: 503, retryAfter: "7"}}, false},
+		{"no framing", "HTTP/1.1 200 OK\r\n\r\nto the end", []want{{status: 200, body: "to the end", close: true}}, false},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n5;x=1\r\nhello\r\nA \r\n, world!!!\r\n0\r\nTrailer: t\r\n\r\n" + ok("b"), []want{{status: 200, body: "hello, world!!!"}, {status: 200, body: "b"}}, false},
+		{"a status line without digits", "HTTP/1.1 2x0 OK\r\n\r\n", nil, true},
+		{"a status line with a letter after the digits", "HTTP/1.1 20:\r\n\r\n", nil, true},
+		{"a status line too short", "HTTP/1.1 20\r\n", nil, true},
+		{"not HTTP/1", "HTTP/2.0 200 OK\r\n\r\n", nil, true},
+		{"no space after the version", "HTTP/1.1_200 OK\r\n\r\n", nil, true},
+		{"a header without a name", "HTTP/1.1 200 OK\r\n: x\r\nContent-Length: 0\r\n\r\n", nil, true},
+		{"a header without a colon", "HTTP/1.1 200 OK\r\nX\r\nContent-Length: 0\r\n\r\n", nil, true},
+		{"a bad Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", nil, true},
+		{"an answer over 256 MiB", "HTTP/1.1 200 OK\r\nContent-Length: 268435457\r\n\r\n", nil, true},
+		{"another Transfer-Encoding", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", nil, true},
+		{"a bad chunk size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", nil, true},
+		{"a chunk not followed by CRLF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", nil, true},
+		{"a header line over 16 KiB", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("x", 16<<10) + "\r\n\r\n", nil, true},
+		{"cut in the body", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", nil, true},
+		{"cut in a chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nshort", nil, true},
+		{"cut in the trailers", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\r\n", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			go func() {
+				_, _ = io.WriteString(server, tc.in)
+				server.Close()
+			}()
+			defer client.Close()
+			w := newWireConn(client)
+			for i, want := range tc.answers {
+				a, body, err := w.readAnswer(nil)
+				if err != nil {
+					t.Fatalf("answer %d: %v", i, err)
+				}
+				if a.status != want.status || string(body) != want.body || a.close != want.close || a.retryAfter != want.retryAfter {
+					t.Fatalf("answer %d: %d %q close %v retry-after %q; want %+v", i, a.status, body, a.close, a.retryAfter, want)
+				}
+			}
+			_, _, err := w.readAnswer(nil)
+			if tc.err {
+				if err == nil || errors.Is(err, io.EOF) && !strings.HasPrefix(tc.name, "cut") {
+					t.Fatalf("after the answers: %v, want a framing error", err)
+				}
+			} else if !errors.Is(err, io.EOF) {
+				t.Fatalf("after the answers: %v, want the end of the stream", err)
+			}
+		})
+	}
+}
+
+// TestEvery2xxIsSuccess: any 2xx answer is a success and any other final
+// status a refusal, on the routes read by encoding/json, by hand (push,
+// pop) and on the system routes.
+func TestEvery2xxIsSuccess(t *testing.T) {
+	t.Parallel()
+	var status atomic.Int32
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			body := `{"queues":[]}`
+			switch {
+			case strings.HasSuffix(req.target, "/push"):
+				body = `{"pushed":1}`
+			case strings.Contains(req.target, "/pop"):
+				body = `{"messages":[]}`
+			case strings.HasPrefix(req.target, systemPrefix):
+				body = `{"enabled":true,"retryAfterSeconds":1}`
+			}
+			if _, err := io.WriteString(nc, response(int(status.Load()), "", body)); err != nil {
+				return
+			}
+		}
+	})
+	ctx := testCtx(t)
+	c := newClient(t, f.URL())
+	calls := map[string]func() error{
+		"queues":      func() error { _, err := c.Queues(ctx); return err },
+		"push":        func() error { _, err := c.Push(ctx, "q", []any{1}, PushOptions{}); return err },
+		"pop":         func() error { _, err := c.Pop(ctx, "q", PopOptions{}); return err },
+		"kill switch": func() error { _, err := c.KillSwitch(ctx); return err },
+	}
+	for _, st := range []int{200, 299, 300, 399} {
+		status.Store(int32(st))
+		for name, call := range calls {
+			err := call()
+			var e *Error
+			if st < 300 && err != nil || st >= 300 && (!errors.As(err, &e) || e.Status != st) {
+				t.Fatalf("%s answered %d: %v", name, st, err)
+			}
+		}
 	}
 }
