@@ -1,4 +1,4 @@
-// The transport's failure paths (lib/transport.js, lib/http1.js): against a
+// The HTTP/1.1 transport's failure paths (lib/transport.js, lib/http1.js): against a
 // real broker over real TCP where the broker can produce the condition, and
 // against a scripted TCP server where it cannot (bytes split anyhow, a
 // Connection: close, a trickled answer, a reset, silence).
@@ -14,8 +14,10 @@ import { scripted, answer } from './scripted.js'
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
+// These are the HTTP/1.1 transport's tests (the fallback, and forceHTTP);
+// the link's are in link.test.js.
 function client (t, url, options) {
-  const q = new Queen(url, options)
+  const q = new Queen(url, { forceHTTP: true, ...options })
   t.after(() => q.close().catch(() => {}))
   return q
 }
