@@ -310,6 +310,7 @@ export class Link {
   }
 
   destroy () {
+    this.pool.dropLink(this) // no call goes to it from now on
     if (this.state !== DEAD || !this.socket.destroyed) {
       this.state = DEAD
       this.socket.destroy()

@@ -16,10 +16,11 @@ const LINK_PATH = '/api/v1/ephemeral/link'
 // and not counted, unless `link` is set: then it is answered 101 and each
 // request frame is handed over at once with its own `sock`, whose write()
 // sends an answer frame on the request's stream; req.signal aborts when the
-// client cancels the stream. srv.cancels counts cancel frames, srv.pings
+// client cancels the stream, and sock.refuse(reason) sends a refuse frame.
+// srv.upgrades counts upgrade requests, srv.cancels counts cancel frames, srv.pings
 // pings (each answered by a pong unless srv.pong is false).
 export async function scripted (t, onRequest, { link = false } = {}) {
-  const srv = { connections: 0, requests: 0, links: 0, cancels: 0, pings: 0, pong: true, sockets: new Set() }
+  const srv = { connections: 0, requests: 0, upgrades: 0, links: 0, cancels: 0, pings: 0, pong: true, sockets: new Set() }
   const server = net.createServer((sock) => {
     srv.connections++
     srv.sockets.add(sock)
@@ -46,6 +47,7 @@ export async function scripted (t, onRequest, { link = false } = {}) {
         const body = buf.subarray(end + 4, end + 4 + len).toString()
         buf = buf.subarray(end + 4 + len)
         if (path.endsWith(LINK_PATH)) {
+          srv.upgrades++
           if (!link) {
             sock.write(answer(404, '{"error":"no such route","code":"not_found"}'))
             continue
@@ -82,6 +84,9 @@ export async function scripted (t, onRequest, { link = false } = {}) {
               sock.write(Buffer.concat([header(2, id, payload.length), payload]))
             },
             end (s) { if (s !== undefined) facade.write(s); sock.end() },
+            refuse (reason) { // a refuse frame with that reason byte
+              if (streams.delete(id) && !sock.destroyed) sock.write(Buffer.concat([header(4, id, 1), Buffer.from([reason])]))
+            },
             destroy () { sock.destroy() },
             resetAndDestroy () { sock.resetAndDestroy() },
             get destroyed () { return sock.destroyed }
