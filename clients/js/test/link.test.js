@@ -324,6 +324,24 @@ test('kill -9 of the broker with calls in flight: each reported "may have been a
   assert.equal((await metrics(b.url)).links, 1)
 })
 
+test('one write: calls made in one tick, and request()\'s push and inbox pop, leave together', async (t) => {
+  const reqs = []
+  const srv = await scripted(t, (req, sock) => {
+    reqs.push(req)
+    if (req.path.includes('/push')) return sock.write(answer(201, '{"pushed":1}'))
+    sock.write(answer(200, JSON.stringify({ queue: 'i', messages: [{ id: 'e:1:Default:1', partition: 'Default', attempts: 0, payload: 'reply' }] })))
+  }, { link: true })
+  const e = client(t, srv.url).ephemeral
+  await e.push('warm', [0]) // the link is open
+  await Promise.all(Array.from({ length: 50 }, (_, i) => e.push('q', [i])))
+  assert.equal(new Set(reqs.slice(1).map((r) => r.read)).size, 1, '50 pushes in one read')
+  assert.equal((await e.request('rpc', 'x', { timeout: 5000 })).payload, 'reply')
+  const [push, pop] = reqs.slice(51)
+  assert.ok(push.path.endsWith('/push') && pop.path.includes('/pop?queue=inbox-') && pop.path.includes('wait=true'), `${push.path} ${pop.path}`)
+  assert.equal(push.read, pop.read, 'the push and its inbox pop in one read')
+  assert.equal(JSON.parse(push.body).messages[0].payload.replyTo, new URL(pop.path, 'http://x').searchParams.get('queue'))
+})
+
 test('refusals on a link: busy is backed off and sent again, lost and too large are reported, never sent again', async (t) => {
   const seen = []
   const srv = await scripted(t, (req, sock, n) => {

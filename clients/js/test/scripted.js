@@ -16,7 +16,8 @@ const LINK_PATH = '/api/v1/ephemeral/link'
 // and not counted, unless `link` is set: then it is answered 101 and each
 // request frame is handed over at once with its own `sock`, whose write()
 // sends an answer frame on the request's stream; req.signal aborts when the
-// client cancels the stream, and sock.refuse(reason) sends a refuse frame.
+// client cancels the stream, req.read numbers the socket read that brought
+// the frame in, and sock.refuse(reason) sends a refuse frame.
 // srv.upgrades counts upgrade requests, srv.cancels counts cancel frames, srv.pings
 // pings (each answered by a pong unless srv.pong is false).
 export async function scripted (t, onRequest, { link = false } = {}) {
@@ -30,7 +31,9 @@ export async function scripted (t, onRequest, { link = false } = {}) {
     let buf = Buffer.alloc(0)
     let chain = Promise.resolve()
     let frames = null // the link's streams, once upgraded
+    let reads = 0
     sock.on('data', (d) => {
+      reads++
       buf = Buffer.concat([buf, d])
       if (frames) {
         buf = readFrames(buf, frames)
@@ -74,6 +77,7 @@ export async function scripted (t, onRequest, { link = false } = {}) {
         b = b.subarray(13 + n)
         if (type === 1) {
           const req = decodeRequest(p)
+          req.read = reads // which read of the socket brought it
           const ac = new AbortController()
           req.signal = ac.signal
           streams.set(id, ac)
