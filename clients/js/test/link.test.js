@@ -11,6 +11,7 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import tls from 'node:tls'
 import { readFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
 import { createHmac } from 'node:crypto'
 import { Queen, QueenError, ConnectionError, RequestTimeoutError, Codes, parseRequest } from '../index.js'
 import { FrameReader, encodeRequest, parseAnswer, refusalServed } from '../lib/frames.js'
@@ -340,6 +341,25 @@ test('one write: calls made in one tick, and request()\'s push and inbox pop, le
   assert.ok(push.path.endsWith('/push') && pop.path.includes('/pop?queue=inbox-') && pop.path.includes('wait=true'), `${push.path} ${pop.path}`)
   assert.equal(push.read, pop.read, 'the push and its inbox pop in one read')
   assert.equal(JSON.parse(push.body).messages[0].payload.replyTo, new URL(pop.path, 'http://x').searchParams.get('queue'))
+})
+
+test('an open client with an idle link does not keep the process alive; a parked pop does', async (t) => {
+  const b = await startBroker(t)
+  const index = new URL('../index.js', import.meta.url).href
+  const run = (body) => new Promise((resolve) => {
+    const script = `import { Queen } from ${JSON.stringify(index)}
+const q = new Queen(${JSON.stringify(b.url)})
+${body}`
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'ignore' })
+    const timer = setTimeout(() => { child.kill(); resolve('still running') }, 3000)
+    child.on('exit', (code) => { clearTimeout(timer); resolve(code) })
+  })
+  const [idle, parked] = await Promise.all([
+    run("await q.ephemeral.push('u', [1]); if (q.transport.links.size !== 1) process.exit(3)"),
+    run("q.ephemeral.pop('nothing', { wait: true, timeout: 20000 })")
+  ])
+  assert.equal(idle, 0, 'exited once its calls were answered')
+  assert.equal(parked, 'still running', 'a parked pop kept it alive')
 })
 
 test('refusals on a link: busy is backed off and sent again, lost and too large are reported, never sent again', async (t) => {
