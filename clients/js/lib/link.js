@@ -217,8 +217,8 @@ export class Link {
     if (type === FRAME_ANSWER) {
       const c = this.streams.get(id)
       if (c === undefined) return // cancelled, or overdue
+      const a = parseAnswer(p) // throws on a malformed one: c fails with the link
       this.streams.delete(id)
-      const a = parseAnswer(p)
       c.settle(a.status, a.body, a.retryAfter)
       this.idle()
     } else if (type === FRAME_REFUSE) {

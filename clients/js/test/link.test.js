@@ -463,3 +463,27 @@ test('frames: a request encodes as docs/link.md lays it out; any split of a stre
   assert.equal(refusalServed(Buffer.from([9])), true)
   assert.equal(refusalServed(Buffer.alloc(0)), true)
 })
+
+test('frames: random bytes make the reader and the answer parser throw FrameError or read frames, nothing else', () => {
+  let seed = 7
+  const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n }
+  for (let i = 0; i < 3000; i++) {
+    const b = Buffer.alloc(rand(64))
+    for (let j = 0; j < b.length; j++) b[j] = rand(4) === 0 ? 0 : rand(256)
+    if (b.length >= 4 && rand(2) === 0) b.writeUInt32BE(rand(b.length), 0) // a plausible length
+    try {
+      new FrameReader(1 << 16, (type, id, p) => { if (type === 2) parseAnswer(p) }).feed(b)
+    } catch (err) {
+      assert.equal(err.name, 'FrameError', String(err))
+    }
+    try {
+      const k = rand(b.length + 1)
+      const head = rand(2) ? 'HTTP/1.1 2' : 'HTTP/1.1 '
+      const te = rand(3) === 0 ? '\r\ntransfer-encoding: chunked' : ''
+      const a = parseAnswer(Buffer.concat([Buffer.from(head), b.subarray(0, k), Buffer.from(te + (rand(2) ? '\r\n\r\n' : '')), b.subarray(k)]))
+      assert.ok(a.status >= 200 && a.status <= 599 && Buffer.isBuffer(a.body))
+    } catch (err) {
+      assert.ok(err.name === 'FrameError' || err.name === 'ProtocolError', String(err))
+    }
+  }
+})
