@@ -362,6 +362,52 @@ ${body}`
   assert.equal(parked, 'still running', 'a parked pop kept it alive')
 })
 
+test('the upgrade\'s answer and the frames behind it, one byte per write', async (t) => {
+  const trickle = async (sock, bytes) => {
+    for (let i = 0; i < bytes.length && !sock.destroyed; i++) {
+      sock.write(bytes.subarray(i, i + 1))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  const server = net.createServer((sock) => {
+    sock.setNoDelay(true)
+    sock.on('error', () => {})
+    let buf = Buffer.alloc(0)
+    let upgraded = false
+    sock.on('data', async (d) => {
+      buf = Buffer.concat([buf, d])
+      if (!upgraded) {
+        const end = buf.indexOf('\r\n\r\n')
+        if (end < 0) return
+        upgraded = true
+        buf = buf.subarray(end + 4)
+        if (!/authorization: Bearer good/i.test(d.toString())) {
+          return trickle(sock, Buffer.from(answer(401, '{"error":"bad token","code":"unauthorized"}')))
+        }
+        await trickle(sock, Buffer.from('HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n'))
+      }
+      while (buf.length >= 13 && buf.length >= 13 + buf.readUInt32BE(0)) {
+        const id = buf.readBigUInt64BE(5)
+        buf = buf.subarray(13 + buf.readUInt32BE(0))
+        const a = Buffer.from(answer(201, `{"pushed":${id}}`))
+        const h = Buffer.alloc(13)
+        h.writeUInt32BE(a.length, 0)
+        h[4] = 2
+        h.writeBigUInt64BE(id, 5)
+        await trickle(sock, Buffer.concat([h, a]))
+      }
+    })
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => server.close())
+  const url = `http://127.0.0.1:${server.address().port}`
+  const e = client(t, url, { token: 'good' }).ephemeral
+  assert.deepEqual(await Promise.all([e.push('q', [1]), e.push('q', [2])]), [{ pushed: 0 }, { pushed: 1 }])
+  assert.deepEqual(await e.push('q', [3]), { pushed: 2 })
+  const bad = client(t, url, { token: 'bad' }).ephemeral
+  await assert.rejects(bad.push('q', [1]), (err) => err instanceof QueenError && err.status === 401 && err.code === 'unauthorized' && err.detail === 'bad token')
+})
+
 test('refusals on a link: busy is backed off and sent again, lost and too large are reported, never sent again', async (t) => {
   const seen = []
   const srv = await scripted(t, (req, sock, n) => {
