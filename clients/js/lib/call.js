@@ -41,6 +41,7 @@ export class Call {
     this.signal = signal
     this.onAbort = null
     this.busyWait = 0 // the last backoff after a link's "busy" refusal
+    this.closings = 0 // the link's "closing" refusals
     this.promise = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
     if (signal) {
       this.onAbort = () => this.cancel(signal.reason)

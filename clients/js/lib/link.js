@@ -244,9 +244,16 @@ export class Link {
     c.id = -1
     if (p[0] === REFUSE_CLOSING) {
       // The broker is shutting down: no new call on this link; this one
-      // goes on a fresh one (or fails to dial it, and fails over).
+      // goes on a fresh one (a broker replaced behind the same address), or
+      // fails to dial it and fails over. Refused "closing" there too, the
+      // URL is as good as unreachable: the call fails as never sent, as a
+      // failed dial does, and goes to the next URL.
       this.pool.dropLink(this)
-      this.pool.resend(c, 0)
+      if (c.closings++ === 0) {
+        this.pool.resend(c, 0)
+        return
+      }
+      c.fail(new ConnectionError(`${c.method} ${c.path}: ${this.pool.origin} is shutting down (refused "closing" on two links)`, { code: 'ERR_LINK_CLOSING', dial: true, sent: false }))
       return
     }
     // Busy: the link's bound on streams in flight is reached.

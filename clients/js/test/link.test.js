@@ -443,6 +443,22 @@ test('refusals on a link: busy is backed off and sent again, lost and too large 
   assert.equal(srv.links, 1, 'the link stayed open')
 })
 
+test('closing: sent again on a fresh link, and to the next URL when that one is closing too', async (t) => {
+  const closing = await scripted(t, (req, sock) => sock.refuse(2), { link: true })
+  const once = await scripted(t, (req, sock, n) => n === 1 ? sock.refuse(2) : sock.write(answer(201, '{"pushed":1}')), { link: true })
+  const good = await scripted(t, (req, sock) => sock.write(answer(201, '{"pushed":1}')), { link: true })
+  assert.deepEqual(await client(t, once.url).ephemeral.push('q', [1]), { pushed: 1 })
+  assert.equal(once.requests, 2)
+  assert.equal(once.links, 2, 'the second send on a fresh link')
+  const queen = client(t, [closing.url, good.url])
+  assert.deepEqual(await queen.ephemeral.push('q', [1]), { pushed: 1 })
+  assert.equal(closing.requests, 2)
+  assert.equal(good.requests, 1)
+  assert.equal(queen.url, good.url)
+  await assert.rejects(client(t, closing.url).ephemeral.push('q', [1]), (err) => err instanceof ConnectionError && !err.sent && err.code === 'ERR_LINK_CLOSING')
+  assert.equal(closing.requests, 4)
+})
+
 test('pings keep a link; a link that answers no ping for two is closed and its calls fail as lost', async (t) => {
   const srv = await scripted(t, () => {}, { link: true }) // parks everything
   const queen = client(t, srv.url)
