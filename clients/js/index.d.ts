@@ -64,7 +64,8 @@ export declare class FlushError extends Error {
  * The connection to the broker failed (refused, reset, closed before the answer).
  * `code` is the socket's (`ECONNREFUSED`, `ECONNRESET`, ...), `ECONNCLOSED`
  * for a clean close, or the link's: `ERR_LINK_LOST` and `ERR_LINK_TOO_LARGE`
- * (refuse frames, docs/link.md), `ERR_LINK_TIMEOUT` (no pong for two pings).
+ * (refuse frames, docs/link.md), `ERR_LINK_TIMEOUT` (no pong for two pings),
+ * `ERR_LINK_CLOSING` (the broker is shutting down; not sent).
  * `sent` is false only when the call provably never reached the broker (true:
  * it may have been applied); `dial` is true when the connection was never
  * established.
