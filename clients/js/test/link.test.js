@@ -175,6 +175,23 @@ test('a call past its deadline is cancelled on its stream; the link and the call
   assert.equal(srv.links, 1)
 })
 
+test('the kill switch with pops parked on a link: answered empty, calls refused 503 ephemeral_disabled, the same link serves after the resume', async (t) => {
+  const b = await startBroker(t)
+  const queen = client(t, b.url)
+  const e = queen.ephemeral
+  const pops = Array.from({ length: 20 }, (_, i) => e.pop('ks-' + i, { wait: true, timeout: 20000 }))
+  await waitFor('20 parked', async () => (await metrics(b.url)).parked === 20)
+  const system = (enabled) => fetch(b.url + '/api/v1/system/ephemeral', { method: 'POST', body: JSON.stringify({ enabled, retryAfterSeconds: 2 }) }).then((r) => r.status)
+  assert.equal(await system(false), 200)
+  for (const r of await Promise.all(pops)) assert.deepEqual(r.messages, [])
+  await assert.rejects(e.push('ks-0', [1]), (err) => err instanceof QueenError && err.status === 503 && err.code === Codes.DISABLED && err.retryAfter === 2000)
+  assert.equal(await system(true), 200)
+  assert.deepEqual(await e.push('ks-0', [1]), { pushed: 1 })
+  assert.equal(queen.transport.links.size, 1)
+  assert.equal(queen.transport.conns.size, 0)
+  assert.equal((await metrics(b.url)).links, 1)
+})
+
 // A TCP proxy to target; edit(head) may rewrite each connection's first
 // request head, or answer it itself (a string).
 async function proxy (t, target, edit) {
