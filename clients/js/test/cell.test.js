@@ -14,6 +14,7 @@ import { startBroker } from './broker.js'
 const API = '/api/v1/ephemeral'
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const CELL = [Codes.OWNER_MOVED, Codes.FORWARD_FAILED]
+const SLACK = 250
 
 function baseClient (t, url, options) {
   const q = new Queen(url, options)
@@ -140,7 +141,10 @@ for (const mode of ['link', 'http']) {
     assert.ok(err instanceof QueenError, String(err))
     assert.equal(err.status, 503)
     assert.equal(err.code, code)
-    assert.ok(took <= within, `gave up after ${took} ms, want within ${within}`)
+    // SLACK: the last send's round trip on a shared, loaded machine (and,
+    // on a link, the upgrade's before the first); a bound not kept would
+    // run on to the client's 30 s.
+    assert.ok(took <= within + SLACK, `gave up after ${took} ms, want within ${within} (+${SLACK})`)
     const n = b.sent(route).length
     assert.ok(n >= 2, `${n} sends`)
     assert.equal(err.attempts, n)
@@ -174,9 +178,12 @@ for (const mode of ['link', 'http']) {
   test("the broker's Retry-After: 1 past the client timeout: sent once more at the end of the bound, not given up at once", async (t) => {
     const b = await cellBroker(t, () => refusal(Codes.OWNER_MOVED, '1'))
     const e = client(t, b.url, { timeout: 400 }).ephemeral
+    const start = Date.now()
     await bounded(b, '/push', e.push('q', [1]), Codes.OWNER_MOVED, 500)
+    // From the call's start: the first send's own round trip (slow on a
+    // loaded machine) is part of the bound.
     const sent = b.sent('/push')
-    assert.ok(sent[1].at - sent[0].at >= 250, `sent again after ${sent[1].at - sent[0].at} ms, want at the end of the bound (about 350 ms)`)
+    assert.ok(sent[1].at - start >= 300, `sent again ${sent[1].at - start} ms into the call, want at the end of the bound (about 350 ms)`)
   })
 
   test("request()'s timeout bounds the retries of its push", async (t) => {
@@ -189,9 +196,10 @@ for (const mode of ['link', 'http']) {
     const b = await cellBroker(t, () => refusal(Codes.OWNER_MOVED, '5'))
     const e = client(t, b.url).ephemeral
     const start = Date.now()
-    const err = await e.pop('q', { signal: AbortSignal.timeout(100) }).then(() => null, (e) => e)
+    // The signal aborts a second in, well into the 5 s the refusal asked for.
+    const err = await e.pop('q', { signal: AbortSignal.timeout(1000) }).then(() => null, (e) => e)
     assert.ok(err instanceof QueenError && err.code === Codes.OWNER_MOVED && err.attempts === 1, String(err))
-    assert.ok(Date.now() - start < 1000, `took ${Date.now() - start} ms`)
+    assert.ok(Date.now() - start < 3000, `took ${Date.now() - start} ms`)
     await b.settled('/pop', 1)
   })
 

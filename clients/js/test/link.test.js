@@ -136,7 +136,7 @@ test('10,000 waiting pops on one link; one abort lets them all go on the broker'
   const settled = await Promise.allSettled(pops)
   assert.equal(settled.filter((s) => s.status === 'fulfilled').length, 1)
   assert.ok(settled.every((s) => s.status === 'fulfilled' || s.reason.name === 'AbortError'))
-  await waitFor('cancel frames let them go', async () => (await metrics(b.url)).parked === 0)
+  await waitFor('cancel frames let them go', async () => (await metrics(b.url)).parked === 0, 30000)
   assert.deepEqual(await metrics(b.url), { links: 1, connections: 0, parked: 0 })
 })
 
