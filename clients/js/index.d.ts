@@ -114,7 +114,7 @@ export interface QueenOptions {
    * `true`: HTTP/1.1 only. By default every call rides a link (docs/link.md), one
    * upgraded connection per broker URL, and falls back to HTTP/1.1 by itself when the
    * upgrade is answered with anything but 101 (an older broker, a proxy that drops
-   * `Upgrade`), remembered per URL.
+   * `Upgrade`), remembered per URL for a minute.
    */
   forceHTTP?: boolean
   buffer?: BufferOptions

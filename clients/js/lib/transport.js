@@ -2,7 +2,8 @@
 //
 // A call goes on a link (lib/link.js: one upgraded connection carrying every
 // call at once) unless the URL refused the upgrade (remembered per URL; the
-// call is then sent over HTTP/1.1, never having left), links are off
+// call is then sent over HTTP/1.1, never having left; a link is offered
+// again a minute later), links are off
 // (`forceHTTP`), or its body is over LINK_MAX_BODY. Otherwise, keep-alive
 // HTTP/1.1 connections over node:net (or node:tls):
 //
@@ -180,11 +181,20 @@ class Pool {
     this.links = [] // open or opening links (lib/link.js)
     this.next = 0
     this.linkMode = LINK_UNKNOWN
+    this.linkAgainAt = 0 // when a refused URL is offered a link again
   }
 
-  /** Whether call goes on a link: links are on, the URL has not refused them, its body is small. */
+  /**
+   * Whether call goes on a link: links are on, its body is small, and the
+   * URL has not refused an upgrade in the last `linkRetry` ms (then one is
+   * tried again, so that brokers upgraded behind the URL are used).
+   */
   linkable (call) {
-    return this.transport.linksPerURL > 0 && this.linkMode !== LINK_NO && call.bodyLen <= LINK_MAX_BODY
+    if (this.transport.linksPerURL === 0 || call.bodyLen > LINK_MAX_BODY) return false
+    if (this.linkMode !== LINK_NO) return true
+    if (Date.now() < this.linkAgainAt) return false
+    this.linkMode = LINK_UNKNOWN
+    return true
   }
 
   /** Whether the URL has answered an upgrade 101. */
@@ -203,9 +213,10 @@ class Pool {
 
   linked () { this.linkMode = LINK_YES }
 
-  /** The URL answered the upgrade with a refusal: HTTP/1.1 from now on. */
+  /** The URL answered the upgrade with a refusal: HTTP/1.1 for the next `linkRetry` ms. */
   unlinkable () {
-    if (this.linkMode === LINK_UNKNOWN) this.linkMode = LINK_NO
+    this.linkMode = LINK_NO
+    this.linkAgainAt = Date.now() + this.transport.linkRetry
   }
 
   dropLink (l) {
@@ -284,7 +295,7 @@ export class Transport {
   /**
    * urls: broker URLs (failover order); headers: constant request headers
    * as `name: value\r\n` lines; opts: { pipeline, connections, idle, tls,
-   * links (per URL; 0: HTTP/1.1 only), pingEvery }.
+   * links (per URL; 0: HTTP/1.1 only), pingEvery, linkRetry }.
    */
   constructor (urls, headers, opts = {}) {
     this.pools = urls.map((u) => new Pool(this, u))
@@ -297,6 +308,7 @@ export class Transport {
     this.tick = opts.tick ?? 100
     this.linksPerURL = opts.links ?? 1
     this.pingEvery = opts.pingEvery ?? 30000
+    this.linkRetry = opts.linkRetry ?? 60000
     this.conns = new Set()
     this.links = new Set()
     this.timer = null

@@ -253,12 +253,22 @@ for (const [what, edit] of [
   })
 }
 
-test('an older broker (404 to the upgrade): HTTP/1.1, the upgrade tried once', async (t) => {
+test('an older broker (404 to the upgrade): HTTP/1.1, the upgrade tried once, and again after linkRetry', async (t) => {
   const srv = await scripted(t, (req, sock) => sock.write(answer(201, '{"pushed":1}')))
-  const e = client(t, srv.url).ephemeral
+  const queen = client(t, srv.url)
+  queen.transport.linkRetry = 300
+  const e = queen.ephemeral
+  const start = Date.now()
   for (let i = 0; i < 3; i++) assert.deepEqual(await Promise.all([e.push('q', [i]), e.push('q', [i])]), [{ pushed: 1 }, { pushed: 1 }])
-  assert.equal(srv.upgrades, 1)
+  if (Date.now() - start < 300) assert.equal(srv.upgrades, 1)
   assert.equal(srv.requests, 6, 'each push sent once')
+  // A rolling upgrade behind the URL: once linkRetry has passed, a link is
+  // offered again (and here refused again).
+  while (Date.now() - start < 350) await sleep(20)
+  const before = srv.upgrades
+  assert.deepEqual(await e.push('q', [9]), { pushed: 1 })
+  assert.equal(srv.upgrades, before + 1)
+  assert.equal(srv.requests, 7)
 })
 
 test('forceHTTP: no upgrade, HTTP/1.1 connections', async (t) => {
