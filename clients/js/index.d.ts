@@ -62,9 +62,13 @@ export declare class FlushError extends Error {
 
 /**
  * The connection to the broker failed (refused, reset, closed before the answer).
- * `code` is the socket's (`ECONNREFUSED`, `ECONNRESET`, ...) or `ECONNCLOSED`
- * for a clean close. `sent` is false only when the call provably never reached
- * the broker; `dial` is true when the connection was never established.
+ * `code` is the socket's (`ECONNREFUSED`, `ECONNRESET`, ...), `ECONNCLOSED`
+ * for a clean close, or the link's: `ERR_LINK_LOST` and `ERR_LINK_TOO_LARGE`
+ * (refuse frames, docs/link.md), `ERR_LINK_TIMEOUT` (no pong for two pings),
+ * `ERR_LINK_CLOSING` (the broker is shutting down; not sent).
+ * `sent` is false only when the call provably never reached the broker (true:
+ * it may have been applied); `dial` is true when the connection was never
+ * established.
  */
 export declare class ConnectionError extends Error {
   readonly name: 'ConnectionError'
@@ -106,6 +110,13 @@ export interface QueenOptions {
    * It also bounds, from the first send, the retries of a call refused by the cell.
    */
   timeout?: number
+  /**
+   * `true`: HTTP/1.1 only. By default every call rides a link (docs/link.md), one
+   * upgraded connection per broker URL, and falls back to HTTP/1.1 by itself when the
+   * upgrade is answered with anything but 101 (an older broker, a proxy that drops
+   * `Upgrade`), remembered per URL for a minute.
+   */
+  forceHTTP?: boolean
   buffer?: BufferOptions
   /** Called for each flush that finally failed (also reported by the next buffered push, flush() and close()). */
   onFlushError?: (err: FlushError) => void

@@ -1,6 +1,7 @@
 // queen-mq: the JavaScript client of Queen MQ's ephemeral queues.
-// ESM, zero runtime dependencies (Node 20.3 or later): HTTP/1.1 of its own
-// over node:net, pipelined keep-alive connections (lib/transport.js).
+// ESM, zero runtime dependencies (Node 20.3 or later): every call on a link
+// (lib/link.js, docs/link.md) per broker URL, or HTTP/1.1 of its own over
+// node:net where the broker does not speak links (lib/transport.js).
 
 import { randomBytes } from 'node:crypto'
 import { Transport, ConnectionError } from './lib/transport.js'
@@ -191,7 +192,7 @@ export class Queen {
     this.token = options.token
     this.headers = { ...(options.headers ?? {}) }
     this.timeout = options.timeout ?? 30000
-    this.transport = new Transport(this.urls, headerLines(this.headers, this.token))
+    this.transport = new Transport(this.urls, headerLines(this.headers, this.token), { links: options.forceHTTP ? 0 : 1 })
     this.closed = false
     this.closeController = new AbortController()
     this.ephemeral = new Ephemeral(this, bufferOptions(options.buffer), options.onFlushError)
@@ -256,9 +257,10 @@ export class Queen {
 
   /**
    * request()'s round trip: the push of the request and the waiting pop on
-   * its inbox leave together in one write on a connection of their own, and
-   * their answers are read in order. When the push is refused the pop is
-   * still parked on the broker, so that connection is closed.
+   * its inbox leave together in one write, on one link (lib/link.js), or,
+   * over HTTP/1.1, on a connection of their own whose answers are read in
+   * order. When the push is refused the pop is still parked on the broker,
+   * so it is given up: its stream cancelled, or that connection closed.
    *
    * A cell refusal (lib/cellretry.js) of the push means the request was not
    * delivered: it is pushed again after a backoff, with a fresh inbox (no pop
@@ -274,6 +276,7 @@ export class Queen {
     const popPath = (inbox, left) => API + '/pop?queue=' + encodeURIComponent(inbox) + '&batch=1&wait=true&timeout=' + left + '&autoAck=true'
     let dials = 0
     let repeated = false
+    let viaHTTP = false
     let retry = null
     let inbox = newInbox()
     for (;;) {
@@ -282,29 +285,39 @@ export class Queen {
       if (partition) body.partition = partition
       const idx = t.current
       const pool = t.pools[idx]
-      const conn = pool.lease()
       let left = Math.max(1, Math.floor(deadline - Date.now()))
       // The request's timeout bounds its push too, not only the wait for
       // the reply: a broker that never answers the push must not hold the
       // caller for the client's call timeout past it.
-      const push = conn.send(t.call(pool, 'POST', pushPath, JSON.stringify(body), Math.min(this.timeout, left), signal, false))
-      let pop = conn.send(t.call(pool, 'GET', popPath(inbox, left), undefined, left + this.timeout, signal, false))
-      pop.catch(noop) // awaited below unless the push fails first
+      const pushCall = t.call('POST', pushPath, JSON.stringify(body), Math.min(this.timeout, left), signal, false)
+      const onLink = !viaHTTP && pool.linkable(pushCall)
+      const conn = onLink ? pool.link() : pool.lease()
+      const park = () => {
+        const c = t.call('GET', popPath(inbox, left), undefined, left + this.timeout, signal, false)
+        // A re-park goes on any link of the URL (a fresh one if that died).
+        return { call: c, answer: (onLink && pop ? pool.link() : conn).send(c) }
+      }
+      const push = conn.send(pushCall)
+      let pop = null
+      pop = park()
+      pop.answer.catch(noop) // awaited below unless the push fails first
       try {
         let res
         try {
           res = await push
         } catch (err) {
           // Provably unsent (a failed dial, a connection the server was
-          // closing): safe to send again, on the next URL after a dial failure.
+          // closing, a refused upgrade): safe to send again, over HTTP/1.1
+          // after a refused upgrade, on the next URL after a dial failure.
           if (err instanceof ConnectionError && !signal?.aborted && !err.sent) {
+            if (err.fallback) { viaHTTP = true; continue }
             if (!err.dial && !repeated) { repeated = true; continue }
             if (err.dial && ++dials < t.pools.length) { t.failover(idx); continue }
           }
           throw err
         }
         if (res.status < 200 || res.status > 299) {
-          conn.destroy()
+          pop.call.cancel(new ConnectionError('the request\'s push was refused', { sent: false }))
           const err = this._error(res, 'POST', pushPath)
           if (!isCellRefusal(err)) throw err
           retry ??= new CellRetry(start, timeout)
@@ -313,7 +326,7 @@ export class Queen {
           continue
         }
         for (;;) {
-          res = await pop
+          res = await pop.answer
           if (res.status === 503) {
             const err = this._error(res, 'GET', API + '/pop')
             if (!isCellRefusal(err)) throw err
@@ -325,10 +338,10 @@ export class Queen {
           }
           left = Math.floor(deadline - Date.now())
           if (left < 1) throw new RequestTimeoutError(queue, timeout)
-          pop = conn.send(t.call(pool, 'GET', popPath(inbox, left), undefined, left + this.timeout, signal, false))
+          pop = park()
         }
       } finally {
-        pool.release(conn)
+        if (!onLink) pool.release(conn)
       }
     }
   }

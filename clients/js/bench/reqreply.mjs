@@ -9,7 +9,11 @@
 //   node bench/reqreply.mjs [--url http://127.0.0.1:6632] [--seconds 5]
 //        [--requesters 32] [--responders 4] [--client ./index.js]
 //        [--pipeline 16] [--connections 4] [--consume ack|autoAck]
+//        [--http] [--links 1]
 //
+// --http forces HTTP/1.1 (the forceHTTP option); --links sets the links per
+// broker URL. "tcp" is the most TCP connections the client held at once
+// (its HTTP connections and links, sampled every 50 ms).
 // Without --url it starts a broker of its own (test/broker.js: QUEEN_BIN or
 // `go build ./cmd/queen`) on a free port with a temporary data directory.
 // --client loads another build of the SDK (e.g. the previous index.js) so
@@ -42,7 +46,9 @@ const { values: a } = parseArgs({
     label: { type: 'string' },
     pipeline: { type: 'string' },
     consume: { type: 'string' }, // 'ack' or 'autoAck': responders are consume() loops
-    connections: { type: 'string' }
+    connections: { type: 'string' },
+    http: { type: 'boolean', default: false },
+    links: { type: 'string' }
   }
 })
 const { Queen, parseRequest } = await import(pathToFileURL(path.resolve(a.client)).href)
@@ -55,7 +61,8 @@ if (!url) {
   url = broker.url
 }
 
-const queen = new Queen(url)
+const queen = new Queen(url, { forceHTTP: a.http })
+if (a.links) queen.transport.linksPerURL = Number(a.links)
 // Transport knobs (this SDK only): calls per shared connection, shared connections per URL.
 if (a.pipeline) queen.transport.pipeline = Number(a.pipeline)
 if (a.connections) queen.transport.connections = Number(a.connections)
@@ -94,12 +101,17 @@ const requesters = Array.from({ length: nReq }, async () => {
 })
 
 await new Promise((resolve) => setTimeout(resolve, Number(a.warmup) * 1000))
+let tcp = 0
+const sampler = setInterval(() => {
+  tcp = Math.max(tcp, queen.transport.conns.size + (queen.transport.links?.size ?? 0))
+}, 50)
 const cpu0 = process.cpuUsage()
 const bcpu0 = broker ? procCPU(broker.proc.pid) : NaN
 const t0 = performance.now()
 measuring = true
 await new Promise((resolve) => setTimeout(resolve, Number(a.seconds) * 1000))
 measuring = false
+clearInterval(sampler)
 const secs = (performance.now() - t0) / 1000
 const cpu = process.cpuUsage(cpu0)
 const bcpu = broker ? procCPU(broker.proc.pid) - bcpu0 : NaN
@@ -118,7 +130,8 @@ const out = {
   roundTripsPerSec: Math.round(count / secs),
   p50ms: +q(0.5).toFixed(2),
   p99ms: +q(0.99).toFixed(2),
-  cpuUsPerRoundTrip: +((cpu.user + cpu.system) / count).toFixed(1)
+  cpuUsPerRoundTrip: +((cpu.user + cpu.system) / count).toFixed(1),
+  tcp
 }
 if (broker) out.brokerCpuUsPerRoundTrip = +(bcpu * 1e6 / count).toFixed(1)
 console.log(JSON.stringify(out))

@@ -1,5 +1,11 @@
-// The transport under queen-mq: keep-alive HTTP/1.1 connections over
-// node:net (or node:tls), one small pool per broker URL.
+// The transport under queen-mq: one small pool per broker URL.
+//
+// A call goes on a link (lib/link.js: one upgraded connection carrying every
+// call at once) unless the URL refused the upgrade (remembered per URL; the
+// call is then sent over HTTP/1.1, never having left; a link is offered
+// again a minute later), links are off
+// (`forceHTTP`), or its body is over LINK_MAX_BODY. Otherwise, keep-alive
+// HTTP/1.1 connections over node:net (or node:tls):
 //
 // - Short calls are pipelined on shared connections: a call is appended to
 //   a connection's output, everything appended in the same tick leaves in
@@ -23,65 +29,10 @@
 import net from 'node:net'
 import tls from 'node:tls'
 import { ResponseParser, requestHead } from './http1.js'
+import { Call, ConnectionError, timeoutError } from './call.js'
+import { Link, LINK_MAX_BODY } from './link.js'
 
-/** The connection to the broker failed; `sent` is false when the call provably never reached it. */
-export class ConnectionError extends Error {
-  constructor (message, { code, dial = false, sent = true, cause } = {}) {
-    super('queen: ' + message, cause ? { cause } : undefined)
-    this.name = 'ConnectionError'
-    this.code = code
-    this.dial = dial
-    this.sent = sent
-  }
-}
-
-function timeoutError (method, path, ms) {
-  return new DOMException(`queen: ${method} ${path}: no answer within ${ms} ms`, 'TimeoutError')
-}
-
-/** One call on a connection; `promise` settles with { status, body, retryAfter }. */
-class Call {
-  constructor (method, path, head, body, timeout, signal, safe) {
-    this.method = method
-    this.path = path
-    this.out = body === undefined ? head : head + body
-    this.timeout = timeout
-    this.deadline = timeout > 0 ? Date.now() + timeout : Infinity
-    this.safe = safe
-    this.reused = false
-    this.done = false
-    this.conn = null
-    this.signal = signal
-    this.onAbort = null
-    this.promise = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
-    if (signal) {
-      this.onAbort = () => {
-        this.fail(signal.reason)
-        // A parked call cannot be taken back from a connection of its own
-        // but by closing it; on a shared one its answer is just dropped.
-        if (this.conn?.exclusive) this.conn.destroy()
-      }
-      signal.addEventListener('abort', this.onAbort, { once: true })
-    }
-  }
-
-  settle (status, body, retryAfter) {
-    if (this.done) return
-    this.finish()
-    this.resolve({ status, body, retryAfter })
-  }
-
-  fail (err) {
-    if (this.done) return
-    this.finish()
-    this.reject(err)
-  }
-
-  finish () {
-    this.done = true
-    if (this.onAbort) this.signal.removeEventListener('abort', this.onAbort)
-  }
-}
+export { ConnectionError }
 
 class Conn {
   constructor (pool, exclusive) {
@@ -124,6 +75,7 @@ class Conn {
   send (call) {
     call.conn = this
     call.reused = this.served > 0
+    call.out ??= requestHead(call.method, this.pool.prefix + call.path, this.pool.host, this.pool.transport.headers, call.bodyLen) + (call.body ?? '')
     if (this.calls.length === 0) this.socket.ref()
     this.calls.push(call)
     this.out += call.out
@@ -188,6 +140,15 @@ class Conn {
     }
   }
 
+  /**
+   * The caller gave up on call (its signal). A parked call cannot be taken
+   * back from a connection of its own but by closing it; on a shared one
+   * its answer is just dropped.
+   */
+  abandon (call) {
+    if (this.exclusive) this.destroy()
+  }
+
   destroy () {
     if (!this.dead) {
       this.dead = true
@@ -217,6 +178,61 @@ class Pool {
     this.shared = []
     this.idle = []
     this.waiting = [] // calls for which no shared connection has room
+    this.links = [] // open or opening links (lib/link.js)
+    this.next = 0
+    this.linkMode = LINK_UNKNOWN
+    this.linkAgainAt = 0 // when a refused URL is offered a link again
+  }
+
+  /**
+   * Whether call goes on a link: links are on, its body is small, and the
+   * URL has not refused an upgrade in the last `linkRetry` ms (then one is
+   * tried again, so that brokers upgraded behind the URL are used).
+   */
+  linkable (call) {
+    if (this.transport.linksPerURL === 0 || call.bodyLen > LINK_MAX_BODY) return false
+    if (this.linkMode !== LINK_NO) return true
+    if (Date.now() < this.linkAgainAt) return false
+    this.linkMode = LINK_UNKNOWN
+    return true
+  }
+
+  /** Whether the URL has answered an upgrade 101. */
+  get linksSpoken () { return this.linkMode === LINK_YES }
+
+  /** A link for a call: a new one while there are fewer than linksPerURL, else the next in turn. */
+  link () {
+    if (this.links.length < this.transport.linksPerURL) {
+      const l = new Link(this)
+      this.links.push(l)
+      return l
+    }
+    this.next = (this.next + 1) % this.links.length
+    return this.links[this.next]
+  }
+
+  linked () { this.linkMode = LINK_YES }
+
+  /** The URL answered the upgrade with a refusal: HTTP/1.1 for the next `linkRetry` ms. */
+  unlinkable () {
+    this.linkMode = LINK_NO
+    this.linkAgainAt = Date.now() + this.transport.linkRetry
+  }
+
+  dropLink (l) {
+    const i = this.links.indexOf(l)
+    if (i >= 0) this.links.splice(i, 1)
+  }
+
+  /** A call a link refused unserved ("busy", "closing"): sent again after wait ms, within its deadline. */
+  resend (call, wait) {
+    const go = () => {
+      if (call.done) return
+      if (Date.now() >= call.deadline) call.fail(timeoutError(call.method, call.path, call.timeout))
+      else this.link().send(call)
+    }
+    if (wait > 0) setTimeout(go, Math.min(wait, Math.max(0, call.deadline - Date.now())))
+    else go()
   }
 
   /** A shared connection for a call: the first with room, else a new one, else wait. */
@@ -271,10 +287,15 @@ class Pool {
   }
 }
 
+const LINK_UNKNOWN = 0
+const LINK_YES = 1
+const LINK_NO = 2
+
 export class Transport {
   /**
    * urls: broker URLs (failover order); headers: constant request headers
-   * as `name: value\r\n` lines; opts: { pipeline, connections, idle, tls }.
+   * as `name: value\r\n` lines; opts: { pipeline, connections, idle, tls,
+   * links (per URL; 0: HTTP/1.1 only), pingEvery, linkRetry }.
    */
   constructor (urls, headers, opts = {}) {
     this.pools = urls.map((u) => new Pool(this, u))
@@ -285,33 +306,39 @@ export class Transport {
     this.idle = opts.idle ?? 64
     this.tls = opts.tls ?? {}
     this.tick = opts.tick ?? 100
+    this.linksPerURL = opts.links ?? 1
+    this.pingEvery = opts.pingEvery ?? 30000
+    this.linkRetry = opts.linkRetry ?? 60000
     this.conns = new Set()
+    this.links = new Set()
     this.timer = null
     this.closed = false
   }
 
   /** Make a call of method on path (under the URL's own path); see roundTrip. */
-  call (pool, method, path, body, timeout, signal, safe) {
+  call (method, path, body, timeout, signal, safe) {
     if (this.timer === null) this.startSweep()
-    const head = requestHead(method, pool.prefix + path, pool.host, this.headers, body === undefined ? -1 : Buffer.byteLength(body))
-    return new Call(method, path, head, body, timeout, signal, safe)
+    return new Call(method, path, body, timeout, signal, safe)
   }
 
   /**
    * One call with failover and the retry rule; resolves with
    * { status, body: Buffer, retryAfter } whatever the status.
-   * `exclusive`: on a leased connection (a call that parks).
+   * On a link when the URL speaks links (lib/link.js), else over HTTP/1.1:
+   * `exclusive` there takes a leased connection (a call that parks).
    */
   async roundTrip (method, path, body, { timeout, signal, safe = false, exclusive = false }) {
     let dials = 0
     let repeated = false
+    let viaHTTP = false
     for (;;) {
       const idx = this.current
       const pool = this.pools[idx]
       if (signal?.aborted) throw signal.reason
-      const call = this.call(pool, method, path, body, timeout, signal, safe)
+      const call = this.call(method, path, body, timeout, signal, safe)
       let conn = null
       try {
+        if (!viaHTTP && pool.linkable(call)) return await pool.link().send(call)
         if (exclusive) {
           conn = pool.lease()
           return await conn.send(call)
@@ -319,6 +346,7 @@ export class Transport {
         return await pool.submit(call)
       } catch (err) {
         if (err instanceof ConnectionError && !signal?.aborted) {
+          if (err.fallback) { viaHTTP = true; continue } // never sent: over HTTP/1.1
           if (err.dial && ++dials < this.pools.length) { this.failover(idx); continue }
           if (err.retryable && !err.dial && !repeated) { repeated = true; continue }
         }
@@ -346,6 +374,7 @@ export class Transport {
   // parked pop must be taken back from the broker.
   sweep () {
     const now = Date.now()
+    for (const l of this.links) l.sweep(now)
     for (const c of this.conns) {
       for (let i = 0; i < c.calls.length; i++) {
         const call = c.calls[i]
@@ -367,6 +396,7 @@ export class Transport {
   close () {
     this.closed = true
     for (const c of this.conns) if (c.calls.length === 0) c.destroy()
+    for (const l of this.links) l.idle()
     for (const p of this.pools) p.idle.length = 0
     if (this.timer) {
       clearInterval(this.timer)

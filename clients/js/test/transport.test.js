@@ -1,4 +1,4 @@
-// The transport's failure paths (lib/transport.js, lib/http1.js): against a
+// The HTTP/1.1 transport's failure paths (lib/transport.js, lib/http1.js): against a
 // real broker over real TCP where the broker can produce the condition, and
 // against a scripted TCP server where it cannot (bytes split anyhow, a
 // Connection: close, a trickled answer, a reset, silence).
@@ -14,8 +14,10 @@ import { scripted, answer } from './scripted.js'
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
+// These are the HTTP/1.1 transport's tests (the fallback, and forceHTTP);
+// the link's are in link.test.js.
 function client (t, url, options) {
-  const q = new Queen(url, options)
+  const q = new Queen(url, { forceHTTP: true, ...options })
   t.after(() => q.close().catch(() => {}))
   return q
 }
@@ -27,42 +29,45 @@ async function trickle (sock, bytes, size, pause) {
   }
 }
 
-test('broker restarted during request(): a clear error at once, then the client works again', async (t) => {
-  const b = await startBroker(t)
-  const queen = client(t, b.url)
-  const e = queen.ephemeral
-  const start = Date.now()
-  const pending = assert.rejects(e.request('nobody-yet', 'hello', { timeout: 20000 }), (err) => {
-    assert.ok(err instanceof ConnectionError, String(err))
-    assert.equal(err.sent, true, 'the pop had reached the broker')
-    assert.equal(err.dial, false)
-    return true
+// Run over a link too: the restart is the same story there.
+for (const forceHTTP of [true, false]) {
+  test(`broker restarted during request(): a clear error at once, then the client works again${forceHTTP ? '' : ' (on a link)'}`, async (t) => {
+    const b = await startBroker(t)
+    const queen = client(t, b.url, { forceHTTP })
+    const e = queen.ephemeral
+    const start = Date.now()
+    const pending = assert.rejects(e.request('nobody-yet', 'hello', { timeout: 20000 }), (err) => {
+      assert.ok(err instanceof ConnectionError, String(err))
+      assert.equal(err.sent, true, 'the pop had reached the broker')
+      assert.equal(err.dial, false)
+      return true
+    })
+    await sleep(200) // the push answered, the inbox pop parked
+    await b.kill()
+    await pending
+    assert.ok(Date.now() - start < 3000, 'no hang until the timeout')
+
+    await b.start(b.port)
+    const ac = new AbortController()
+    const errors = []
+    const responder = e.consume('rpc', async (m) => {
+      await e.reply(m, parseRequest(m).payload + '!')
+    }, { concurrency: 4, wait: 500, signal: ac.signal, onError: (err) => errors.push(err) })
+    const r = await e.request('rpc', 'again', { timeout: 5000 })
+    assert.equal(r.payload, 'again!')
+
+    // A consume loop survives a restart under it: the parked pop's connection
+    // resets, the loop reports it and comes back once the broker does.
+    await b.kill()
+    await sleep(100)
+    await b.start(b.port)
+    const r2 = await e.request('rpc', 'after', { timeout: 10000 })
+    assert.equal(r2.payload, 'after!')
+    assert.ok(errors.length >= 1 && errors.every((err) => err instanceof ConnectionError), `errors: ${errors}`)
+    ac.abort()
+    await responder
   })
-  await sleep(200) // the push answered, the inbox pop parked
-  await b.kill()
-  await pending
-  assert.ok(Date.now() - start < 3000, 'no hang until the timeout')
-
-  await b.start(b.port)
-  const ac = new AbortController()
-  const errors = []
-  const responder = e.consume('rpc', async (m) => {
-    await e.reply(m, parseRequest(m).payload + '!')
-  }, { concurrency: 4, wait: 500, signal: ac.signal, onError: (err) => errors.push(err) })
-  const r = await e.request('rpc', 'again', { timeout: 5000 })
-  assert.equal(r.payload, 'again!')
-
-  // A consume loop survives a restart under it: the parked pop's connection
-  // resets, the loop reports it and comes back once the broker does.
-  await b.kill()
-  await sleep(100)
-  await b.start(b.port)
-  const r2 = await e.request('rpc', 'after', { timeout: 10000 })
-  assert.equal(r2.payload, 'after!')
-  assert.ok(errors.length >= 1 && errors.every((err) => err instanceof ConnectionError), `errors: ${errors}`)
-  ac.abort()
-  await responder
-})
+}
 
 test('a parked pop whose connection is reset rejects with ECONNRESET', async (t) => {
   const srv = await scripted(t, (req, sock) => {
