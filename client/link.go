@@ -26,11 +26,12 @@ import (
 //
 // When the broker refuses the upgrade (any answer but 101: an older
 // broker, a proxy that drops upgrades) the URL falls back to the HTTP/1.1
-// transport it had before links, and stays there. A 401 or 403 is an
-// identity refusal, not a missing feature: that call goes over HTTP, which
-// answers the same refusal in the route's terms, and the upgrade is tried
-// again after refusedFor. The system routes (grants) are not the family's
-// and always go over HTTP.
+// transport it had before links for unsupportedFor, then one upgrade is
+// tried again: a broker upgraded behind the URL (a rolling upgrade) brings
+// its clients back to links. A 401 or 403 is an identity refusal, not a
+// missing feature: that call goes over HTTP, which answers the same refusal
+// in the route's terms, and the upgrade is tried again after refusedFor.
+// The system routes (grants) are not the family's and always go over HTTP.
 //
 // The retry rule is the transport's (transport.go): a stream that ended
 // without an answer after its frame was written may have been served, so
@@ -41,8 +42,10 @@ const (
 	// linksPerURL: the links kept to one broker URL.
 	linksPerURL = 2
 	// refusedFor: after an identity refusal of the upgrade, calls go over
-	// HTTP this long before the upgrade is tried again.
-	refusedFor = 5 * time.Second
+	// HTTP this long before the upgrade is tried again; unsupportedFor:
+	// after any other refusal (as the JavaScript SDK does).
+	refusedFor     = 5 * time.Second
+	unsupportedFor = time.Minute
 	// busyPause: a stream refused "busy" is sent again after this pause.
 	busyPause = 5 * time.Millisecond
 	// upgradeTimeout bounds the dial, TLS and the upgrade together.
@@ -58,10 +61,9 @@ type linkEndpoint struct {
 	upgrade []byte      // the upgrade request, rendered once
 	dialer  net.Dialer
 
-	// httpOnly: the broker refused the upgrade; retryAt: after an identity
-	// refusal, unix nanos before which HTTP is used.
-	httpOnly atomic.Bool
-	retryAt  atomic.Int64
+	// retryAt: after a refused upgrade, unix nanos before which the calls
+	// go over HTTP.
+	retryAt atomic.Int64
 	closing  atomic.Bool
 
 	rr    atomic.Uint32
@@ -143,7 +145,7 @@ func (e *linkEndpoint) mux(ctx context.Context, bound time.Duration) (*link.Mux,
 }
 
 // dial connects, upgrades and starts a Mux. A refused upgrade is
-// remembered (httpOnly or retryAt) and reported as errUpgradeRefused.
+// remembered (retryAt) and reported as errUpgradeRefused.
 func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration) (*link.Mux, error) {
 	if bound <= 0 || bound > upgradeTimeout {
 		bound = upgradeTimeout
@@ -182,11 +184,11 @@ func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration) (*link.Mux
 	}
 	if a.status != 101 {
 		nc.Close()
+		wait := unsupportedFor
 		if a.status == 401 || a.status == 403 {
-			e.retryAt.Store(time.Now().Add(refusedFor).UnixNano())
-		} else {
-			e.httpOnly.Store(true)
+			wait = refusedFor
 		}
+		e.retryAt.Store(time.Now().Add(wait).UnixNano())
 		return nil, errUpgradeRefused
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -195,7 +197,7 @@ func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration) (*link.Mux
 
 // overHTTP reports whether c goes over the fallback transport.
 func (e *linkEndpoint) overHTTP(c *call) bool {
-	if c.prefix != apiPrefix || e.httpOnly.Load() {
+	if c.prefix != apiPrefix {
 		return true
 	}
 	at := e.retryAt.Load()
