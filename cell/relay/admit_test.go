@@ -78,6 +78,9 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("a fifth half-open connection from one address got a hello; want it closed at once")
 	}
+	// The server counts a shed connection just after closing it: wait for
+	// the count, then check nothing else was counted.
+	waitFor(t, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
 	if n, h := srv.Shed(), hooked.Load(); n != 1 || h != 1 {
 		t.Fatalf("Shed %d, OnShed called %d times; want 1 and 1", n, h)
 	}
@@ -117,6 +120,8 @@ func TestHandshakeCapTotal(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("a member's call while the cap is held: %v, want ErrUnreachable", err)
 	}
+	// Counted just after the close the client saw: wait for the count.
+	waitFor(t, "both shed connections to be counted", func() bool { return srv.Shed() >= 2 })
 	if n := srv.Shed(); n != 2 {
 		t.Fatalf("Shed %d, want 2", n)
 	}
