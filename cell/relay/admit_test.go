@@ -130,6 +130,8 @@ func TestHandshakeCapTotal(t *testing.T) {
 	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
 		t.Fatalf("after the held handshakes timed out: %v", err)
 	}
+	// A handshake's slot is given back just before its refusal is counted.
+	waitFor(t, "the timed-out handshakes to be counted", func() bool { return hooked.Load() >= 5 })
 	if r, h := srv.Refused(), hooked.Load(); r != 5 || h != 5 {
 		t.Fatalf("Refused %d, OnRefused called %d times; want the 5 timed-out handshakes", r, h)
 	}
@@ -177,6 +179,7 @@ func TestDescriptorReserve(t *testing.T) {
 	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatalf("a connection past descriptor %d (limit %d, reserve %d) got a hello; want it closed", limit-reserve, limit, reserve)
 	}
+	waitFor(t, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
 	if n := srv.Shed(); n != 1 {
 		t.Fatalf("Shed %d, want 1", n)
 	}
