@@ -1,13 +1,16 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,6 +97,30 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("closed after a slot came back")
 	}
+	// One slot came back, not the address's whole count: the cap is
+	// reached again.
+	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("a fifth half-open connection from one address got a hello after one slot came back")
+	}
+}
+
+// lineLog is a slog text handler's output, safe for the server's goroutines.
+type lineLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// count is the number of lines containing s.
+func (l *lineLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
 }
 
 // Past MaxHandshakes half-open connections in all, from any addresses, the
@@ -101,11 +128,13 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 // again later); the slots come back as the handshakes time out.
 func TestHandshakeCapTotal(t *testing.T) {
 	var hooked atomic.Int64
+	logged := new(lineLog)
 	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
 		cfg.MaxHandshakesPerAddr = 3
 		cfg.MaxHandshakes = 5
 		cfg.HandshakeTimeout = 500 * time.Millisecond
 		cfg.OnRefused = func() { hooked.Add(1) }
+		cfg.Logger = slog.New(slog.NewTextHandler(logged, nil))
 	})
 	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
 		if !helloOrClosed(t, dialFrom(t, src, addr)) {
@@ -134,6 +163,15 @@ func TestHandshakeCapTotal(t *testing.T) {
 	waitFor(t, "the timed-out handshakes to be counted", func() bool { return hooked.Load() >= 5 })
 	if r, h := srv.Refused(), hooked.Load(); r != 5 || h != 5 {
 		t.Fatalf("Refused %d, OnRefused called %d times; want the 5 timed-out handshakes", r, h)
+	}
+	// Logged at most once per 10 s each, so a flood cannot flood the log
+	// (docs/cell-relay.md): one line for the two shed, one for the five
+	// refused.
+	if n := logged.count("relay connection closed before its handshake"); n != 1 {
+		t.Errorf("%d log lines for 2 shed connections, want 1", n)
+	}
+	if n := logged.count("relay handshake refused"); n != 1 {
+		t.Errorf("%d log lines for 5 refused handshakes, want 1", n)
 	}
 }
 
@@ -189,6 +227,59 @@ func TestDescriptorReserve(t *testing.T) {
 	dummies = nil
 	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("closed once the descriptors were free again")
+	}
+}
+
+// The descriptor bound at its exact value: a connection whose descriptor is
+// limit − reserve is within the reserve, one below it is not; the default
+// reserve is an eighth of the limit, 16 to 1,024 (ServerConfig).
+func TestDescriptorReserveBounds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fd, ok := descriptorOf(c)
+	if !ok {
+		t.Fatal("no descriptor for a TCP connection")
+	}
+	for _, r := range []struct {
+		limit, reserve int
+		near           bool
+	}{
+		{fd + 16, 16, true},  // fd is exactly limit − reserve
+		{fd + 17, 16, false}, // one below it
+		{fd + 1, 1, true},
+		{fd + 2, 1, false},
+	} {
+		a := admission{limit: r.limit, reserve: r.reserve}
+		if got := a.nearDescriptorLimit(c); got != r.near {
+			t.Errorf("descriptor %d, limit %d, reserve %d: near = %v, want %v", fd, r.limit, r.reserve, got, r.near)
+		}
+	}
+	p1, p2 := net.Pipe() // no descriptor: never near
+	defer p1.Close()
+	defer p2.Close()
+	if (&admission{limit: 1, reserve: 1}).nearDescriptorLimit(p1) {
+		t.Error("a connection without a descriptor was near the limit")
+	}
+	for _, r := range []struct{ reserve, limit, want int }{
+		{0, 1024, 128}, {0, 64, 16}, {0, 128, 16}, {0, 136, 17}, {0, 8192, 1024}, {0, 1 << 20, 1024},
+		{5, 1024, 5}, {2000, 1024, 2000}, {-1, 1024, 128},
+	} {
+		if got := reserveFor(r.reserve, r.limit); got != r.want {
+			t.Errorf("reserveFor(%d, %d) = %d, want %d", r.reserve, r.limit, got, r.want)
+		}
 	}
 }
 

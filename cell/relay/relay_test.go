@@ -273,8 +273,21 @@ func TestFrameLimits(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("big request: %v", err)
 	}
-	if _, err := c.Do(context.Background(), addr, req("/size/"+strconv.Itoa(2<<20), "")); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("big answer: %v", err)
+	// A request whose frame is exactly the limit is sent, and read by the
+	// server; one byte more is refused before it is sent.
+	exact := req("/fixed", "")
+	exact.Body = make([]byte, 1<<20-exact.encodedLen())
+	if r, err := c.Do(context.Background(), addr, exact); err != nil || !bytes.Equal(r.Raw, fixedAnswer.Raw) {
+		t.Fatalf("a request of exactly the frame limit: %q, %v", r.Raw, err)
+	}
+	exact.Body = append(exact.Body, 'x')
+	if err := c.Go(context.Background(), addr, exact, func(Response, error) {}); !errors.Is(err, ErrTooLarge) || MaybeDelivered(err) {
+		t.Fatalf("a request one byte over the frame limit: %v (maybe delivered %v)", err, MaybeDelivered(err))
+	}
+	// An answer over the limit is refused by the owner after it served the
+	// request: the request may have been acted on.
+	if _, err := c.Do(context.Background(), addr, req("/size/"+strconv.Itoa(2<<20), "")); !errors.Is(err, ErrTooLarge) || !MaybeDelivered(err) {
+		t.Fatalf("big answer: %v (maybe delivered %v), want ErrTooLarge, maybe delivered", err, MaybeDelivered(err))
 	}
 	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
 		t.Fatal(err)
@@ -303,6 +316,18 @@ func TestBackpressureBounds(t *testing.T) {
 			t.Fatalf("ninth call: %v", err)
 		}
 		waitFor(t, "eight parked", func() bool { return o.parkedCount() == 8 })
+		releaseAll(t, addr, 8, 8, got)
+		// The refused call took no slot: eight fit again, and a ninth is
+		// refused again.
+		for i := range 8 {
+			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ Response, err error) { got <- err }); err != nil {
+				t.Fatalf("call %d after the first eight were answered: %v", i, err)
+			}
+		}
+		if err := c.Go(context.Background(), addr, req("/echo", ""), func(Response, error) {}); !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("ninth call, second round: %v", err)
+		}
+		waitFor(t, "eight parked again", func() bool { return o.parkedCount() == 8 })
 		releaseAll(t, addr, 8, 8, got)
 	})
 	t.Run("server", func(t *testing.T) {
