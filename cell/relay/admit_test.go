@@ -453,3 +453,4 @@ func (c *counting) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
