@@ -453,4 +453,3 @@ func (c *counting) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
