@@ -411,6 +411,25 @@ func TestPartialFrameClosesTheLink(t *testing.T) {
 	waitFor(t, "the server to forget the connection", func() bool { return srv.Conns() == 0 })
 }
 
+// A frame that stalls inside its header is under the frame timeout too,
+// not only the (here much longer) ping timeout.
+func TestFrameStalledInItsHeaderClosesTheLink(t *testing.T) {
+	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
+		cfg.FrameTimeout = 300 * time.Millisecond
+		cfg.PingTimeout = time.Minute
+	})
+	c := dialRaw(t, addr)
+	waitFor(t, "the connection to be served", func() bool { return srv.Conns() == 1 })
+	if _, err := c.Write(AppendHeader(nil, FrameRequest, 1, 100)[:5]); err != nil {
+		t.Fatal(err)
+	}
+	// 10 s: the frame timeout, generously, and far short of the ping timeout.
+	if took := closedWithin(t, c, 10*time.Second); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the frame timeout", took)
+	}
+	waitFor(t, "the server to forget the connection", func() bool { return srv.Conns() == 0 })
+}
+
 // A frame's payload buffer grows with what arrives: a peer that declares
 // 64 MiB and sends 1 KiB costs about a step (1 MiB), not 64 MiB.
 func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
