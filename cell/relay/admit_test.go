@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -453,6 +454,12 @@ func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
 		if b != byte(i) {
 			t.Fatalf("byte %d is %d, want %d", i, b, byte(i))
 		}
+	}
+	// A reader may return the last bytes together with io.EOF (io.Reader's
+	// contract): the payload is whole, not an error.
+	p, err = readPayload(iotest.DataErrReader(io.LimitReader(&counting{}, int64(want))), want)
+	if err != nil || len(p) != want {
+		t.Fatalf("last bytes with io.EOF: len %d, %v; want %d bytes", len(p), err, want)
 	}
 }
 
