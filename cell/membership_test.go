@@ -126,6 +126,44 @@ func TestThreeMembersConverge(t *testing.T) {
 	}
 }
 
+// Options left zero take the defaults (QUEEN_CELL_HEARTBEAT_MS 1000,
+// QUEEN_CELL_MEMBER_TIMEOUT_MS 5000), and the member joins with them; the
+// database's connect timeout is bounded by the member timeout, so a
+// database that does not answer a connect cannot hold a beat past it.
+func TestStartDefaults(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	m := start(t, schema, "a:1", 0, 0)
+	if m.opts.Heartbeat != DefaultHeartbeat || m.opts.MemberTimeout != DefaultMemberTimeout {
+		t.Fatalf("heartbeat %v, member timeout %v; want the defaults", m.opts.Heartbeat, m.opts.MemberTimeout)
+	}
+	waitFor(t, 5*time.Second, "joined with the defaults", viewIs("a:1", m))
+	for _, c := range []struct {
+		connect string // the URL's connect_timeout, seconds
+		timeout time.Duration
+		want    time.Duration
+	}{
+		{"", 5 * time.Second, 5 * time.Second},
+		{"0", 5 * time.Second, 5 * time.Second}, // 0: no timeout, in libpq's terms
+		{"2", 5 * time.Second, 2 * time.Second},
+		{"10", 3 * time.Second, 3 * time.Second},
+	} {
+		url := pg.URL()
+		if c.connect != "" {
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			url += sep + "connect_timeout=" + c.connect
+		}
+		m := start(t, schema, "b:1", time.Second, c.timeout, func(o *Options) { o.DatabaseURL = url })
+		if got := m.listen.ConnectTimeout; got != c.want {
+			t.Errorf("connect_timeout %q, member timeout %v: connect timeout %v, want %v", c.connect, c.timeout, got, c.want)
+		}
+		m.Stop(context.Background())
+	}
+}
+
 // Joins and clean leaves travel by NOTIFY: the other member sees them
 // with no heartbeat of its own in between (a minute apart here), so no
 // heartbeat did it, and after a notification.
