@@ -176,3 +176,31 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Fatal("s saw c without a notification")
 	}
 }
+
+// A beat may take until the current renewal expires, and no longer: its
+// context's deadline is never more than a member timeout away (a joined
+// member's renewal expires a timeout after its last beat was sent, and a
+// member not yet joined gives its beat a whole timeout).
+func TestBeatIsBoundedByTheRenewal(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	var beats, over atomic.Int64
+	var worst atomic.Int64
+	m := start(t, schema, "a:1", hb, to, func(o *Options) {
+		o.beforeBeat = func(ctx context.Context) error {
+			dl, ok := ctx.Deadline()
+			left := time.Until(dl)
+			if !ok || left > to {
+				over.Add(1)
+				worst.Store(int64(left))
+			}
+			beats.Add(1)
+			return nil
+		}
+	})
+	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	waitFor(t, 5*time.Second, "five beats", func() bool { return beats.Load() >= 5 })
+	if n := over.Load(); n != 0 {
+		t.Fatalf("%d beats of %d could take longer than the member timeout %v (one had %v)", n, beats.Load(), to, time.Duration(worst.Load()))
+	}
+}
