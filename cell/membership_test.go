@@ -398,6 +398,42 @@ func TestTableDroppedComesBack(t *testing.T) {
 		t.Fatal("no heartbeat failed while the table was missing")
 	}
 	waitFor(t, to, "a unfenced", func() bool { return !a.Fenced() })
+	// So does the schema, dropped with the table in it.
+	if err := pg.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the schema and the table back", func() bool {
+		return pg.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
+	})
+	waitFor(t, 5*time.Second, "a unfenced", func() bool { return !a.Fenced() })
+}
+
+// Rows of members that left without a clean stop are removed once they
+// have been dead ten member timeouts, and at least a minute (a joining
+// member's first beat does it): a row dead for an hour goes, one dead for
+// 30 s stays.
+func TestLongDeadRowsAreRemoved(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", time.Minute, 3*time.Minute)
+	waitFor(t, 5*time.Second, "a joined", viewIs("a:1", a))
+	if err := pg.Exec(context.Background(), "INSERT INTO "+schema+".cell_members (member, incarnation, expires_at) VALUES "+
+		"('old:1', 'x', now() - interval '1 hour'), ('recent:1', 'x', now() - interval '30 seconds')"); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, schema, "b:1", time.Minute, 3*time.Minute)
+	waitFor(t, 5*time.Second, "b joined", viewIs("a:1,b:1", b))
+	rows, err := b.Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.ID)
+	}
+	if strings.Join(got, ",") != "a:1,b:1,recent:1" {
+		t.Fatalf("rows %q after b's first beat, want a:1,b:1,recent:1", got)
+	}
 }
 
 // Rows lists live and dead rows with the database's timestamps.
