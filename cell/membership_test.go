@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -543,5 +544,38 @@ func TestDuplicateAddressFencedByTheJoinNotification(t *testing.T) {
 	t.Logf("displaced member fenced %v after it was told of the other's join", took)
 	if a1.View().Owns("t", "q") {
 		t.Fatal("the displaced member still owns")
+	}
+}
+
+// A member that has renewed is in the view it publishes, whatever the
+// live set a reload read a moment earlier (with): in its sorted place, at
+// either end too, replacing a row of its address with another incarnation;
+// and a fenced member leaves itself out (without).
+func TestWithAndWithout(t *testing.T) {
+	self := Member{ID: "m:1", Incarnation: "new"}
+	a, z := Member{ID: "a:1", Incarnation: "x"}, Member{ID: "z:1", Incarnation: "x"}
+	for _, c := range []struct {
+		name    string
+		members []Member
+		want    []Member
+	}{
+		{"an empty set", nil, []Member{self}},
+		{"self sorts last", []Member{a}, []Member{a, self}},
+		{"self sorts first", []Member{z}, []Member{self, z}},
+		{"between", []Member{a, z}, []Member{a, self, z}},
+		{"already there", []Member{a, self, z}, []Member{a, self, z}},
+		{"another incarnation of self", []Member{a, {ID: "m:1", Incarnation: "old"}, z}, []Member{a, self, z}},
+		{"another incarnation, last", []Member{a, {ID: "m:1", Incarnation: "old"}}, []Member{a, self}},
+	} {
+		if got := with(c.members, self); !slices.Equal(got, c.want) {
+			t.Errorf("with, %s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	in := []Member{a, self, z}
+	if got := without(in, "m:1"); !slices.Equal(got, []Member{a, z}) || !slices.Equal(in, []Member{a, self, z}) {
+		t.Errorf("without: %v (the input now %v)", got, in)
+	}
+	if got := without([]Member{a, z}, "m:1"); !slices.Equal(got, []Member{a, z}) {
+		t.Errorf("without, absent: %v", got)
 	}
 }
