@@ -409,6 +409,38 @@ func TestTableDroppedComesBack(t *testing.T) {
 	waitFor(t, 5*time.Second, "a unfenced", func() bool { return !a.Fenced() })
 }
 
+// Only a missing table (or schema) sends the next beat to check the table
+// again: a beat that failed for another reason (here a constraint the
+// upsert violates) is followed by beats of one round trip each, as in the
+// steady state (TestMembershipTraffic).
+func TestFailedBeatDoesNotRecheckTheTable(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", hb, time.Minute)
+	waitFor(t, 5*time.Second, "a joined", viewIs("a:1", a))
+	if err := pg.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members ADD CONSTRAINT no_beats CHECK (heartbeat_at < '2000-01-01') NOT VALID"); err != nil {
+		t.Fatal(err)
+	}
+	f := a.Stats().HeartbeatFailures
+	waitFor(t, 5*time.Second, "a failed beat", func() bool { return a.Stats().HeartbeatFailures > f })
+	before := a.Stats()
+	waitFor(t, 5*time.Second, "six more failed beats", func() bool { return a.Stats().HeartbeatFailures >= before.HeartbeatFailures+6 })
+	after := a.Stats()
+	beats, rt := after.Heartbeats-before.Heartbeats, after.RoundTrips-before.RoundTrips
+	if rt > beats+1 { // +1: the counts are read while a beat may be starting
+		t.Fatalf("%d round trips for %d failed beats, want one each", rt, beats)
+	}
+	if err := pg.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members DROP CONSTRAINT no_beats"); err != nil {
+		t.Fatal(err)
+	}
+	f = a.Stats().HeartbeatFailures
+	b := a.Stats().Heartbeats
+	waitFor(t, 5*time.Second, "beats again", func() bool { return a.Stats().Heartbeats > b+2 })
+	if a.Stats().HeartbeatFailures > f+1 {
+		t.Fatal("beats still fail once the constraint is gone")
+	}
+}
+
 // Rows of members that left without a clean stop are removed once they
 // have been dead ten member timeouts, and at least a minute (a joining
 // member's first beat does it): a row dead for an hour goes, one dead for
