@@ -611,3 +611,26 @@ func TestWithAndWithout(t *testing.T) {
 		t.Errorf("without, absent: %v", got)
 	}
 }
+
+// The NOTIFY channel is the schema's name with "_cell" while that fits in
+// an identifier (63 bytes); a longer schema name is hashed, so that every
+// schema's cell has a channel of its own that PostgreSQL does not cut.
+func TestChannelName(t *testing.T) {
+	fits := strings.Repeat("s", 58) // 58 + len("_cell") = 63
+	long := strings.Repeat("s", 59)
+	longer := strings.Repeat("s", 60)
+	if got := channelName("queen_ephemeral"); got != "queen_ephemeral_cell" {
+		t.Errorf("channelName(queen_ephemeral) = %q", got)
+	}
+	if got := channelName(fits); got != fits+"_cell" {
+		t.Errorf("a 58-byte schema's channel is %q, want the name with _cell", got)
+	}
+	seen := map[string]bool{}
+	for _, s := range []string{long, longer, strings.Repeat("t", 59)} {
+		c := channelName(s)
+		if len(c) > 63 || !strings.HasPrefix(c, "queen_cell_") || seen[c] {
+			t.Errorf("a %d-byte schema's channel is %q: want a hashed name of at most 63 bytes, its own", len(s), c)
+		}
+		seen[c] = true
+	}
+}
