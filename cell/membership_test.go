@@ -3,6 +3,7 @@ package cell
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -632,5 +633,46 @@ func TestChannelName(t *testing.T) {
 			t.Errorf("a %d-byte schema's channel is %q: want a hashed name of at most 63 bytes, its own", len(s), c)
 		}
 		seen[c] = true
+	}
+}
+
+// syncLog collects a member's log lines (its goroutines write them).
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// A LISTEN connection lost while the member runs is logged (at debug) and
+// comes back a heartbeat later; one closed by Stop is not a loss.
+func TestListenConnectionLostAndBack(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	logs := new(syncLog)
+	m := start(t, schema, "a:1", hb, time.Minute, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	waitFor(t, 5*time.Second, "listening", func() bool { return m.Stats().Listening })
+	if err := pg.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%"+schema+"%'"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the loss logged", func() bool { return logs.count("cell: listen connection lost") == 1 })
+	waitFor(t, 5*time.Second, "listening again", func() bool { return m.Stats().Listening })
+	if err := m.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.count("cell: listen connection lost"); n != 1 {
+		t.Fatalf("%d losses logged, want the one (Stop's close is not a loss)", n)
 	}
 }
