@@ -176,3 +176,101 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Fatal("s saw c without a notification")
 	}
 }
+
+// A beat may take until the current renewal expires, and no longer: on
+// a clock the test moves, a beat sent 3 s after the last renewal's 10 s
+// timeout began gets 7 s (its context's deadline), a whole timeout being
+// given only to a member not yet joined (or already fenced).
+func TestBeatIsBoundedByTheRenewal(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	clk := &fakeClock{}
+	clk.add(time.Hour) // the clock reads neither 0 nor a small number
+	const timeout = 10 * time.Second
+	var advance, measure atomic.Bool
+	left := make(chan time.Duration, 1)
+	m := start(t, schema, "a:1", 10*time.Millisecond, timeout, clk.option(), func(o *Options) {
+		o.beforeBeat = func(ctx context.Context) error {
+			switch {
+			case advance.Swap(false): // this beat was sent before the clock moved
+				clk.add(3 * time.Second)
+				measure.Store(true)
+			case measure.Swap(false): // the next one is sent 3 s into the renewal
+				dl, _ := ctx.Deadline()
+				left <- time.Until(dl)
+			}
+			return nil
+		}
+	})
+	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	advance.Store(true)
+	select {
+	case d := <-left:
+		// 7 s, less the real time between the deadline's setting and the
+		// hook (a second, generously).
+		if d > timeout-3*time.Second || d < timeout-4*time.Second {
+			t.Fatalf("a beat sent 3 s into a 10 s renewal may take %v, want 7 s", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no beat after the clock moved")
+	}
+}
+
+// A beat whose connection had died before anything was sent (pgconn's
+// SafeToRetry: the database restarted under the pool) is tried again at
+// once on another connection: no failure is counted.
+func TestBeatRetriesWhatWasNeverSent(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	var failNext atomic.Int64 // the next beat's first try fails with this kind: 1 never sent, 2 sent
+	var tries atomic.Int64
+	m := start(t, schema, "a:1", 20*time.Millisecond, time.Minute, func(o *Options) {
+		o.beforeBeat = func(context.Context) error {
+			tries.Add(1)
+			switch failNext.Swap(0) {
+			case 1:
+				return neverSent{}
+			case 2:
+				return errors.New("test: the database went away mid-beat")
+			}
+			return nil
+		}
+	})
+	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	failures := m.Stats().HeartbeatFailures
+	n := tries.Load()
+	failNext.Store(1)
+	waitFor(t, 5*time.Second, "the failed try and another beat", func() bool { return tries.Load() >= n+3 })
+	if f := m.Stats().HeartbeatFailures; f != failures {
+		t.Fatalf("%d heartbeat failures for a beat never sent, want none (it is retried)", f-failures)
+	}
+	// The control: a beat that failed after it was sent is not retried.
+	failNext.Store(2)
+	waitFor(t, 5*time.Second, "the failed beat counted", func() bool { return m.Stats().HeartbeatFailures == failures+1 })
+}
+
+// neverSent is an error pgconn.SafeToRetry accepts: the request was not
+// sent, so it may be sent again.
+type neverSent struct{}
+
+func (neverSent) Error() string     { return "test: the connection was closed before the beat was sent" }
+func (neverSent) SafeToRetry() bool { return true }
+
+// The fencing timer: a member whose renewal expires between two
+// heartbeats (a minute apart here) publishes its fenced view when the
+// renewal expires, not at the next heartbeat.
+func TestFencedViewPublishedWhenTheRenewalExpires(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	clk := &fakeClock{}
+	clk.add(time.Hour)
+	const timeout = 300 * time.Millisecond // real for the timer, and on the clock
+	m := start(t, schema, "a:1", time.Minute, timeout, clk.option())
+	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	v := m.View()
+	clk.add(timeout)
+	if !v.Fenced() {
+		t.Fatal("not fenced by the clock at the timeout")
+	}
+	waitFor(t, 10*time.Second, "the fenced view published by the timer", func() bool { f := m.View(); return f != v && f.fenced && f.self < 0 })
+}

@@ -3,7 +3,9 @@ package cell
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,6 +125,44 @@ func TestThreeMembersConverge(t *testing.T) {
 		if v := m.View(); v.Members[v.self].Incarnation != m.opts.Incarnation {
 			t.Fatalf("%s: incarnation %q in its view, want %q", m.self, v.Members[v.self].Incarnation, m.opts.Incarnation)
 		}
+	}
+}
+
+// Options left zero take the defaults (QUEEN_CELL_HEARTBEAT_MS 1000,
+// QUEEN_CELL_MEMBER_TIMEOUT_MS 5000), and the member joins with them; the
+// database's connect timeout is bounded by the member timeout, so a
+// database that does not answer a connect cannot hold a beat past it.
+func TestStartDefaults(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	m := start(t, schema, "a:1", 0, 0)
+	if m.opts.Heartbeat != DefaultHeartbeat || m.opts.MemberTimeout != DefaultMemberTimeout {
+		t.Fatalf("heartbeat %v, member timeout %v; want the defaults", m.opts.Heartbeat, m.opts.MemberTimeout)
+	}
+	waitFor(t, 5*time.Second, "joined with the defaults", viewIs("a:1", m))
+	for _, c := range []struct {
+		connect string // the URL's connect_timeout, seconds
+		timeout time.Duration
+		want    time.Duration
+	}{
+		{"", 5 * time.Second, 5 * time.Second},
+		{"0", 5 * time.Second, 5 * time.Second}, // 0: no timeout, in libpq's terms
+		{"2", 5 * time.Second, 2 * time.Second},
+		{"10", 3 * time.Second, 3 * time.Second},
+	} {
+		url := pg.URL()
+		if c.connect != "" {
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			url += sep + "connect_timeout=" + c.connect
+		}
+		m := start(t, schema, "b:1", time.Second, c.timeout, func(o *Options) { o.DatabaseURL = url })
+		if got := m.listen.ConnectTimeout; got != c.want {
+			t.Errorf("connect_timeout %q, member timeout %v: connect timeout %v, want %v", c.connect, c.timeout, got, c.want)
+		}
+		m.Stop(context.Background())
 	}
 }
 
@@ -360,6 +400,74 @@ func TestTableDroppedComesBack(t *testing.T) {
 		t.Fatal("no heartbeat failed while the table was missing")
 	}
 	waitFor(t, to, "a unfenced", func() bool { return !a.Fenced() })
+	// So does the schema, dropped with the table in it.
+	if err := pg.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the schema and the table back", func() bool {
+		return pg.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
+	})
+	waitFor(t, 5*time.Second, "a unfenced", func() bool { return !a.Fenced() })
+}
+
+// Only a missing table (or schema) sends the next beat to check the table
+// again: a beat that failed for another reason (here a constraint the
+// upsert violates) is followed by beats of one round trip each, as in the
+// steady state (TestMembershipTraffic).
+func TestFailedBeatDoesNotRecheckTheTable(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", hb, time.Minute)
+	waitFor(t, 5*time.Second, "a joined", viewIs("a:1", a))
+	if err := pg.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members ADD CONSTRAINT no_beats CHECK (heartbeat_at < '2000-01-01') NOT VALID"); err != nil {
+		t.Fatal(err)
+	}
+	f := a.Stats().HeartbeatFailures
+	waitFor(t, 5*time.Second, "a failed beat", func() bool { return a.Stats().HeartbeatFailures > f })
+	before := a.Stats()
+	waitFor(t, 5*time.Second, "six more failed beats", func() bool { return a.Stats().HeartbeatFailures >= before.HeartbeatFailures+6 })
+	after := a.Stats()
+	beats, rt := after.Heartbeats-before.Heartbeats, after.RoundTrips-before.RoundTrips
+	if rt > beats+1 { // +1: the counts are read while a beat may be starting
+		t.Fatalf("%d round trips for %d failed beats, want one each", rt, beats)
+	}
+	if err := pg.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members DROP CONSTRAINT no_beats"); err != nil {
+		t.Fatal(err)
+	}
+	f = a.Stats().HeartbeatFailures
+	b := a.Stats().Heartbeats
+	waitFor(t, 5*time.Second, "beats again", func() bool { return a.Stats().Heartbeats > b+2 })
+	if a.Stats().HeartbeatFailures > f+1 {
+		t.Fatal("beats still fail once the constraint is gone")
+	}
+}
+
+// Rows of members that left without a clean stop are removed once they
+// have been dead ten member timeouts, and at least a minute (a joining
+// member's first beat does it): a row dead for an hour goes, one dead for
+// 30 s stays.
+func TestLongDeadRowsAreRemoved(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	a := start(t, schema, "a:1", time.Minute, 3*time.Minute)
+	waitFor(t, 5*time.Second, "a joined", viewIs("a:1", a))
+	if err := pg.Exec(context.Background(), "INSERT INTO "+schema+".cell_members (member, incarnation, expires_at) VALUES "+
+		"('old:1', 'x', now() - interval '1 hour'), ('recent:1', 'x', now() - interval '30 seconds')"); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, schema, "b:1", time.Minute, 3*time.Minute)
+	waitFor(t, 5*time.Second, "b joined", viewIs("a:1,b:1", b))
+	rows, err := b.Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.ID)
+	}
+	if strings.Join(got, ",") != "a:1,b:1,recent:1" {
+		t.Fatalf("rows %q after b's first beat, want a:1,b:1,recent:1", got)
+	}
 }
 
 // Rows lists live and dead rows with the database's timestamps.
@@ -469,5 +577,102 @@ func TestDuplicateAddressFencedByTheJoinNotification(t *testing.T) {
 	t.Logf("displaced member fenced %v after it was told of the other's join", took)
 	if a1.View().Owns("t", "q") {
 		t.Fatal("the displaced member still owns")
+	}
+}
+
+// A member that has renewed is in the view it publishes, whatever the
+// live set a reload read a moment earlier (with): in its sorted place, at
+// either end too, replacing a row of its address with another incarnation;
+// and a fenced member leaves itself out (without).
+func TestWithAndWithout(t *testing.T) {
+	self := Member{ID: "m:1", Incarnation: "new"}
+	a, z := Member{ID: "a:1", Incarnation: "x"}, Member{ID: "z:1", Incarnation: "x"}
+	for _, c := range []struct {
+		name    string
+		members []Member
+		want    []Member
+	}{
+		{"an empty set", nil, []Member{self}},
+		{"self sorts last", []Member{a}, []Member{a, self}},
+		{"self sorts first", []Member{z}, []Member{self, z}},
+		{"between", []Member{a, z}, []Member{a, self, z}},
+		{"already there", []Member{a, self, z}, []Member{a, self, z}},
+		{"another incarnation of self", []Member{a, {ID: "m:1", Incarnation: "old"}, z}, []Member{a, self, z}},
+		{"another incarnation, last", []Member{a, {ID: "m:1", Incarnation: "old"}}, []Member{a, self}},
+	} {
+		if got := with(c.members, self); !slices.Equal(got, c.want) {
+			t.Errorf("with, %s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	in := []Member{a, self, z}
+	if got := without(in, "m:1"); !slices.Equal(got, []Member{a, z}) || !slices.Equal(in, []Member{a, self, z}) {
+		t.Errorf("without: %v (the input now %v)", got, in)
+	}
+	if got := without([]Member{a, z}, "m:1"); !slices.Equal(got, []Member{a, z}) {
+		t.Errorf("without, absent: %v", got)
+	}
+}
+
+// The NOTIFY channel is the schema's name with "_cell" while that fits in
+// an identifier (63 bytes); a longer schema name is hashed, so that every
+// schema's cell has a channel of its own that PostgreSQL does not cut.
+func TestChannelName(t *testing.T) {
+	fits := strings.Repeat("s", 58) // 58 + len("_cell") = 63
+	long := strings.Repeat("s", 59)
+	longer := strings.Repeat("s", 60)
+	if got := channelName("queen_ephemeral"); got != "queen_ephemeral_cell" {
+		t.Errorf("channelName(queen_ephemeral) = %q", got)
+	}
+	if got := channelName(fits); got != fits+"_cell" {
+		t.Errorf("a 58-byte schema's channel is %q, want the name with _cell", got)
+	}
+	seen := map[string]bool{}
+	for _, s := range []string{long, longer, strings.Repeat("t", 59)} {
+		c := channelName(s)
+		if len(c) > 63 || !strings.HasPrefix(c, "queen_cell_") || seen[c] {
+			t.Errorf("a %d-byte schema's channel is %q: want a hashed name of at most 63 bytes, its own", len(s), c)
+		}
+		seen[c] = true
+	}
+}
+
+// syncLog collects a member's log lines (its goroutines write them).
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// A LISTEN connection lost while the member runs is logged (at debug) and
+// comes back a heartbeat later; one closed by Stop is not a loss.
+func TestListenConnectionLostAndBack(t *testing.T) {
+	storetest.NeedPostgres(t, pg)
+	schema := pg.FreshSchema(t)
+	logs := new(syncLog)
+	m := start(t, schema, "a:1", hb, time.Minute, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	waitFor(t, 5*time.Second, "listening", func() bool { return m.Stats().Listening })
+	if err := pg.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%"+schema+"%'"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the loss logged", func() bool { return logs.count("cell: listen connection lost") == 1 })
+	waitFor(t, 5*time.Second, "listening again", func() bool { return m.Stats().Listening })
+	if err := m.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.count("cell: listen connection lost"); n != 1 {
+		t.Fatalf("%d losses logged, want the one (Stop's close is not a loss)", n)
 	}
 }

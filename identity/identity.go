@@ -250,8 +250,7 @@ func HasAdminToken(req *wire.Request, token []byte) bool {
 	if len(token) == 0 {
 		return false
 	}
-	tok := BearerToken(req)
-	return len(tok) > 0 && subtle.ConstantTimeCompare(tok, token) == 1
+	return subtle.ConstantTimeCompare(BearerToken(req), token) == 1
 }
 
 func (a *Auth) jwt(req *wire.Request) (string, Level, *wire.Error) {

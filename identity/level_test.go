@@ -22,6 +22,9 @@ func TestLevels(t *testing.T) {
 	if s := Level(0).String(); s != "" {
 		t.Errorf("Level(0).String() = %q, want empty", s)
 	}
+	if s := Level(4).String(); s != "level(4)" { // a relayed frame's byte that is no level
+		t.Errorf("Level(4).String() = %q, want level(4)", s)
+	}
 	allows := map[Level][]Level{
 		ReadOnly:  {Read},
 		WriteOnly: {Write},

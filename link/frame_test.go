@@ -65,6 +65,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	frame, _ := AppendRequest(nil, 1, &Request{Method: []byte("POST"), Target: []byte("/echo"), Body: []byte("body")})
 	f.Add(frame[HeaderLen:])
 	f.Add([]byte{0, 1})
+	frame, _ = AppendRequest(nil, 1, &Request{Method: []byte("POST"), Target: []byte("/q?x=1"), Header: []byte("X-Queen-Trace: 1\r\n"), Body: []byte("body")})
+	f.Add(frame[HeaderLen:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		var r Request
 		if DecodeRequest(p, &r) != nil {
@@ -106,5 +108,37 @@ func TestNextFrame(t *testing.T) {
 	}
 	if _, _, _, _, ok, err := NextFrame(bufferedBytes(frame[:HeaderLen]), 4); ok || err != ErrFrameTooLong {
 		t.Fatalf("over the limit: ok %v err %v, want ErrFrameTooLong on the header alone", ok, err)
+	}
+}
+
+// A request's tenant is at most 65,535 bytes and its method 255 (their
+// lengths' widths in the frame): at the bound each encodes and decodes back
+// whole, one byte over is refused.
+func TestRequestFrameBounds(t *testing.T) {
+	for _, c := range []struct {
+		tenant, method int
+		ok             bool
+	}{
+		{0xffff, 4, true}, {0x10000, 4, false}, {4, 0xff, true}, {4, 0x100, false}, {0, 0, true},
+	} {
+		r := &Request{Tenant: bytes.Repeat([]byte("t"), c.tenant), Access: 3, Method: bytes.Repeat([]byte("M"), c.method),
+			Target: []byte("/q"), Header: []byte("H: v\r\n"), Body: []byte("body")}
+		frame, err := AppendRequest(nil, 7, r)
+		if (err == nil) != c.ok {
+			t.Errorf("tenant %d bytes, method %d: %v, want ok %v", c.tenant, c.method, err, c.ok)
+			continue
+		}
+		if !c.ok {
+			continue
+		}
+		typ, id, n := ParseHeader(frame)
+		var back Request
+		if typ != FrameRequest || id != 7 || n != len(frame)-HeaderLen || DecodeRequest(frame[HeaderLen:], &back) != nil {
+			t.Fatalf("tenant %d bytes, method %d: frame %d %d %d of %d bytes", c.tenant, c.method, typ, id, n, len(frame))
+		}
+		if !bytes.Equal(back.Tenant, r.Tenant) || !bytes.Equal(back.Method, r.Method) || back.Access != 3 ||
+			string(back.Target) != "/q" || string(back.Header) != "H: v\r\n" || string(back.Body) != "body" {
+			t.Errorf("tenant %d bytes, method %d: decoded %d, %d bytes, %q %q %q", c.tenant, c.method, len(back.Tenant), len(back.Method), back.Target, back.Header, back.Body)
+		}
 	}
 }

@@ -1,15 +1,19 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/queenmq/ephemeral/link"
@@ -80,6 +84,9 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("a fifth half-open connection from one address got a hello; want it closed at once")
 	}
+	// The server counts a shed connection just after closing it: wait for
+	// the count, then check nothing else was counted.
+	waitFor(t, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
 	if n, h := srv.Shed(), hooked.Load(); n != 1 || h != 1 {
 		t.Fatalf("Shed %d, OnShed called %d times; want 1 and 1", n, h)
 	}
@@ -93,6 +100,30 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("closed after a slot came back")
 	}
+	// One slot came back, not the address's whole count: the cap is
+	// reached again.
+	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("a fifth half-open connection from one address got a hello after one slot came back")
+	}
+}
+
+// lineLog is a slog text handler's output, safe for the server's goroutines.
+type lineLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// count is the number of lines containing s.
+func (l *lineLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
 }
 
 // Past MaxHandshakes half-open connections in all, from any addresses, the
@@ -100,11 +131,13 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 // again later); the slots come back as the handshakes time out.
 func TestHandshakeCapTotal(t *testing.T) {
 	var hooked atomic.Int64
+	logged := new(lineLog)
 	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
 		cfg.MaxHandshakesPerAddr = 3
 		cfg.MaxHandshakes = 5
 		cfg.HandshakeTimeout = 500 * time.Millisecond
 		cfg.OnRefused = func() { hooked.Add(1) }
+		cfg.Logger = slog.New(slog.NewTextHandler(logged, nil))
 	})
 	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
 		if !helloOrClosed(t, dialFrom(t, src, addr)) {
@@ -119,6 +152,8 @@ func TestHandshakeCapTotal(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("a member's call while the cap is held: %v, want ErrUnreachable", err)
 	}
+	// Counted just after the close the client saw: wait for the count.
+	waitFor(t, "both shed connections to be counted", func() bool { return srv.Shed() >= 2 })
 	if n := srv.Shed(); n != 2 {
 		t.Fatalf("Shed %d, want 2", n)
 	}
@@ -127,8 +162,19 @@ func TestHandshakeCapTotal(t *testing.T) {
 	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
 		t.Fatalf("after the held handshakes timed out: %v", err)
 	}
+	// A handshake's slot is given back just before its refusal is counted.
+	waitFor(t, "the timed-out handshakes to be counted", func() bool { return hooked.Load() >= 5 })
 	if r, h := srv.Refused(), hooked.Load(); r != 5 || h != 5 {
 		t.Fatalf("Refused %d, OnRefused called %d times; want the 5 timed-out handshakes", r, h)
+	}
+	// Logged at most once per 10 s each, so a flood cannot flood the log
+	// (docs/cell-relay.md): one line for the two shed, one for the five
+	// refused.
+	if n := logged.count("relay connection closed before its handshake"); n != 1 {
+		t.Errorf("%d log lines for 2 shed connections, want 1", n)
+	}
+	if n := logged.count("relay handshake refused"); n != 1 {
+		t.Errorf("%d log lines for 5 refused handshakes, want 1", n)
 	}
 }
 
@@ -174,6 +220,7 @@ func TestDescriptorReserve(t *testing.T) {
 	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatalf("a connection past descriptor %d (limit %d, reserve %d) got a hello; want it closed", limit-reserve, limit, reserve)
 	}
+	waitFor(t, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
 	if n := srv.Shed(); n != 1 {
 		t.Fatalf("Shed %d, want 1", n)
 	}
@@ -183,6 +230,59 @@ func TestDescriptorReserve(t *testing.T) {
 	dummies = nil
 	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("closed once the descriptors were free again")
+	}
+}
+
+// The descriptor bound at its exact value: a connection whose descriptor is
+// limit − reserve is within the reserve, one below it is not; the default
+// reserve is an eighth of the limit, 16 to 1,024 (ServerConfig).
+func TestDescriptorReserveBounds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fd, ok := descriptorOf(c)
+	if !ok {
+		t.Fatal("no descriptor for a TCP connection")
+	}
+	for _, r := range []struct {
+		limit, reserve int
+		near           bool
+	}{
+		{fd + 16, 16, true},  // fd is exactly limit − reserve
+		{fd + 17, 16, false}, // one below it
+		{fd + 1, 1, true},
+		{fd + 2, 1, false},
+	} {
+		a := admission{limit: r.limit, reserve: r.reserve}
+		if got := a.nearDescriptorLimit(c); got != r.near {
+			t.Errorf("descriptor %d, limit %d, reserve %d: near = %v, want %v", fd, r.limit, r.reserve, got, r.near)
+		}
+	}
+	p1, p2 := net.Pipe() // no descriptor: never near
+	defer p1.Close()
+	defer p2.Close()
+	if (&admission{limit: 1, reserve: 1}).nearDescriptorLimit(p1) {
+		t.Error("a connection without a descriptor was near the limit")
+	}
+	for _, r := range []struct{ reserve, limit, want int }{
+		{0, 1024, 128}, {0, 64, 16}, {0, 128, 16}, {0, 136, 17}, {0, 8192, 1024}, {0, 1 << 20, 1024},
+		{5, 1024, 5}, {2000, 1024, 2000}, {-1, 1024, 128},
+	} {
+		if got := reserveFor(r.reserve, r.limit); got != r.want {
+			t.Errorf("reserveFor(%d, %d) = %d, want %d", r.reserve, r.limit, got, r.want)
+		}
 	}
 }
 
@@ -314,6 +414,25 @@ func TestPartialFrameClosesTheLink(t *testing.T) {
 	waitFor(t, "the server to forget the connection", func() bool { return srv.Conns() == 0 })
 }
 
+// A frame that stalls inside its header is under the frame timeout too,
+// not only the (here much longer) ping timeout.
+func TestFrameStalledInItsHeaderClosesTheLink(t *testing.T) {
+	srv, addr := startServer(t, newOwner(), func(cfg *ServerConfig) {
+		cfg.FrameTimeout = 300 * time.Millisecond
+		cfg.PingTimeout = time.Minute
+	})
+	c := dialRaw(t, addr)
+	waitFor(t, "the connection to be served", func() bool { return srv.Conns() == 1 })
+	if _, err := c.Write(link.AppendHeader(nil, link.FrameRequest, 1, 100)[:5]); err != nil {
+		t.Fatal(err)
+	}
+	// 10 s: the frame timeout, generously, and far short of the ping timeout.
+	if took := closedWithin(t, c, 10*time.Second); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the frame timeout", took)
+	}
+	waitFor(t, "the server to forget the connection", func() bool { return srv.Conns() == 0 })
+}
+
 // A frame's payload buffer grows with what arrives: a peer that declares
 // 64 MiB and sends 1 KiB costs about a step (1 MiB), not 64 MiB.
 func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
@@ -337,6 +456,12 @@ func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
 		if b != byte(i) {
 			t.Fatalf("byte %d is %d, want %d", i, b, byte(i))
 		}
+	}
+	// A reader may return the last bytes together with io.EOF (io.Reader's
+	// contract): the payload is whole, not an error.
+	p, err = readPayload(iotest.DataErrReader(io.LimitReader(&counting{}, int64(want))), want)
+	if err != nil || len(p) != want {
+		t.Fatalf("last bytes with io.EOF: len %d, %v; want %d bytes", len(p), err, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -274,8 +275,24 @@ func TestFrameLimits(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("big request: %v", err)
 	}
-	if _, err := c.Do(context.Background(), addr, req("/size/"+strconv.Itoa(2<<20), "")); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("big answer: %v", err)
+	// A request whose frame is exactly the limit is sent, and read by the
+	// server; one byte more is refused before it is sent.
+	exact := req("/fixed", "")
+	exact.Body = make([]byte, 1<<20-exact.EncodedLen())
+	if r, err := c.Do(context.Background(), addr, exact); err != nil || !bytes.Equal(r.Raw, fixedAnswer.Raw) {
+		t.Fatalf("a request of exactly the frame limit: %q, %v", r.Raw, err)
+	}
+	exact.Body = append(exact.Body, 'x')
+	if err := c.Go(context.Background(), addr, exact, func(link.Response, error) {}); !errors.Is(err, ErrTooLarge) || MaybeDelivered(err) {
+		t.Fatalf("a request one byte over the frame limit: %v (maybe delivered %v)", err, MaybeDelivered(err))
+	}
+	// An answer of exactly the limit is sent; one over it is refused by the
+	// owner after it served the request: the request may have been acted on.
+	if r, err := c.Do(context.Background(), addr, req("/size/"+strconv.Itoa(1<<20), "")); err != nil || len(r.Raw) != 1<<20 {
+		t.Fatalf("an answer of exactly the frame limit: %d bytes, %v", len(r.Raw), err)
+	}
+	if _, err := c.Do(context.Background(), addr, req("/size/"+strconv.Itoa(2<<20), "")); !errors.Is(err, ErrTooLarge) || !MaybeDelivered(err) {
+		t.Fatalf("big answer: %v (maybe delivered %v), want ErrTooLarge, maybe delivered", err, MaybeDelivered(err))
 	}
 	if _, err := c.Do(context.Background(), addr, req("/echo", "x")); err != nil {
 		t.Fatal(err)
@@ -304,6 +321,18 @@ func TestBackpressureBounds(t *testing.T) {
 			t.Fatalf("ninth call: %v", err)
 		}
 		waitFor(t, "eight parked", func() bool { return o.parkedCount() == 8 })
+		releaseAll(t, addr, 8, 8, got)
+		// The refused call took no slot: eight fit again, and a ninth is
+		// refused again.
+		for i := range 8 {
+			if err := c.Go(context.Background(), addr, req("/park", strconv.Itoa(i)), func(_ link.Response, err error) { got <- err }); err != nil {
+				t.Fatalf("call %d after the first eight were answered: %v", i, err)
+			}
+		}
+		if err := c.Go(context.Background(), addr, req("/echo", ""), func(link.Response, error) {}); !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("ninth call, second round: %v", err)
+		}
+		waitFor(t, "eight parked again", func() bool { return o.parkedCount() == 8 })
 		releaseAll(t, addr, 8, 8, got)
 	})
 	t.Run("server", func(t *testing.T) {
@@ -377,5 +406,54 @@ func TestClientClose(t *testing.T) {
 	}
 	if key := <-o.cancelled; key != "p" {
 		t.Fatalf("owner cancelled %q", key)
+	}
+}
+
+// Zero or negative settings take the documented defaults (ServerConfig,
+// ClientConfig); a server needs a secret, and a handler unless it adopts
+// its connections.
+func TestConfigDefaults(t *testing.T) {
+	want := ServerConfig{MaxFrameBytes: 80 << 20, MaxStreamsPerConn: 65536, HandshakeTimeout: 5 * time.Second,
+		MaxHandshakes: 128, MaxHandshakesPerAddr: 32, PingTimeout: 5 * time.Second, FrameTimeout: 30 * time.Second}
+	for _, d := range []time.Duration{0, -1} {
+		n := int(d)
+		srv, err := NewServer(ServerConfig{Secret: testSecret, Handler: newOwner().handle, MaxFrameBytes: n, MaxStreamsPerConn: n,
+			HandshakeTimeout: d, MaxHandshakes: n, MaxHandshakesPerAddr: n, PingTimeout: d, FrameTimeout: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := srv.cfg
+		if got.MaxFrameBytes != want.MaxFrameBytes || got.MaxStreamsPerConn != want.MaxStreamsPerConn ||
+			got.HandshakeTimeout != want.HandshakeTimeout || got.MaxHandshakes != want.MaxHandshakes ||
+			got.MaxHandshakesPerAddr != want.MaxHandshakesPerAddr || got.PingTimeout != want.PingTimeout ||
+			got.FrameTimeout != want.FrameTimeout || got.Logger == nil {
+			t.Errorf("server settings %d: %+v, want %+v", d, got, want)
+		}
+		if srv.adm.max != 128 || srv.adm.perAddr != 32 {
+			t.Errorf("server settings %d: admission bounds %d and %d, want 128 and 32", d, srv.adm.max, srv.adm.perAddr)
+		}
+		c, err := NewClient(ClientConfig{Secret: testSecret, ConnsPerPeer: n, MaxInFlightPerPeer: n, MaxFrameBytes: n,
+			DialTimeout: d, PingInterval: d, PingTimeout: d, FrameTimeout: d, CallTimeout: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantC := ClientConfig{Secret: testSecret, ConnsPerPeer: 2, MaxInFlightPerPeer: 65536, MaxFrameBytes: 80 << 20,
+			DialTimeout: 2 * time.Second, PingInterval: time.Second, PingTimeout: 5 * time.Second,
+			FrameTimeout: 30 * time.Second, CallTimeout: 6 * time.Minute}
+		if gotC := c.cfg; !reflect.DeepEqual(gotC, wantC) {
+			t.Errorf("client settings %d: %+v, want %+v", d, gotC, wantC)
+		}
+		c.Close()
+	}
+	if _, err := NewServer(ServerConfig{Secret: testSecret, Adopt: func(c net.Conn) { c.Close() }}); err != nil {
+		t.Errorf("a server that adopts its connections, without a handler: %v", err)
+	}
+	for _, cfg := range []ServerConfig{{Secret: testSecret}, {Handler: newOwner().handle}} {
+		if _, err := NewServer(cfg); err == nil {
+			t.Errorf("NewServer(%+v) accepted", cfg)
+		}
+	}
+	if _, err := NewClient(ClientConfig{}); err == nil {
+		t.Error("NewClient without a secret accepted")
 	}
 }

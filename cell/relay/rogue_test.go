@@ -105,3 +105,62 @@ func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 		t.Fatalf("the handler ran %d times for the client that proved the secret; want 3", n)
 	}
 }
+
+// A rogue server: it sends its hello, reads the client's reply, and answers
+// "accepted" with a proof of its choosing, without knowing the secret (or
+// reflecting the client's own MAC back). The client refuses every such
+// server with ErrAuth; the same server with the right proof is accepted
+// (the control). A server that closes before its proof is complete is
+// unreachable, not accepted.
+func TestRogueServerWithoutTheProofIsRefused(t *testing.T) {
+	sn := make([]byte, nonceLen)
+	for i := range sn {
+		sn[i] = byte(100 + i)
+	}
+	for _, r := range []struct {
+		name  string
+		proof func(cn, clientMAC []byte) []byte // status and proof, written whole, then closed
+		kind  error
+	}{
+		{"another secret", func(cn, _ []byte) []byte {
+			return append([]byte{statusOK}, mac([]byte("not-the-cell-secret"), 's', cn, sn)...)
+		}, ErrAuth},
+		{"the client's MAC reflected", func(_, clientMAC []byte) []byte { return append([]byte{statusOK}, clientMAC...) }, ErrAuth},
+		{"no proof at all", func(_, _ []byte) []byte { return append([]byte{statusOK}, make([]byte, macLen)...) }, ErrAuth},
+		{"a proof cut short", func(cn, _ []byte) []byte { return append([]byte{statusOK}, mac(testSecret, 's', cn, sn)[:macLen-1]...) }, ErrUnreachable},
+		{"the right proof", func(cn, _ []byte) []byte { return append([]byte{statusOK}, mac(testSecret, 's', cn, sn)...) }, nil},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := ln.Accept()
+			ln.Close()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.Write(hello(sn))
+			rest, err := readHello(c, replyLen)
+			if err != nil {
+				return
+			}
+			c.Write(r.proof(rest[:nonceLen], rest[nonceLen:]))
+		}()
+		c, err := Dial(ln.Addr().String(), testSecret, 5*time.Second)
+		if c != nil {
+			c.Close()
+		}
+		if r.kind == nil {
+			if err != nil {
+				t.Errorf("%s: %v, want accepted", r.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, r.kind) {
+			t.Errorf("%s: %v, want %v", r.name, err, r.kind)
+		}
+	}
+}
