@@ -523,11 +523,15 @@ func (cs *conn) relayParked(by engine.Origin) {
 	// gnet calls back on the link's loop once the frame is written or
 	// copied to the link's output buffer, or the link is gone: either way
 	// after endStandIn, and the stand-in's last use.
-	_ = l.c.AsyncWrite(frame, func(gnet.Conn, error) error {
+	n := len(frame)
+	_ = l.c.AsyncWrite(frame, func(_ gnet.Conn, err error) error {
 		if l.streams[id] == cs {
 			delete(l.streams, id)
 		}
 		l.ls.putStandIn(cs)
+		if err == nil && l.role == linkClient && !l.underHardAfter(n) {
+			_ = l.c.Close() // unread answers past the hard limit (linkbounds.go)
+		}
 		return nil
 	})
 }
