@@ -533,3 +533,182 @@ func TestLinkDifferentialGateway(t *testing.T) {
 		}
 	}
 }
+
+// ---------------------------------------------------------------------------
+// Lifecycle: the kill switch, SIGTERM and SIGKILL with pops parked on a link,
+// and 10,000 of them on one link.
+
+// parkOnBoth parks a pop of queue on an HTTP connection of its own to p.h
+// and on a stream of p.lk, and waits until both are parked.
+func (p *pair) parkOnBoth(t *testing.T, queue string) (*rawConn, uint64) {
+	t.Helper()
+	target := "/api/v1/ephemeral/pop?queue=" + queue + "&wait=true&timeout=30000"
+	hc := p.h.dial(t)
+	hc.send(httpReq("GET", target, "", p.ident...))
+	id := p.lk.request("GET", target, "")
+	eventually(t, 5*time.Second, "both pops parked", func() bool {
+		return p.h.gauge(t, "queen_ephemeral_parked_pops") == 1 && p.l.gauge(t, "queen_ephemeral_parked_pops") == 1
+	})
+	return hc, id
+}
+
+// TestLinkKillSwitchAnswersParkedPops: pausing answers a pop parked on a
+// link as it answers one parked on an HTTP connection (200, no messages),
+// the link stays open, its next requests are refused 503
+// ephemeral_disabled, and once resumed it is served again.
+func TestLinkKillSwitchAnswersParkedPops(t *testing.T) {
+	t.Parallel()
+	p := newPair(t, nil)
+	hc, id := p.parkOnBoth(t, "w")
+	p.both(t, "POST", "/api/v1/system/ephemeral", `{"enabled":false,"retryAfterSeconds":3}`)
+	got, l := p.lk.answer()
+	if got != id {
+		t.Fatalf("answer on stream %d, want the parked pop's %d", got, id)
+	}
+	h := hc.read()
+	sameAnswer(t, "the parked pop when paused", h, p.hInc, l, p.lInc)
+	if h.status != 200 || string(h.body) != `{"queue":"w","messages":[]}` {
+		t.Fatalf("the parked pop when paused: %s", h)
+	}
+	p.step(t, "GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=30000", "").wantErr(t, 503, "ephemeral_disabled")
+	p.both(t, "POST", "/api/v1/system/ephemeral", `{"enabled":true}`)
+	p.step(t, "POST", "/api/v1/ephemeral/push", `{"queue":"w","messages":[{"payload":1}]}`).want(t, 201, nil)
+}
+
+// TestLinkShutdownAnswersParkedPops: SIGTERM answers the pops parked on a
+// link as those parked on HTTP connections (200, no messages: the broker
+// releases its waiters before it stops), then the link closes.
+func TestLinkShutdownAnswersParkedPops(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	hc := b.dial(t)
+	hc.send(httpReq("GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=30000", ""))
+	l := b.openLink(t)
+	const n = 50
+	for range n {
+		l.request("GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=30000", "")
+	}
+	eventually(t, 5*time.Second, "the pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == n+1 })
+	b.stop(t)
+	if h := hc.read(); h.status != 200 || string(h.body) != `{"queue":"w","messages":[]}` {
+		t.Fatalf("the HTTP pop at SIGTERM: %s", h)
+	}
+	seen := map[uint64]bool{}
+	for range n {
+		id, r := l.answer()
+		if seen[id] || id >= n || r.status != 200 || string(r.body) != `{"queue":"w","messages":[]}` {
+			t.Fatalf("stream %d (seen before: %v) at SIGTERM: %s", id, seen[id], r)
+		}
+		seen[id] = true
+	}
+	l.expectClosed(5 * time.Second)
+}
+
+// TestLinkKill9WithCallsInFlight: a broker killed while a client streams
+// pushes on a link, with pops parked on it: the link ends (EOF or a reset,
+// not a silence), nothing is answered twice, and nothing is answered on a
+// stream that was not asked. The pushes left unanswered may have been
+// applied (docs/link.md): a client reports them so and sends nothing again.
+func TestLinkKill9WithCallsInFlight(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	l := b.openLink(t)
+	const pops, killAfter = 100, 500
+	var out []byte
+	for range pops {
+		out = append(out, linkFrame(frameRequest, l.next, linkRequest("GET", "/api/v1/ephemeral/pop?queue=idle&wait=true&timeout=30000", ""))...)
+		l.next++
+	}
+	l.write(out)
+	eventually(t, 5*time.Second, "the pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == pops })
+	// The writer sends pushes in batches of 100 until the link fails; sent
+	// is the number of streams written so far.
+	var mu sync.Mutex
+	sent := uint64(pops)
+	go func() {
+		for i := 0; ; i++ {
+			mu.Lock()
+			from := sent
+			mu.Unlock()
+			var batch []byte
+			for k := range uint64(100) {
+				batch = append(batch, linkFrame(frameRequest, from+k, linkRequest("POST", "/api/v1/ephemeral/push", fmt.Sprintf(`{"queue":"q","messages":[{"payload":%d}]}`, i)))...)
+			}
+			mu.Lock()
+			sent += 100 // counted before the write: an answer may come before it returns
+			mu.Unlock()
+			if _, err := l.c.Write(batch); err != nil {
+				return
+			}
+		}
+	}()
+	seen := map[uint64]bool{}
+	killed := false
+	for {
+		typ, id, payload, err := l.readFrame(10 * time.Second)
+		if err != nil {
+			var ne net.Error
+			if errorsAs(err, &ne) && ne.Timeout() {
+				t.Fatalf("the link stayed silent and open after the broker was killed (killed: %v)", killed)
+			}
+			break
+		}
+		mu.Lock()
+		asked := id >= pops && id < sent
+		mu.Unlock()
+		if typ != frameAnswer || !asked || seen[id] {
+			t.Fatalf("frame type %d on stream %d (asked: %v, answered before: %v): %q", typ, id, asked, seen[id], payload)
+		}
+		seen[id] = true
+		if r := parseAnswer(t, payload); r.status != 201 {
+			t.Fatalf("stream %d: %s", id, r)
+		}
+		if len(seen) == killAfter {
+			b.kill(t) // the answers already sent stay readable
+			killed = true
+		}
+	}
+	if !killed {
+		t.Fatalf("the link ended after %d answers, before the kill", len(seen))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d pushes sent, %d answered; the others end unanswered (may have been applied)", sent-pops, len(seen))
+}
+
+// TestLinkTenThousandParkedPops: 10,000 pops parked on one link, then one
+// push of 10,000 messages: every pop is answered once, on its own stream,
+// with one message, and each message goes to exactly one pop.
+func TestLinkTenThousandParkedPops(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	l := b.openLink(t)
+	const n = 10000
+	var out []byte
+	for range n {
+		out = append(out, linkFrame(frameRequest, l.next, linkRequest("GET", "/api/v1/ephemeral/pop?queue=many&autoAck=true&wait=true&timeout=120000", ""))...)
+		l.next++
+	}
+	l.write(out)
+	eventually(t, 20*time.Second, "10,000 pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == n })
+	if links := b.gauge(t, "queen_ephemeral_client_links"); links != 1 {
+		t.Fatalf("queen_ephemeral_client_links %v, want 1", links)
+	}
+	b.do(t, "POST", "/api/v1/ephemeral/push", `{"queue":"many","messages":[`+strings.TrimSuffix(strings.Repeat(`{"payload":7},`, n), ",")+`]}`).want(t, 201, nil)
+	streams, ids := map[uint64]bool{}, map[string]bool{}
+	for range n {
+		id, r := l.answer()
+		var pr popResp
+		r.want(t, 200, &pr)
+		if streams[id] || len(pr.Messages) != 1 || ids[pr.Messages[0].ID] {
+			t.Fatalf("stream %d (answered before: %v): %s", id, streams[id], r)
+		}
+		streams[id], ids[pr.Messages[0].ID] = true, true
+	}
+	if parked := b.gauge(t, "queen_ephemeral_parked_pops"); parked != 0 {
+		t.Fatalf("%v pops still parked", parked)
+	}
+	if d := b.depth(t, "many", ""); d.Pending != 0 {
+		t.Fatalf("pending %d after 10,000 pops took 10,000 messages", d.Pending)
+	}
+}
