@@ -451,6 +451,7 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *link.Request) {
 func (l *relayLink) endStandIn(cs *conn, id uint64) {
 	if cs.state.Load() == stBusy {
 		l.streams[id] = cs
+		l.noteOffLoop(cs)
 	} else {
 		l.s.m.observe(cs.reqRoute, cs.reqStart)
 		l.answer(id, cs.out)

@@ -208,6 +208,7 @@ func (cs *conn) answerLater(resp []byte) {
 			l.answer(id, resp)
 		}
 		l.ls.putStandIn(cs)
+		l.offLoopDone()
 		return nil
 	}))
 }

@@ -30,6 +30,13 @@ import "github.com/panjf2000/gnet/v2"
 //     and so is a stopped link with more than an HTTP connection may queue
 //     (MaxPipelined).
 //
+//   - At most maxLinkOffLoop of a link's requests are served off the loop at
+//     once (a configure, a delete, a listing of many queues): past that its
+//     frames stay unread until one is answered. An HTTP connection serves
+//     one request at a time; a link that had every listing it was sent made
+//     at once, each one whole, had 1,000 listings of 2,000 queues take the
+//     broker past 1 GiB in seconds (reliability.TestUnreadLinkAnswers).
+//
 // Closing a link loses nothing accepted: a frame not read was not served,
 // and the answers it leaves unsent end their streams as "may have been
 // served" for the client (docs/link.md), as a closed HTTP connection's do.
@@ -179,7 +186,7 @@ func (ls *loopScratch) checkThrottledLinks() {
 func (l *relayLink) holdUnread() bool {
 	s := l.s
 	n := int64(l.c.InboundBuffered())
-	if l.overSince != 0 && n > int64(s.cfg.MaxPipelined) {
+	if l.stopped() && n > int64(s.cfg.MaxPipelined) {
 		return false
 	}
 	if n <= queuedFree {
@@ -205,4 +212,45 @@ func (l *relayLink) release() {
 		l.s.inflight.Add(-l.reserved)
 		l.reserved = 0
 	}
+}
+
+// maxLinkOffLoop bounds the requests of one client link served off the
+// loop at once (see above). A few let an SDK's concurrent configures share
+// one link; each may hold a whole answer (a listing of many queues).
+const maxLinkOffLoop = 4
+
+// noteOffLoop runs when the request of stream's stand-in cs was not
+// answered on the loop: one served off the loop (not a parked pop, nor one
+// relayed to another member) counts against maxLinkOffLoop until
+// offLoopDone.
+func (l *relayLink) noteOffLoop(cs *conn) {
+	if l.role == linkClient && !cs.parked() && cs.relayLink == l {
+		l.offLoop++
+	}
+}
+
+// offLoopDone runs on the loop when a request served off the loop was
+// answered: a link that waited at the bound serves its frames again.
+func (l *relayLink) offLoopDone() {
+	if l.role != linkClient {
+		return
+	}
+	l.offLoop--
+	if l.offLoop == maxLinkOffLoop-1 && !l.closed && serveLinkFrames(l) == gnet.Close {
+		_ = l.c.Close()
+	}
+}
+
+// serveLinkFrames is serveFrames, called through a variable: a direct call
+// from offLoopDone (which answers of the route handlers reach) would make
+// the route table refer to itself (Go's initialization order).
+var serveLinkFrames func(*relayLink) gnet.Action
+
+func init() { serveLinkFrames = (*relayLink).serveFrames }
+
+// stopped reports whether the link's frames wait unread: its unsent
+// answers are over the soft limit, or its requests off the loop at the
+// bound.
+func (l *relayLink) stopped() bool {
+	return l.overSince != 0 || l.offLoop >= maxLinkOffLoop
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/link"
+	"github.com/queenmq/ephemeral/store"
 )
 
 // The bounds on a client link's unread answers and frames (linkbounds.go),
@@ -243,5 +245,81 @@ func TestClientLinkUnreadFrameHoldsTheInflightBound(t *testing.T) {
 	l.send(t, "", 0, "POST", "/api/v1/ephemeral/push", body)
 	if _, status, answer := l.answer(t); status != 201 {
 		t.Fatalf("a 200 KiB push under a 256 KiB bound: %d %s", status, answer)
+	}
+}
+
+// gatedStore holds every declaration write until it is let through, and
+// keeps how many were held at once.
+type gatedStore struct {
+	store.Store
+	gate chan struct{}
+	mu   sync.Mutex
+	now  int
+	most int
+}
+
+func (g *gatedStore) PutDeclaration(ctx context.Context, d store.Declaration) error {
+	g.mu.Lock()
+	g.now++
+	g.most = max(g.most, g.now)
+	g.mu.Unlock()
+	<-g.gate
+	g.mu.Lock()
+	g.now--
+	g.mu.Unlock()
+	return g.Store.PutDeclaration(ctx, d)
+}
+
+func (g *gatedStore) held() (now, most int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.now, g.most
+}
+
+// A link's requests served off the loop are at most maxLinkOffLoop at once:
+// ten configures sent together (each a store write off the loop) reach the
+// store four at a time, the frames behind them wait unread, and every one,
+// and the read sent behind them, is answered once the writes go through.
+func TestClientLinkRequestsOffTheLoopAreBounded(t *testing.T) {
+	gs := &gatedStore{Store: openStore(t), gate: make(chan struct{})}
+	ts := serve(t, engine.New(engine.Config{}), gs, Config{Loops: 1})
+	l := openClientLink(t, ts.addr, "")
+	var out []byte
+	const n = 10
+	for i := range n {
+		out, _ = link.AppendRequest(out, l.nextID, &link.Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/configure"), Body: []byte(fmt.Sprintf(`{"queue":"c%d"}`, i))})
+		l.nextID++
+	}
+	out, _ = link.AppendRequest(out, l.nextID, &link.Request{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/queues/c0/depth")})
+	l.nextID++
+	if _, err := l.c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "four writes held", func() bool { now, _ := gs.held(); return now == maxLinkOffLoop })
+	// One write let through at a time: its answer comes, and once the
+	// frames behind have been read, the depth read's (on the loop).
+	answered := map[uint64]int{}
+	for range n {
+		gs.gate <- struct{}{}
+		for {
+			id, status, body := l.answer(t)
+			want := 201
+			if id == n {
+				want = 200
+			}
+			if id > n || status != want || answered[id] != 0 {
+				t.Fatalf("stream %d: %d %s", id, status, body)
+			}
+			answered[id] = status
+			if id != n {
+				break
+			}
+		}
+	}
+	if len(answered) != n+1 {
+		t.Fatalf("answered %v, want every stream", answered)
+	}
+	if _, most := gs.held(); most != maxLinkOffLoop {
+		t.Fatalf("%d declaration writes of one link at once, want %d", most, maxLinkOffLoop)
 	}
 }

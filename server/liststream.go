@@ -207,7 +207,7 @@ func (cs *conn) listQueuesLater(req *wire.Request) {
 			qs := queueStatus(&q)
 			body = wire.AppendQueueStatus(body, int(n), &qs)
 			n++
-			return true
+			return len(body) <= maxRelayFrame // past it the answer is refused: stop making it
 		})
 		body = wire.AppendQueuesEnd(body, n, s.e.CellBytes())
 		cs.answerAsync(wire.AppendResponse(nil, head, body))

@@ -91,6 +91,7 @@ type relayLink struct {
 	listedOver bool
 	reserved   int64
 	shedding   bool
+	offLoop    int // its requests being served off the loop (maxLinkOffLoop)
 }
 
 // redialAfter: after a failed dial to a peer, a loop answers its calls to
@@ -298,6 +299,9 @@ func (l *relayLink) serveFrames() gnet.Action {
 	for {
 		if l.overSince != 0 && !l.outboundDrained() {
 			break // frames wait, unread, until the client reads its answers
+		}
+		if l.offLoop >= maxLinkOffLoop {
+			break // and until one of its requests served off the loop is answered
 		}
 		hdr, _ := c.Peek(link.HeaderLen)
 		if len(hdr) < link.HeaderLen {
