@@ -35,8 +35,6 @@ const (
 	framePing    = 5
 	framePong    = 6
 	frameToken   = 7
-
-	refuseClosing = 2
 )
 
 // rawLink is a client link spoken to by hand.
@@ -711,4 +709,87 @@ func TestLinkTenThousandParkedPops(t *testing.T) {
 	if d := b.depth(t, "many", ""); d.Pending != 0 {
 		t.Fatalf("pending %d after 10,000 pops took 10,000 messages", d.Pending)
 	}
+}
+
+// ---------------------------------------------------------------------------
+// The upgrade and the frames other than requests (docs/link.md)
+
+// TestLinkUpgradeAndFrames: the upgrade's refusals; frames sent in the
+// upgrade's own write; ping and pong; a cancel that lets a parked pop go
+// with no answer; a token frame outside mode jwt; a frame of a type the
+// broker does not take, which closes the link.
+func TestLinkUpgradeAndFrames(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+
+	// A version the broker does not speak, or none: 426 naming those it does.
+	for _, up := range []string{"Upgrade: queen-link/2", "Upgrade: websocket", ""} {
+		rc := b.dial(t)
+		lines := []string{"Connection: Upgrade"}
+		if up != "" {
+			lines = append(lines, up)
+		}
+		rc.send(httpReq("GET", "/api/v1/ephemeral/link", "", lines...))
+		r := rc.read()
+		r.wantErr(t, 426, "ephemeral_bad_request")
+		if r.header.Get("Upgrade") != "queen-link/1" {
+			t.Fatalf("426 with Upgrade %q, want queen-link/1", r.header.Get("Upgrade"))
+		}
+		// The connection is still HTTP.
+		rc.send(httpReq("GET", "/api/v1/ephemeral/queues", ""))
+		rc.read().want(t, 200, nil)
+	}
+	rc := b.dial(t)
+	rc.send(httpReq("POST", "/api/v1/ephemeral/link", "", "Connection: Upgrade", "Upgrade: queen-link/1"))
+	rc.read().wantErr(t, 405, "method_not_allowed")
+
+	// Frames in the upgrade's own write are read once it is answered.
+	c := b.dial(t)
+	up := httpReq("GET", "/api/v1/ephemeral/link", "", "Connection: Upgrade", "Upgrade: queen-link/2, queen-link/1")
+	c.send(up + string(linkFrame(frameRequest, 0, linkRequest("POST", "/api/v1/ephemeral/push", `{"queue":"f","messages":[{"payload":1}]}`))))
+	_ = c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil || resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "queen-link/1" {
+		t.Fatalf("the upgrade offering queen-link/2 and /1: %v %v", resp, err)
+	}
+	l := &rawLink{t: t, c: c.c, br: c.br, next: 1}
+	if id, r := l.answer(); id != 0 || r.status != 201 {
+		t.Fatalf("the push sent with the upgrade: stream %d, %s", id, r)
+	}
+
+	// Ping: a pong on stream 0.
+	l.write(linkFrame(framePing, 0, nil))
+	if typ, id, p, err := l.readFrame(10 * time.Second); err != nil || typ != framePong || id != 0 || len(p) != 0 {
+		t.Fatalf("the answer to a ping: type %d stream %d %q %v", typ, id, p, err)
+	}
+
+	// A cancel lets a parked pop go; no answer follows, and the next
+	// message is not taken by it.
+	pop := l.request("GET", "/api/v1/ephemeral/pop?queue=idle&wait=true&timeout=30000", "")
+	eventually(t, 5*time.Second, "the pop parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == 1 })
+	l.write(linkFrame(frameCancel, pop, nil))
+	eventually(t, 5*time.Second, "the pop let go", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == 0 })
+	l.do("POST", "/api/v1/ephemeral/push", `{"queue":"idle","messages":[{"payload":1}]}`).want(t, 201, nil)
+	var d depthResp
+	l.do("GET", "/api/v1/ephemeral/queues/idle/depth", "").want(t, 200, &d)
+	if d.Pending != 1 {
+		t.Fatalf("pending %d after the cancelled pop and one push, want 1", d.Pending)
+	}
+	// A cancel of a stream already answered is ignored.
+	l.write(linkFrame(frameCancel, 0, nil))
+
+	// A token frame outside mode jwt: 400 on its stream.
+	tok := l.next
+	l.next++
+	l.write(linkFrame(frameToken, tok, []byte("Bearer x")))
+	if id, r := l.answer(); id != tok {
+		t.Fatalf("the token's answer on stream %d, want %d", id, tok)
+	} else {
+		r.wantErr(t, 400, "ephemeral_bad_request")
+	}
+
+	// A frame of a type only the broker sends: the link closes.
+	l.write(linkFrame(frameAnswer, l.next, []byte("HTTP/1.1 200 OK\r\n\r\n")))
+	l.expectClosed(10 * time.Second)
+	eventually(t, 5*time.Second, "the link uncounted", func() bool { return b.gauge(t, "queen_ephemeral_client_links") == 0 })
 }

@@ -170,7 +170,7 @@ func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
 	if l.expired(l.lastRead) {
 		return false
 	}
-	head := wire.Head{Status: 200, KeepAlive: true}
+	head := wire.Head{Status: 200} // no connection field: a link is not closed by an answer
 	tenant, level, until, werr := s.auth.IdentifyToken(p)
 	switch {
 	case werr != nil:
