@@ -47,7 +47,6 @@ type cellState struct {
 	relayed, served, lost, dials *metrics.Counter
 	refused, shed                *metrics.Counter // the relay port's, counted by cmd/queen's relay.Server
 	linkCount                    atomic.Int64     // relay links open or being dialled, both ways
-	returning                    atomic.Bool      // a returnHeldMemory is pending (relaylink.go)
 }
 
 // RelayOptions configure the relay on the event loops (relaylink.go).

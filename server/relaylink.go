@@ -443,6 +443,7 @@ func (l *relayLink) fail(err error) {
 	}
 	l.countOpen(-1)
 	l.release()
+	l.returnHeld()
 	l.out = nil
 	if l.c != nil {
 		_ = l.c.Close()
@@ -561,11 +562,11 @@ const returnHeldAt = 4 << 20
 // of its own: links failing together (one per loop, tended in the same
 // second) are covered by one return.
 func (s *Server) returnHeldMemory() {
-	if s.cell.returning.CompareAndSwap(false, true) {
+	if s.returning.CompareAndSwap(false, true) {
 		time.AfterFunc(time.Second, func() {
 			runtime.GC()
 			debug.FreeOSMemory()
-			s.cell.returning.Store(false)
+			s.returning.Store(false)
 		})
 	}
 }
