@@ -450,6 +450,22 @@ func TestLinkDifferential(t *testing.T) {
 	p.step(t, "GET", "/api/v1/ephemeral/pop?queue=full", "")
 }
 
+// TestLinkDifferentialBudget: the broker total's refusal, 503
+// ephemeral_unavailable, and a message over its queue's maxBytes, over a
+// link as over HTTP.
+func TestLinkDifferentialBudget(t *testing.T) {
+	t.Parallel()
+	p := newPair(t, map[string]string{"QUEEN_EPHEMERAL_MAX_BYTES": "1048576"})
+	big := `{"queue":"b%d","messages":[{"payload":"` + strings.Repeat("x", 200<<10) + `"}]}`
+	p.step(t, "POST", "/api/v1/ephemeral/configure", `{"queue":"small","options":{"maxBytes":100}}`)
+	p.step(t, "POST", "/api/v1/ephemeral/push", `{"queue":"small","messages":[{"payload":"`+strings.Repeat("y", 200)+`"}]}`)
+	var last rawReply
+	for i := range 8 {
+		last = p.step(t, "POST", "/api/v1/ephemeral/push", fmt.Sprintf(big, i))
+	}
+	last.wantErr(t, 503, "ephemeral_unavailable")
+}
+
 // gauge reads an unlabelled gauge from the broker's /metrics.
 func (b *broker) gauge(t testing.TB, name string) float64 {
 	t.Helper()
