@@ -137,7 +137,7 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	if l.expired(l.lastRead) {
 		return false
 	}
-	if len(l.streams) >= maxLinkStreams {
+	if len(l.streams) >= maxLinkStreams || l.offLoopBusy(&rq) {
 		l.refuse(id, link.RefuseBusy)
 		return true
 	}

@@ -1,6 +1,12 @@
 package server
 
-import "github.com/panjf2000/gnet/v2"
+import (
+	"bytes"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/queenmq/ephemeral/link"
+)
 
 // Bounds on a client link's unread answers and unread frames (docs/link.md,
 // "Bounds").
@@ -31,11 +37,14 @@ import "github.com/panjf2000/gnet/v2"
 //     (MaxPipelined).
 //
 //   - At most maxLinkOffLoop of a link's requests are served off the loop at
-//     once (a configure, a delete, a listing of many queues): past that its
-//     frames stay unread until one is answered. An HTTP connection serves
-//     one request at a time; a link that had every listing it was sent made
-//     at once, each one whole, had 1,000 listings of 2,000 queues take the
-//     broker past 1 GiB in seconds (reliability.TestUnreadLinkAnswers).
+//     once (a configure, a delete, a reset in a cell, a listing of many
+//     queues): past that, a request of those routes is refused "busy" (not
+//     served; the SDKs back off and send it again), and the link's other
+//     requests are served as ever, so a slow store holds up no push or pop
+//     behind a configure. An HTTP connection serves one request at a time;
+//     a link that had every listing it was sent made at once, each one
+//     whole, had 1,000 listings of 2,000 queues take the broker past 1 GiB
+//     in seconds (reliability.TestUnreadLinkAnswers).
 //
 // Closing a link loses nothing accepted: a frame not read was not served,
 // and the answers it leaves unsent end their streams as "may have been
@@ -186,7 +195,7 @@ func (ls *loopScratch) checkThrottledLinks() {
 func (l *relayLink) holdUnread() bool {
 	s := l.s
 	n := int64(l.c.InboundBuffered())
-	if l.stopped() && n > int64(s.cfg.MaxPipelined) {
+	if l.overSince != 0 && n > int64(s.cfg.MaxPipelined) {
 		return false
 	}
 	if n <= queuedFree {
@@ -230,29 +239,35 @@ func (l *relayLink) noteOffLoop(cs *conn) {
 }
 
 // offLoopDone runs on the loop when a request served off the loop was
-// answered: a link that waited at the bound serves its frames again.
+// answered.
 func (l *relayLink) offLoopDone() {
-	if l.role != linkClient {
-		return
-	}
-	l.offLoop--
-	if l.offLoop == maxLinkOffLoop-1 && !l.closed && serveLinkFrames(l) == gnet.Close {
-		_ = l.c.Close()
+	if l.role == linkClient {
+		l.offLoop--
 	}
 }
 
-// serveLinkFrames is serveFrames, called through a variable: a direct call
-// from offLoopDone (which answers of the route handlers reach) would make
-// the route table refer to itself (Go's initialization order).
-var serveLinkFrames func(*relayLink) gnet.Action
-
-func init() { serveLinkFrames = (*relayLink).serveFrames }
-
-// stopped reports whether the link's frames wait unread: its unsent
-// answers are over the soft limit, or its requests off the loop at the
-// bound.
-func (l *relayLink) stopped() bool {
-	return l.overSince != 0 || l.offLoop >= maxLinkOffLoop
+// offLoopBusy reports whether rq, a request frame of a client link, is to
+// be refused "busy": the link is at maxLinkOffLoop and rq is of a route
+// that may be served off the loop. A listing is refused whatever its
+// length (it is known only once made), a reset in a cell as well as
+// outside it.
+func (l *relayLink) offLoopBusy(rq *link.Request) bool {
+	if l.offLoop < maxLinkOffLoop {
+		return false
+	}
+	path := rq.Target
+	if i := bytes.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	switch string(rq.Method) {
+	case "POST":
+		return string(path) == prefix+"configure" || string(path) == prefix+"reset"
+	case "DELETE":
+		return bytes.HasPrefix(path, []byte(prefix+"queue/"))
+	case "GET":
+		return string(path) == prefix+"queues"
+	}
+	return false
 }
 
 // returnHeld runs as a client link fails: one closed for its unread

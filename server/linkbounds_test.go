@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,9 +280,10 @@ func (g *gatedStore) held() (now, most int) {
 }
 
 // A link's requests served off the loop are at most maxLinkOffLoop at once:
-// ten configures sent together (each a store write off the loop) reach the
-// store four at a time, the frames behind them wait unread, and every one,
-// and the read sent behind them, is answered once the writes go through.
+// of ten configures sent together (each a store write off the loop) four
+// reach the store and six are refused "busy" at once; a read and a push
+// sent behind them are served meanwhile, and the four are answered once
+// their writes go through.
 func TestClientLinkRequestsOffTheLoopAreBounded(t *testing.T) {
 	gs := &gatedStore{Store: openStore(t), gate: make(chan struct{})}
 	ts := serve(t, engine.New(engine.Config{}), gs, Config{Loops: 1})
@@ -290,36 +294,69 @@ func TestClientLinkRequestsOffTheLoopAreBounded(t *testing.T) {
 		out, _ = link.AppendRequest(out, l.nextID, &link.Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/configure"), Body: []byte(fmt.Sprintf(`{"queue":"c%d"}`, i))})
 		l.nextID++
 	}
-	out, _ = link.AppendRequest(out, l.nextID, &link.Request{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/queues/c0/depth")})
-	l.nextID++
+	for _, r := range []link.Request{
+		{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/queues")},
+		{Method: []byte("DELETE"), Target: []byte("/api/v1/ephemeral/queue/c0")},
+		{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/reset"), Body: []byte(`{"queue":"c0"}`)},
+		{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/queues/c0/depth")},
+		{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push"), Body: []byte(`{"queue":"p","messages":[{"payload":1}]}`)},
+	} {
+		out, _ = link.AppendRequest(out, l.nextID, &r)
+		l.nextID++
+	}
 	if _, err := l.c.Write(out); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "four writes held", func() bool { now, _ := gs.held(); return now == maxLinkOffLoop })
-	// One write let through at a time: its answer comes, and once the
-	// frames behind have been read, the depth read's (on the loop).
+	// Nothing is let through yet: 6 configures, the listing, the delete and
+	// the reset are refused busy; the depth read (404: nothing is declared
+	// yet) and the push are answered.
+	refused := map[uint64]bool{}
 	answered := map[uint64]int{}
-	for range n {
-		gs.gate <- struct{}{}
-		for {
-			id, status, body := l.answer(t)
-			want := 201
-			if id == n {
-				want = 200
-			}
-			if id > n || status != want || answered[id] != 0 {
-				t.Fatalf("stream %d: %d %s", id, status, body)
-			}
-			answered[id] = status
-			if id != n {
-				break
-			}
+	for range n - maxLinkOffLoop + 5 {
+		typ, id, p := readFrame(t, l.c)
+		switch {
+		case typ == link.FrameRefuse && len(p) == 1 && p[0] == link.RefuseBusy:
+			refused[id] = true
+		case typ == link.FrameAnswer:
+			answered[id] = statusOf(t, p)
+		default:
+			t.Fatalf("frame type %d on stream %d: %q", typ, id, p)
 		}
 	}
-	if len(answered) != n+1 {
-		t.Fatalf("answered %v, want every stream", answered)
+	for id := uint64(maxLinkOffLoop); id < n+3; id++ {
+		if !refused[id] {
+			t.Fatalf("stream %d not refused busy; refused %v, answered %v", id, refused, answered)
+		}
+	}
+	if answered[n+3] != 404 || answered[n+4] != 201 {
+		t.Fatalf("the depth read and the push behind the configures: %v", answered)
+	}
+	if now, _ := gs.held(); now != maxLinkOffLoop {
+		t.Fatalf("%d writes held, want %d", now, maxLinkOffLoop)
+	}
+	for range maxLinkOffLoop {
+		gs.gate <- struct{}{}
+		if id, status, body := l.answer(t); id >= maxLinkOffLoop || status != 201 {
+			t.Fatalf("stream %d: %d %s", id, status, body)
+		}
 	}
 	if _, most := gs.held(); most != maxLinkOffLoop {
 		t.Fatalf("%d declaration writes of one link at once, want %d", most, maxLinkOffLoop)
 	}
+	// Below the bound again, a configure is served.
+	l.send(t, "", 0, "POST", "/api/v1/ephemeral/configure", `{"queue":"again"}`)
+	gs.gate <- struct{}{}
+	if _, status, body := l.answer(t); status != 201 {
+		t.Fatalf("a configure after the others were answered: %d %s", status, body)
+	}
+}
+
+// statusOf is the status of the HTTP answer in an answer frame.
+func statusOf(t *testing.T, p []byte) int {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(p)), nil)
+	if err != nil {
+		t.Fatalf("an answer frame: %v in %q", err, p)
+	}
+	return resp.StatusCode
 }

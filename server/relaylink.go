@@ -300,9 +300,6 @@ func (l *relayLink) serveFrames() gnet.Action {
 		if l.overSince != 0 && !l.outboundDrained() {
 			break // frames wait, unread, until the client reads its answers
 		}
-		if l.offLoop >= maxLinkOffLoop {
-			break // and until one of its requests served off the loop is answered
-		}
 		hdr, _ := c.Peek(link.HeaderLen)
 		if len(hdr) < link.HeaderLen {
 			break
