@@ -809,3 +809,32 @@ func TestLinkUpgradeAndFrames(t *testing.T) {
 	l.expectClosed(10 * time.Second)
 	eventually(t, 5*time.Second, "the link uncounted", func() bool { return b.gauge(t, "queen_ephemeral_client_links") == 0 })
 }
+
+// TestLinkStreamsBound: 65,536 requests may wait on one link; one more is
+// refused "busy" (reason 1) on its stream, not served; once one is let go
+// (a cancel), the link takes a request again.
+func TestLinkStreamsBound(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	l := b.openLink(t)
+	const bound = 65536
+	var out []byte
+	for range bound {
+		out = append(out, linkFrame(frameRequest, l.next, linkRequest("GET", "/api/v1/ephemeral/pop?queue=idle&wait=true&timeout=120000", ""))...)
+		l.next++
+	}
+	l.write(out)
+	eventually(t, 30*time.Second, "65,536 pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == bound })
+	over := l.request("POST", "/api/v1/ephemeral/push", `{"queue":"other","messages":[{"payload":1}]}`)
+	typ, id, p, err := l.readFrame(10 * time.Second)
+	if err != nil || typ != frameRefuse || id != over || len(p) != 1 || p[0] != 1 {
+		t.Fatalf("the request past the bound: type %d stream %d %q %v; want a refuse frame, reason busy (1)", typ, id, p, err)
+	}
+	// Not served: the queue it named was not made.
+	b.do(t, "GET", "/api/v1/ephemeral/queues/other/depth", nil).wantErr(t, 404, "ephemeral_queue_not_found")
+	l.write(linkFrame(frameCancel, 0, nil))
+	eventually(t, 5*time.Second, "one pop let go", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == bound-1 })
+	if r := l.do("POST", "/api/v1/ephemeral/push", `{"queue":"other","messages":[{"payload":1}]}`); r.status != 201 {
+		t.Fatalf("a push once below the bound: %s", r)
+	}
+}
