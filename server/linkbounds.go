@@ -35,7 +35,6 @@ import (
 //     the bound cannot hold is closed (queen_ephemeral_inflight_refusals_total),
 //     and so is a stopped link with more than an HTTP connection may queue
 //     (MaxPipelined).
-//
 //   - At most maxLinkOffLoop of a link's requests are served off the loop at
 //     once (a configure, a delete, a reset in a cell, a listing of many
 //     queues): past that, a request of those routes is refused "busy" (not
