@@ -140,6 +140,41 @@ func TestGatewayLinkFramesAreAllocationFree(t *testing.T) {
 	}
 }
 
+// P3 on a client link: push and pop frames, served with the link's
+// identity on a stand-in and answered into the link's output, allocate
+// nothing in the steady state.
+func TestClientLinkFramesAreAllocationFree(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	s := New(Config{Engine: e, Store: openStore(t), Auth: jwtAuth(t, []byte("allocs"))})
+	ls := &loopScratch{s: s, gatewayRead: true} // answers are gathered, not flushed by a task
+	l := &relayLink{s: s, role: linkClient, ls: ls, streams: map[uint64]*conn{}, who: linkIdentity{tenant: "acme", level: identity.ReadWrite}}
+	frame := func(id uint64, method, target, body string) []byte {
+		f, err := link.AppendRequest(nil, id, &link.Request{Method: []byte(method), Target: []byte(target), Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f[link.HeaderLen:]
+	}
+	push := frame(1, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":{"n":1}}]}`)
+	pop := frame(2, "GET", "/api/v1/ephemeral/pop?queue=q&autoAck=true", "")
+	cycle := func() {
+		l.out, ls.dirty, l.listed = l.out[:0], ls.dirty[:0], false
+		if !s.serveClientFrame(l, 1, push) || !s.serveClientFrame(l, 2, pop) {
+			t.Fatal("a frame did not decode")
+		}
+		if !bytes.Contains(l.out, []byte("HTTP/1.1 201")) || !bytes.Contains(l.out, []byte(`"payload":{"n":1}`)) {
+			t.Fatalf("the link's output: %q", l.out)
+		}
+	}
+	if n := steadyMallocs(steadyCycles, cycle); n > steadyCycles/100 {
+		t.Fatalf("%d cycles of a push frame and a pop frame allocated %d times", steadyCycles, n)
+	}
+	if qs := e.Queues("acme", nil); len(qs) != 1 {
+		t.Fatalf("acme's queues: %+v, want q", qs)
+	}
+}
+
 // steadyCycles is how many cycles steadyMallocs counts over.
 const steadyCycles = 2000
 

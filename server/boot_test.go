@@ -45,13 +45,13 @@ func hs256(tb testing.TB, secret []byte, claims jwt.MapClaims) string {
 // serve starts a server over e and st with cfg (Addr, Engine and Store are
 // filled in) on a free loopback port; it is shut down, and e closed, when
 // the test ends.
-func serve(t *testing.T, e *engine.Engine, st store.Store, cfg Config) *testServer {
+func serve(t testing.TB, e *engine.Engine, st store.Store, cfg Config) *testServer {
 	t.Helper()
 	return serveWith(t, e, st, cfg, nil)
 }
 
 // serveWith is serve with prepare run on the server before it starts.
-func serveWith(t *testing.T, e *engine.Engine, st store.Store, cfg Config, prepare func(*Server)) *testServer {
+func serveWith(t testing.TB, e *engine.Engine, st store.Store, cfg Config, prepare func(*Server)) *testServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,7 +78,7 @@ func serveWith(t *testing.T, e *engine.Engine, st store.Store, cfg Config, prepa
 
 // openStore opens an embedded store in a temporary directory, closed when
 // the test ends (after the server that uses it).
-func openStore(t *testing.T) store.Store {
+func openStore(t testing.TB) store.Store {
 	t.Helper()
 	st, err := embedded.Open(embedded.Config{Dir: t.TempDir()})
 	if err != nil {

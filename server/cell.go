@@ -47,7 +47,6 @@ type cellState struct {
 	relayed, served, lost, dials *metrics.Counter
 	refused, shed                *metrics.Counter // the relay port's, counted by cmd/queen's relay.Server
 	linkCount                    atomic.Int64     // relay links open or being dialled, both ways
-	returning                    atomic.Bool      // a returnHeldMemory is pending (relaylink.go)
 }
 
 // RelayOptions configure the relay on the event loops (relaylink.go).
@@ -451,6 +450,7 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *link.Request) {
 func (l *relayLink) endStandIn(cs *conn, id uint64) {
 	if cs.state.Load() == stBusy {
 		l.streams[id] = cs
+		l.noteOffLoop(cs)
 	} else {
 		l.s.m.observe(cs.reqRoute, cs.reqStart)
 		l.answer(id, cs.out)
@@ -523,11 +523,15 @@ func (cs *conn) relayParked(by engine.Origin) {
 	// gnet calls back on the link's loop once the frame is written or
 	// copied to the link's output buffer, or the link is gone: either way
 	// after endStandIn, and the stand-in's last use.
-	_ = l.c.AsyncWrite(frame, func(gnet.Conn, error) error {
+	n := len(frame)
+	_ = l.c.AsyncWrite(frame, func(_ gnet.Conn, err error) error {
 		if l.streams[id] == cs {
 			delete(l.streams, id)
 		}
 		l.ls.putStandIn(cs)
+		if err == nil && l.role == linkClient && !l.underHardAfter(n) {
+			_ = l.c.Close() // unread answers past the hard limit (linkbounds.go)
+		}
 		return nil
 	})
 }

@@ -138,7 +138,7 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	if l.expired(l.lastRead) {
 		return false
 	}
-	if len(l.streams) >= maxLinkStreams {
+	if len(l.streams) >= maxLinkStreams || l.offLoopBusy(&rq) {
 		l.refuse(id, link.RefuseBusy)
 		return true
 	}
@@ -177,7 +177,7 @@ func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
 	if l.expired(l.lastRead) {
 		return false
 	}
-	head := wire.Head{Status: 200, KeepAlive: true}
+	head := wire.Head{Status: 200} // no connection field: a link is not closed by an answer
 	tenant, level, until, werr := s.auth.IdentifyToken(p)
 	switch {
 	case werr != nil:
@@ -215,6 +215,7 @@ func (cs *conn) answerLater(resp []byte) {
 			l.answer(id, resp)
 		}
 		l.ls.putStandIn(cs)
+		l.offLoopDone()
 		return nil
 	}))
 }

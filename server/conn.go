@@ -349,18 +349,24 @@ const maxPeekLine = 4 << 10
 // reserve makes the connection hold n bytes of the bound on request bytes
 // in flight (more when it already holds some), or reports false when the
 // bound does not allow it.
-func (cs *conn) reserve(n int64) bool {
-	d := n - cs.reserved
+func (cs *conn) reserve(n int64) bool { return cs.s.reserve(&cs.reserved, n) }
+
+// reserve makes a holder that holds *held bytes of the bound on request
+// bytes in flight hold n (more when it already holds some), or reports
+// false when the bound does not allow it: a connection's body being read,
+// or a client link's unread frames (linkbounds.go).
+func (s *Server) reserve(held *int64, n int64) bool {
+	d := n - *held
 	if d <= 0 {
 		return true
 	}
 	for {
-		cur := cs.s.inflight.Load()
-		if cur+d > cs.s.cfg.MaxInflightBytes {
+		cur := s.inflight.Load()
+		if cur+d > s.cfg.MaxInflightBytes {
 			return false
 		}
-		if cs.s.inflight.CompareAndSwap(cur, cur+d) {
-			cs.reserved = n
+		if s.inflight.CompareAndSwap(cur, cur+d) {
+			*held = n
 			return true
 		}
 	}

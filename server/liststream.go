@@ -8,6 +8,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/link"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -207,7 +208,7 @@ func (cs *conn) listQueuesLater(req *wire.Request) {
 			qs := queueStatus(&q)
 			body = wire.AppendQueueStatus(body, int(n), &qs)
 			n++
-			return true
+			return len(body) <= link.MaxFrame // past it the answer is refused: stop making it
 		})
 		body = wire.AppendQueuesEnd(body, n, s.e.CellBytes())
 		cs.answerAsync(wire.AppendResponse(nil, head, body))

@@ -60,8 +60,12 @@ type loopScratch struct {
 	loop       gnet.EventLoop
 	throttled  []*conn
 	spare      []*conn
-	nThrottled atomic.Int32
+	nThrottled atomic.Int32 // the connections and client links stopped
 	check      gnet.RunnableFunc
+	// The client links of this loop stopped for their unread answers
+	// (linkbounds.go), looked at with the connections.
+	throttledLinks []*relayLink
+	spareLinks     []*relayLink
 }
 
 // scratchOf returns the scratch of loop, making it at its first connection.
@@ -95,5 +99,6 @@ func (ls *loopScratch) checkThrottled(context.Context) error {
 		cs.s.nThrottled.Add(-1)
 	}
 	ls.spare = list[:0]
+	ls.checkThrottledLinks()
 	return nil
 }

@@ -49,7 +49,6 @@ const (
 // refused 503 ephemeral_forward_failed at once (nothing was sent).
 const maxRelayCalls = 1 << 16
 
-
 type relayLink struct {
 	s    *Server
 	role linkRole
@@ -77,8 +76,18 @@ type relayLink struct {
 	// answer has been written or their caller cancelled them.
 	streams map[uint64]*conn
 
-	// Client links: the identity of the upgrade (clientlink.go).
-	who linkIdentity
+	// Client links: the identity of the upgrade (clientlink.go), and the
+	// bounds on its unread answers and frames (linkbounds.go): since when
+	// its unsent answers are over the soft limit (unix nanos, 0: not
+	// over), whether it is listed for the watcher, the bytes of
+	// Server.inflight its unread frames hold, and whether it was closed
+	// for its unread answers.
+	who        linkIdentity
+	overSince  int64
+	listedOver bool
+	reserved   int64
+	shedding   bool
+	offLoop    int // its requests being served off the loop (maxLinkOffLoop)
 }
 
 // redialAfter: after a failed dial to a peer, a loop answers its calls to
@@ -204,6 +213,7 @@ func (ls *loopScratch) flushLinks() {
 		if l.c == nil || l.closed || len(l.out) == 0 {
 			continue // a dialled link keeps its frames until it is open
 		}
+		before := l.c.OutboundBuffered()
 		_, err := l.c.Write(l.out)
 		l.sentBelow = l.nextID
 		if cap(l.out) > 1<<20 {
@@ -211,7 +221,7 @@ func (ls *loopScratch) flushLinks() {
 		} else {
 			l.out = l.out[:0]
 		}
-		if err != nil {
+		if err != nil || l.role == linkClient && !l.underHard(before) {
 			_ = l.c.Close()
 		}
 	}
@@ -259,11 +269,17 @@ func (l *relayLink) cancel(cs *conn) {
 
 // onTraffic reads every whole frame that arrived and acts on it.
 func (l *relayLink) onTraffic() gnet.Action {
-	c := l.c
 	// The clock is read here rather than from the server's tick (Server.now,
 	// up to a second old), which the ping timeout (a member timeout, 1 s in
 	// the tests) could not tell from silence.
 	l.lastRead = time.Now().UnixNano()
+	return l.serveFrames()
+}
+
+// serveFrames acts on every whole frame buffered, in order, until a client
+// link stops for its unread answers (linkbounds.go).
+func (l *relayLink) serveFrames() gnet.Action {
+	c := l.c
 	if l.role == linkGateway || l.role == linkClient {
 		// A gateway's clients are all on its links, so what the requests
 		// of one read answer, on this link and on the loop's other links
@@ -277,6 +293,9 @@ func (l *relayLink) onTraffic() gnet.Action {
 	}
 	whole := false // a frame was read: what is left begins a new one
 	for {
+		if l.overSince != 0 && !l.outboundDrained() {
+			break // frames wait, unread, until the client reads its answers
+		}
 		typ, id, p, size, ok, err := link.NextFrame(c, l.frameLimit())
 		if err != nil {
 			return gnet.Close // a protocol error: the link fails
@@ -289,6 +308,12 @@ func (l *relayLink) onTraffic() gnet.Action {
 		}
 		_, _ = c.Discard(size)
 		whole = true
+		if l.role == linkClient && !l.boundOut() {
+			return gnet.Close
+		}
+	}
+	if l.role == linkClient && !l.holdUnread() {
+		return gnet.Close
 	}
 	switch {
 	case c.InboundBuffered() == 0:
@@ -405,6 +430,8 @@ func (l *relayLink) fail(err error) {
 		}
 	}
 	l.countOpen(-1)
+	l.release()
+	l.returnHeld()
 	l.out = nil
 	if l.c != nil {
 		_ = l.c.Close()
@@ -523,11 +550,11 @@ const returnHeldAt = 4 << 20
 // of its own: links failing together (one per loop, tended in the same
 // second) are covered by one return.
 func (s *Server) returnHeldMemory() {
-	if s.cell.returning.CompareAndSwap(false, true) {
+	if s.returning.CompareAndSwap(false, true) {
 		time.AfterFunc(time.Second, func() {
 			runtime.GC()
 			debug.FreeOSMemory()
-			s.cell.returning.Store(false)
+			s.returning.Store(false)
 		})
 	}
 }

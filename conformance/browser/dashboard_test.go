@@ -10,10 +10,12 @@
 package browser
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -183,6 +185,13 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
 		t.Fatalf("the pushed rate never showed: %v", err)
 	}
+	// A client link shows beside the connections (docs/link.md).
+	openClientLink(t, b.Addr())
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
+		`document.getElementById('client-links').dataset.value === "1" && document.getElementById('gateway-links').dataset.value === "0" && document.getElementById('conns').dataset.value !== ""`,
+		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Fatalf("the connections panel does not show the client link: %v", err)
+	}
 
 	// A push shows within two seconds (the page polls once a second).
 	api.push("dash-orders", 2)
@@ -239,6 +248,25 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", artifacts)
+}
+
+// openClientLink upgrades a connection to addr to a client link (docs/link.md)
+// and keeps it open until the test ends.
+func openClientLink(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: b\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("the upgrade to a client link: %v %v", resp, err)
+	}
 }
 
 // The broker is built on the first test that finds a Chromium (without

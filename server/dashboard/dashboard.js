@@ -275,6 +275,8 @@
       }
       setText($('parked'), '–', null);
       $('parked-note').textContent = why(metricsResp, '/metrics');
+      for (const k of ['conns', 'client-links', 'gateway-links']) setText($(k), '–', null);
+      $('conns-note').textContent = why(metricsResp, '/metrics');
       state.prev = null;
       return;
     }
@@ -301,6 +303,15 @@
     const parked = pick(metrics, 'queen_ephemeral_parked_pops');
     setText($('parked'), fmtInt(parked), parked);
     $('parked-note').textContent = 'pops waiting for a message, all tenants';
+    // HTTP connections, and the links beside them: a link carries many
+    // requests at once and is not counted as a connection (docs/link.md).
+    const conns = pick(metrics, 'queen_ephemeral_connections');
+    const clientLinks = pick(metrics, 'queen_ephemeral_client_links');
+    const gatewayLinks = pick(metrics, 'queen_ephemeral_gateway_links');
+    setText($('conns'), fmtInt(conns), conns);
+    setText($('client-links'), fmtInt(clientLinks), clientLinks);
+    setText($('gateway-links'), fmtInt(gatewayLinks), gatewayLinks);
+    $('conns-note').textContent = 'HTTP connections open; each link carries many requests and is not counted among them';
   }
 
   function renderCell(health, cellResp) {
