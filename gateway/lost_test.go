@@ -151,7 +151,7 @@ func (fb *fakeBroker) serve(c net.Conn) {
 			return
 		}
 		body, _ := io.ReadAll(req.Body)
-		if req.Header.Get("Upgrade") == "queen-link" {
+		if strings.HasPrefix(req.Header.Get("Upgrade"), "queen-link") { // the gateway asks for queen-link/1
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link\r\n\r\n")
 			fb.serveLink(c, r)
 			return

@@ -253,7 +253,7 @@ func (fb *countingBroker) serve(c net.Conn) {
 			return
 		}
 		body, _ := io.ReadAll(req.Body)
-		if req.Header.Get("Upgrade") == "queen-link" {
+		if strings.HasPrefix(req.Header.Get("Upgrade"), "queen-link") { // the gateway asks for queen-link/1
 			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link\r\n\r\n")
 			fb.serveLink(c, r)
 			return
