@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,15 @@ func wantLink(t *testing.T, what string, e linkEnd, status int, code string) rep
 	}
 	want(t, what, e.answer, status, code)
 	return e.answer
+}
+
+// wantAnswer fails t unless e is an answer.
+func wantAnswer(t *testing.T, what string, e linkEnd) linkEnd {
+	t.Helper()
+	if e.refuse != 0 {
+		t.Fatalf("%s: refused with reason %d, want an answer", what, e.refuse)
+	}
+	return e
 }
 
 // TestClientLinkUpgrade: the upgrade's answers (101, 426 naming the
@@ -145,7 +155,14 @@ func TestClientLinkDifferential(t *testing.T) {
 		for _, r := range c.reqs {
 			what := r.method + " " + r.target
 			overHTTP := c.who.do(t, r.method, r.target, r.body)
-			onLink := l.call(r.method, r.target, r.body)
+			end := wantAnswer(t, what, l.await(l.send(r.method, r.target, r.body), nil))
+			onLink := end.answer
+			// Framed by its length, as docs/link.md says an answer is (a
+			// listing over HTTP comes chunked from the broker).
+			head, _, _ := strings.Cut(string(end.raw), "\r\n\r\n")
+			if !strings.Contains(head, "\r\nContent-Length: ") || strings.Contains(strings.ToLower(head), "transfer-encoding") {
+				t.Fatalf("%s: the link's answer is not framed by a Content-Length: %q", what, head)
+			}
 			if overHTTP.status != onLink.status || overHTTP.code() != onLink.code() || string(overHTTP.body) != string(onLink.body) {
 				t.Fatalf("%s: over HTTP %s, on the link %s", what, overHTTP, onLink)
 			}
@@ -414,4 +431,40 @@ func TestClientLinkSDK(t *testing.T) {
 	p.admin.waitParked(t, "acme", 0)
 	const total = requesters * each
 	p.admin.wantUsage(t, "acme", 2*total, 2*total)
+}
+
+// TestClientLinkLongListing: a listing of more queues than the broker
+// answers whole comes chunked over HTTP (the gateway sends a listing over
+// HTTP); on a link it is given whole, framed by its Content-Length, with
+// every queue.
+func TestClientLinkLongListing(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	l := dialLink(t, p.gw.URL(), token(t, "acme", "read-write"))
+	const n = 300 // the broker answers up to 256 queues whole
+	got := map[uint64]linkEnd{}
+	var ids []uint64
+	for i := range n {
+		ids = append(ids, l.send("POST", "/api/v1/ephemeral/push", pushBody(fmt.Sprintf("q%03d", i), 1)))
+	}
+	for _, id := range ids {
+		wantLink(t, "push", l.await(id, got), 201, "")
+	}
+	end := wantAnswer(t, "the listing", l.await(l.send("GET", "/api/v1/ephemeral/queues", ""), nil))
+	head, _, _ := strings.Cut(string(end.raw), "\r\n\r\n")
+	if !strings.Contains(head, "\r\nContent-Length: ") || strings.Contains(strings.ToLower(head), "transfer-encoding") {
+		t.Fatalf("the long listing on the link is not framed by a Content-Length: %q", head)
+	}
+	var list struct {
+		Queues []struct {
+			Queue string `json:"queue"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal(end.answer.body, &list); err != nil || len(list.Queues) != n {
+		t.Fatalf("the listing on the link: %v, %d queues, want %d", err, len(list.Queues), n)
+	}
+	if names := p.gw.as(t, "acme", "read-write").queueNames(t); len(names) != n {
+		t.Fatalf("the listing over HTTP: %d queues, want %d", len(names), n)
+	}
 }
