@@ -95,13 +95,14 @@ type clientLink struct {
 	listed bool   // in the loop's list of links to write
 	closed bool
 
-	lastRead   int64 // unix nanos of the last bytes read (the idle timeout)
-	frameSince int64 // unix nanos since a frame has been arriving, 0 = none (BodyTimeout)
-	reserved   int64 // bytes of Gateway.inflight held for frames arriving or waiting
-	queuedOut  int64 // its answers gnet holds unsent, as counted in Gateway.inflight
-	stalled    bool  // frames wait, unread, for its answers to drain
-	req        wire.Request
-	scratch    []byte
+	lastRead     int64 // unix nanos of the last bytes read (the idle timeout)
+	frameSince   int64 // unix nanos since a frame has been arriving, 0 = none (BodyTimeout)
+	reserved     int64 // bytes of Gateway.inflight held for frames arriving or waiting
+	queuedOut    int64 // its answers gnet holds unsent, as counted in Gateway.inflight
+	stalled      bool  // frames wait, unread, for its answers to drain
+	stalledSince int64 // unix nanos, when it stalled
+	req          wire.Request
+	scratch      []byte
 }
 
 // upgradeToLink answers the upgrade to a client link (the connection
@@ -502,17 +503,34 @@ func (l *clientLink) markWrite() {
 	}
 }
 
-// write sends the round's frames in one write.
+// Bounds on a link's unread answers beyond the soft one (outbound.go), the
+// broker's defaults for an HTTP connection (QUEEN_OUTBOUND_HARD_BYTES,
+// QUEEN_OUTBOUND_SOFT_S): a link stalled on the soft bound stops taking new
+// requests, but those already in flight (up to maxLinkStreams of them)
+// still answer, so a client that does not read is closed when its unread
+// answers pass linkOutboundHard with answers already waiting, or when it
+// has been stalled for linkStalledFor.
+const (
+	linkOutboundHard = 8 << 20
+	linkStalledFor   = 10 * time.Second
+)
+
+// write sends the round's frames in one write; Close when the unread
+// answers pass linkOutboundHard with answers already waiting before these.
 func (l *clientLink) write() gnet.Action {
 	if l.closed || len(l.out) == 0 {
 		return gnet.None
 	}
+	before := l.c.OutboundBuffered()
 	_, err := l.c.Write(l.out)
 	l.out = reuse(l.out)
 	if err != nil {
 		return gnet.Close
 	}
 	l.countOutbound()
+	if before > 0 && l.c.OutboundBuffered() > linkOutboundHard {
+		return gnet.Close
+	}
 	return gnet.None
 }
 
@@ -534,7 +552,7 @@ func (l *clientLink) overOutbound() bool {
 		return false
 	}
 	if !l.stalled {
-		l.stalled = true
+		l.stalled, l.stalledSince = true, l.g.now.Load()
 		l.ls.stalledLinks = append(l.ls.stalledLinks, l)
 		l.ls.watchStalled()
 	}
@@ -581,13 +599,15 @@ func (l *clientLink) closedConn() {
 }
 
 // tendLinks runs on the tick: a link idle for the idle timeout, whose
-// identity has ended, or whose frame has been arriving for longer than the
-// body timeout is closed; the others' unread answers are counted again.
+// identity has ended, whose frame has been arriving for longer than the
+// body timeout, or stalled behind its unread answers for linkStalledFor is
+// closed; the others' unread answers are counted again.
 func (ls *loopState) tendLinks(now int64) {
 	cfg := &ls.g.cfg
 	for l := range ls.clientLinks {
 		if now-l.lastRead > int64(cfg.IdleTimeout) || l.expired(now) ||
-			l.frameSince != 0 && now-l.frameSince > int64(cfg.BodyTimeout) {
+			l.frameSince != 0 && now-l.frameSince > int64(cfg.BodyTimeout) ||
+			l.stalled && now-l.stalledSince > int64(linkStalledFor) {
 			_ = l.c.Close()
 			continue
 		}

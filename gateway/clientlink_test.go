@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,5 +217,75 @@ func TestClientLinkIdle(t *testing.T) {
 	}
 	if n := g.clientLinks.Load(); n != 1 {
 		t.Fatalf("queen_gateway_client_links %d, want 1 (the pinging link)", n)
+	}
+}
+
+// A client that sends requests on its link and never reads their answers
+// holds at most the broker's hard bound of unread answers at the gateway
+// (8 MiB, with the answers already waiting): the link is closed then, and
+// what it held is given back. 100 pushes answered 512 KiB each, sent in one
+// write (all read before any answer comes), would otherwise hold 50 MiB.
+func TestClientLinkSlowReader(t *testing.T) {
+	const answerSize = 512 << 10
+	bigAnswer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(answerSize) + "\r\n\r\n" + strings.Repeat("x", answerSize)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, bigAnswer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	g := startGatewayWith(t, "http://"+ln.Addr().String(), func(c *Config) { c.NoLink = true })
+	l := dialTestLink(t, g.Addr().String())
+	for deadline := time.Now().Add(5 * time.Second); g.clientLinks.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the link is never counted") // counted just after the 101 is written
+		}
+	}
+	var frames []byte
+	for i := range 100 {
+		frames, _ = link.AppendRequest(frames, uint64(i), linkPushOf("q"))
+	}
+	if _, err := l.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	peak := int64(0)
+	deadline := time.Now().Add(30 * time.Second)
+	for g.clientLinks.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the link that does not read is still open after 30 s, the gateway holding %d bytes of it", g.inflight.Load())
+		}
+		peak = max(peak, g.inflight.Load())
+		time.Sleep(time.Millisecond) // sampling what the gateway holds
+	}
+	if limit := int64(linkOutboundHard + 2*answerSize); peak > limit {
+		t.Fatalf("the gateway held %d bytes of unread answers, want at most %d", peak, limit)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for g.inflight.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the link closed the gateway still counts %d bytes in flight", g.inflight.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
