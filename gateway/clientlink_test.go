@@ -77,7 +77,7 @@ func TestClientLinkLostAnswer(t *testing.T) {
 }
 
 // startGatewayWith is startGatewayTo with set changing the config first.
-func startGatewayWith(t *testing.T, upstream string, set func(*Config)) *Gateway {
+func startGatewayWith(t testing.TB, upstream string, set func(*Config)) *Gateway {
 	t.Helper()
 	cat := newMemCatalog()
 	_ = cat.PutPlan(context.Background(), catalog.Plan{Name: "pro", Features: catalog.Features{Ephemeral: true}})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -467,4 +468,82 @@ func TestClientLinkLongListing(t *testing.T) {
 	if names := p.gw.as(t, "acme", "read-write").queueNames(t); len(names) != n {
 		t.Fatalf("the listing over HTTP: %d queues, want %d", len(names), n)
 	}
+}
+
+// TestClientLinkManyWaitingPops: 10,000 waiting pops on one client link
+// (unlimited slots), sent in one write: every one holds a slot and parks
+// at the broker; the link's close lets every one go at the gateway and at
+// the broker, and a message pushed after goes to the next pop.
+func TestClientLinkManyWaitingPops(t *testing.T) {
+	t.Parallel()
+	const n = 10000
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	openLinks(t, p)
+	l := dialLink(t, p.gw.URL(), token(t, "acme", "read-write"))
+	var frames []byte
+	for i := range n {
+		p := requestPayload("GET", "/api/v1/ephemeral/pop?queue=many&wait=true&timeout=60000", "")
+		h := make([]byte, 13)
+		binary.BigEndian.PutUint32(h[0:4], uint32(len(p)))
+		h[4] = frRequest
+		binary.BigEndian.PutUint64(h[5:13], uint64(i))
+		frames = append(append(frames, h...), p...)
+	}
+	if _, err := l.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the gateway never held 10,000 slots", func() bool { return p.admin.usage(t, "acme").Parked == n })
+	eventually(t, 30*time.Second, "the broker never had 10,000 parked pops", func() bool { return p.brokerParked(t) == n })
+	if m := p.gwMetric(t, "queen_gateway_client_links"); m != 1 {
+		t.Fatalf("queen_gateway_client_links %v, want 1", m)
+	}
+	l.nc.Close()
+	p.admin.waitParked(t, "acme", 0)
+	eventually(t, 30*time.Second, "the closed link's pops are still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
+	c := p.gw.as(t, "acme", "read-write")
+	c.mustPush(t, "many", 1)
+	if m := c.mustPop(t, "queue=many&autoAck=true"); len(m.Messages) != 1 {
+		t.Fatalf("after the link closed the message pushed was not popped: got %d", len(m.Messages))
+	}
+	p.admin.wantUsage(t, "acme", warmPushes+1, 1)
+}
+
+// TestClientLinkKillSwitch: the broker's kill switch answers the pops
+// parked on a client link (through the gateway's link to the broker) with
+// the empty batch (routes.md), and their slots come back; while it is set
+// every frame is refused 503 ephemeral_disabled with its Retry-After (a
+// waiting pop takes no slot), and once it is lifted the same link serves.
+func TestClientLinkKillSwitch(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	openLinks(t, p)
+	l := dialLink(t, p.gw.URL(), token(t, "acme", "read-write"))
+	var ids []uint64
+	for i := range 3 {
+		ids = append(ids, l.send("GET", fmt.Sprintf("/api/v1/ephemeral/pop?queue=k%d&wait=true&timeout=30000", i), ""))
+	}
+	p.admin.waitParked(t, "acme", 3)
+	eventually(t, 10*time.Second, "the pops never parked at the broker", func() bool { return p.brokerParked(t) == 3 })
+	op := operatorOf(p.broker)
+	want(t, "kill switch on", op.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":false,"retryAfterSeconds":7}`), 200, "")
+	got := map[uint64]linkEnd{}
+	for _, id := range ids {
+		r := wantLink(t, "a parked pop at the kill switch", l.await(id, got), 200, "")
+		var m popped
+		if err := json.Unmarshal(r.body, &m); err != nil || len(m.Messages) != 0 {
+			t.Fatalf("a parked pop at the kill switch: %s, want the empty batch (routes.md)", r)
+		}
+	}
+	p.admin.waitParked(t, "acme", 0)
+	eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
+	e := l.await(l.send("POST", "/api/v1/ephemeral/push", pushBody("k0", 1)), nil)
+	r := wantLink(t, "a push while disabled", e, 503, "ephemeral_disabled")
+	wantRetryAfter(t, "a push while disabled", r, 7, 7)
+	wantLink(t, "a waiting pop while disabled", l.await(l.send("GET", "/api/v1/ephemeral/pop?queue=k1&wait=true&timeout=30000", ""), nil), 503, "ephemeral_disabled")
+	p.admin.waitParked(t, "acme", 0)
+	want(t, "kill switch off", op.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":true}`), 200, "")
+	want(t, "a push once enabled", l.call("POST", "/api/v1/ephemeral/push", pushBody("k0", 1)), 201, "")
+	p.admin.wantUsage(t, "acme", warmPushes+1, 0)
 }
