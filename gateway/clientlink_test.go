@@ -289,3 +289,100 @@ func TestClientLinkSlowReader(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// silentBroker answers requests over HTTP with a 201 and accepts the
+// gateway link's upgrade, but never answers a frame on it: whatever is
+// forwarded on the link stays in flight.
+func startSilentBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if strings.HasPrefix(req.Header.Get("Upgrade"), "queen-link") {
+						_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n")
+						_, _ = io.Copy(io.Discard, r) // frames, never answered
+						return
+					}
+					if _, err := io.WriteString(c, fakePushAnswer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// A link holds at most maxLinkStreams requests in flight: one more is
+// refused with a refuse frame "busy" (nothing done), and once one of them
+// ends (here: a cancelled waiting pop) the next is taken.
+func TestClientLinkBusy(t *testing.T) {
+	g := startGatewayWith(t, startSilentBroker(t), func(*Config) {})
+	hc := &http.Client{Timeout: 100 * time.Millisecond}
+	for deadline := time.Now().Add(10 * time.Second); g.links.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the link to the broker never opened")
+		}
+		// Opens the link (over HTTP meanwhile); one that goes on the link
+		// is never answered, which does not matter here.
+		if resp, err := hc.Post("http://"+g.Addr().String()+"/api/v1/ephemeral/push", "application/json", strings.NewReader(`{"queue":"w","messages":[{"payload":1}]}`)); err == nil {
+			resp.Body.Close()
+		}
+	}
+	l := dialTestLink(t, g.Addr().String())
+	pop := &link.Request{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/pop?queue=q&wait=true&timeout=60000")}
+	var frames []byte
+	for id := range uint64(maxLinkStreams) {
+		frames, _ = link.AppendRequest(frames, id, pop)
+	}
+	frames, _ = link.AppendRequest(frames, maxLinkStreams, pop) // one too many
+	if _, err := l.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	typ, id, p := l.readFrame(t)
+	if typ != link.FrameRefuse || id != maxLinkStreams || len(p) != 1 || p[0] != link.RefuseBusy {
+		t.Fatalf("the request past the bound: frame %d of stream %d %q, want a refuse frame 'busy' of stream %d", typ, id, p, maxLinkStreams)
+	}
+	// A cancel lets one go: the next request is taken (no refusal before
+	// the pong that follows it).
+	next, _ := link.AppendRequest(link.AppendHeader(nil, link.FrameCancel, 0, 0), maxLinkStreams+1, pop)
+	if _, err := l.nc.Write(link.AppendHeader(next, link.FramePing, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if typ, id, p := l.readFrame(t); typ != link.FramePong {
+		t.Fatalf("after a cancel: frame %d of stream %d %q, want the pong (the request taken)", typ, id, p)
+	}
+}
+
+// readFrame reads one frame, within 10 s.
+func (l *testLink) readFrame(t *testing.T) (byte, uint64, []byte) {
+	t.Helper()
+	_ = l.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, link.HeaderLen)
+	if _, err := io.ReadFull(l.br, hdr); err != nil {
+		t.Fatal(err)
+	}
+	typ, id, n := link.ParseHeader(hdr)
+	p := make([]byte, n)
+	if _, err := io.ReadFull(l.br, p); err != nil {
+		t.Fatal(err)
+	}
+	return typ, id, p
+}

@@ -27,9 +27,6 @@ const (
 	frPing    = 5
 	frPong    = 6
 	frToken   = 7
-
-	refuseBusy = 1
-	refuseLost = 4
 )
 
 // rawLink is one client link to a base URL.
