@@ -547,3 +547,67 @@ func TestClientLinkKillSwitch(t *testing.T) {
 	want(t, "a push once enabled", l.call("POST", "/api/v1/ephemeral/push", pushBody("k0", 1)), 201, "")
 	p.admin.wantUsage(t, "acme", warmPushes+1, 0)
 }
+
+// TestClientLinkCell: client links through a gateway in front of a cell of
+// two: each link's frames go to one member (links go round the members),
+// which serves the queues it owns and relays the others to their owner;
+// push, pop and a waiting pop woken from another link work for queues of
+// either owner from links on either member, and the metering equals what
+// the members counted.
+func TestClientLinkCell(t *testing.T) {
+	t.Parallel()
+	ms := startCell(t, 2)
+	ids := []string{ms[0].id, ms[1].id}
+	g := startGateway(t, []string{ms[0].URL(), ms[1].URL()}, nil)
+	admin := g.as(t, "ops", "admin")
+	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	var msgs, delivs int64
+	for range 8 { // opens every loop's link to every member
+		g.as(t, "acme", "read-write").mustPush(t, "warm", 1)
+		msgs++
+	}
+	for _, m := range ms {
+		eventually(t, 10*time.Second, "member "+m.id+" never had both gateway links", func() bool {
+			return brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", "") == 2
+		})
+	}
+	tok := token(t, "acme", "read-write")
+	links := []*rawLink{dialLink(t, g.URL(), tok), dialLink(t, g.URL(), tok), dialLink(t, g.URL(), tok), dialLink(t, g.URL(), tok)}
+	for _, owner := range ms {
+		q := queueOwnedBy(t, ids, "acme", "lq", owner.id)
+		for i, l := range links {
+			want(t, "push", l.call("POST", "/api/v1/ephemeral/push", pushBody(q, 2)), 201, "")
+			msgs += 2
+			r := l.call("GET", "/api/v1/ephemeral/pop?queue="+q+"&batch=10&autoAck=true", "")
+			var p popped
+			if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 || len(p.Messages) != 2 {
+				t.Fatalf("queue %s (owner %s), link %d: popped %s", q, owner.id, i, r)
+			}
+			delivs += 2
+			// A waiting pop on this link, woken by a push on the next.
+			waiting := l.send("GET", "/api/v1/ephemeral/pop?queue="+q+"&wait=true&timeout=20000&autoAck=true", "")
+			admin.waitParked(t, "acme", 1)
+			want(t, "push from another link", links[(i+1)%len(links)].call("POST", "/api/v1/ephemeral/push", pushBody(q, 1)), 201, "")
+			msgs++
+			r = wantLink(t, "the waiting pop", l.await(waiting, nil), 200, "")
+			if err := json.Unmarshal(r.body, &p); err != nil || len(p.Messages) != 1 {
+				t.Fatalf("queue %s, link %d: the waiting pop got %s", q, i, r)
+			}
+			delivs++
+			admin.waitParked(t, "acme", 0)
+		}
+	}
+	admin.wantUsage(t, "acme", msgs, delivs)
+	var pushed, delivered, relayed float64
+	for _, m := range ms {
+		pushed += brokerMetric(t, m.Broker, "queen_ephemeral_pushed_messages_total", `tenant="acme"`)
+		delivered += brokerMetric(t, m.Broker, "queen_ephemeral_delivered_messages_total", `tenant="acme"`)
+		relayed += brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", "")
+	}
+	if int64(pushed) != msgs || int64(delivered) != delivs {
+		t.Fatalf("the members counted %v pushed and %v delivered; the gateway %d and %d", pushed, delivered, msgs, delivs)
+	}
+	if relayed == 0 {
+		t.Fatal("no request was relayed between the members: the links all landed on one member")
+	}
+}
