@@ -175,6 +175,21 @@ func TestClientLinkDifferential(t *testing.T) {
 			}
 		}
 	}
+	// A level too low and a gated plan are the gateway's own refusals on
+	// a link too: the broker never sees those requests.
+	pushes := brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`)
+	pops := brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="pop"`)
+	ro := dialLink(t, p.gw.URL(), token(t, "acme", "read-only"))
+	want(t, "a read-only push", ro.call("POST", "/api/v1/ephemeral/push", pushBody("d", 1)), 403, "forbidden")
+	want(t, "a read-only pop", ro.call("GET", "/api/v1/ephemeral/pop?queue=d", ""), 403, "forbidden")
+	free := dialLink(t, p.gw.URL(), token(t, "free-co", "read-write"))
+	want(t, "a gated push", free.call("POST", "/api/v1/ephemeral/push", pushBody("d", 1)), 403, "feature_gated")
+	if n := brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`); n != pushes {
+		t.Fatalf("the broker served %v pushes the gateway should have refused", n-pushes)
+	}
+	if n := brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="pop"`); n != pops {
+		t.Fatalf("the broker served %v pops the gateway should have refused", n-pops)
+	}
 	// The usage counts the one push of the setup only.
 	p.admin.wantUsage(t, "acme", 2, 0)
 	p.admin.wantUsage(t, "free-co", 0, 0)
