@@ -626,3 +626,26 @@ func TestClientLinkCell(t *testing.T) {
 		t.Fatal("no request was relayed between the members: the links all landed on one member")
 	}
 }
+
+// TestClientLinkOwnConnectionsReused: a stream that goes over HTTP on a
+// broker connection of its own (a configure, a status read) gives it back
+// to the pool once answered: 30 of them one after the other dial at most
+// one connection, not 30.
+func TestClientLinkOwnConnectionsReused(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	l := dialLink(t, p.gw.URL(), token(t, "acme", "read-write"))
+	want(t, "configure", l.call("POST", "/api/v1/ephemeral/configure", `{"queue":"c"}`), 201, "")
+	dials := p.gwMetric(t, "queen_gateway_upstream_dials_total")
+	for i := range 30 {
+		if i%2 == 0 {
+			want(t, "configure", l.call("POST", "/api/v1/ephemeral/configure", `{"queue":"c"}`), 201, "")
+		} else {
+			want(t, "depth", l.call("GET", "/api/v1/ephemeral/queues/c/depth", ""), 200, "")
+		}
+	}
+	if n := p.gwMetric(t, "queen_gateway_upstream_dials_total") - dials; n > 1 {
+		t.Fatalf("30 requests on connections of their own dialled %v connections, want at most 1", n)
+	}
+}
