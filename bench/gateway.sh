@@ -34,7 +34,8 @@
 # directory, bench/results/<UTC time>-gateway), BROKER_PORT (19640),
 # GATEWAY_PORT (19630; each the first port tried), BROKER_ENV and
 # GATEWAY_ENV (extra VAR=value), QUEENBENCH_FLAGS (passed on), PIN (0),
-# BROKER_BIN (a broker binary to run instead of building ./cmd/queen).
+# BROKER_BIN (a broker binary to run instead of building ./cmd/queen),
+# GATEWAY_BIN (likewise, instead of building ./cmd/queen-gateway).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,7 @@ BROKER_ENV=${BROKER_ENV:-}
 GATEWAY_ENV=${GATEWAY_ENV:-}
 QUEENBENCH_FLAGS=${QUEENBENCH_FLAGS:-}
 BROKER_BIN=${BROKER_BIN:-}
+GATEWAY_BIN=${GATEWAY_BIN:-}
 PIN=${PIN:-0}
 suffix=-gateway
 [ "$PIN" = 1 ] && suffix=-gateway-pinned
@@ -82,7 +84,11 @@ if [ -n "$BROKER_BIN" ]; then
 else
 	go build -o "$tmp/queen" ./cmd/queen
 fi
-go build -o "$tmp/queen-gateway" ./cmd/queen-gateway
+if [ -n "$GATEWAY_BIN" ]; then
+	cp "$GATEWAY_BIN" "$tmp/queen-gateway" # another build's gateway, for an A/B of a gateway change
+else
+	go build -o "$tmp/queen-gateway" ./cmd/queen-gateway
+fi
 (cd bench && go build -o "$tmp/queenbench" ./cmd/queenbench) # bench/ is a module of its own
 mkdir -p "$OUT"
 

@@ -252,3 +252,27 @@ func BenchmarkCompactionWalk100kQueues(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/queue")
 }
+
+// BenchmarkCompactionWalk100kEmptyInboxes is the walk above when the
+// 100,000 queues hold nothing, as request/reply leaves its inboxes (their
+// one reply popped and reclaimed) until they idle out: a queue without
+// payload is skipped without locking its partitions.
+func BenchmarkCompactionWalk100kEmptyInboxes(b *testing.B) {
+	e := benchEngine(b)
+	ps := batchOf(1, 64)
+	const n = 100_000
+	for _, q := range nameList("inbox", n) {
+		e.Push("default", q, "", ps)
+		if _, _, err := e.Pop(&PopRequest{Tenant: "default", Queue: q, Batch: 1, AutoAck: true}, &collector{e: e}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e.reclaimAll()
+	set := make([]uint64, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.compactSet(set)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/queue")
+}

@@ -414,33 +414,3 @@ func TestRefusalCompactsASingleSparseSegment(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// BenchmarkCompactAmongEmptyInboxes: a compaction walk when the engine also
-// holds many queues with nothing in them, as request/reply leaves its
-// inboxes until they idle out (100,000 here), beside four queues holding
-// messages in sparse segments.
-//
-//	go test -run '^$' -bench CompactAmongEmptyInboxes -benchtime 20x ./engine/
-func BenchmarkCompactAmongEmptyInboxes(b *testing.B) {
-	e := New(Config{SegmentSize: 4 << 10, MaxBytes: 256 << 20, SweepEvery: time.Hour})
-	defer e.Close()
-	for i := range 100_000 {
-		q := "inbox-" + strconv.Itoa(i)
-		if _, err := e.Push("default", q, "", [][]byte{[]byte("r")}); err != nil {
-			b.Fatal(err)
-		}
-		popAll(b, e, q)
-	}
-	e.reclaimAll()
-	b.ResetTimer()
-	for range b.N {
-		e.compactSet([]uint64{0})
-	}
-}
-
-func popAll(b *testing.B, e *Engine, q string) {
-	b.Helper()
-	if _, _, err := e.Pop(&PopRequest{Tenant: "default", Queue: q, Batch: 10, AutoAck: true}, &collector{e: e}); err != nil {
-		b.Fatal(err)
-	}
-}

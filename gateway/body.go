@@ -106,6 +106,9 @@ func (cc *clientConn) headGate(req *wire.Request) *wire.Error {
 		return nil
 	case bytes.Equal(path, []byte(metricsPath)), bytes.HasPrefix(path, []byte(adminPrefix)):
 		return cc.adminRefusal(req)
+	case bytes.Equal(path, []byte(clientLinkPath)):
+		_, _, _, e := cc.g.cfg.Auth.IdentifyLink(req)
+		return e
 	}
 	_, e := cc.gate(req)
 	return e
@@ -176,11 +179,19 @@ const maxPeekLine = 4 << 10
 // bound does not allow it, even once the loop's unread answers are counted
 // again.
 func (cc *clientConn) reserve(n int64) bool {
-	d := n - cc.reserved
+	return cc.ls.reserveInflight(&cc.reserved, n)
+}
+
+// reserveInflight makes *held, what a client connection or link holds of
+// the bound on request bytes in flight, n (more when it holds some), or
+// reports false when the bound does not allow it, even once the loop's
+// unread answers are counted again.
+func (ls *loopState) reserveInflight(held *int64, n int64) bool {
+	d := n - *held
 	if d <= 0 {
 		return true
 	}
-	g := cc.g
+	g := ls.g
 	recounted := false
 	for {
 		cur := g.inflight.Load()
@@ -188,14 +199,22 @@ func (cc *clientConn) reserve(n int64) bool {
 			if recounted {
 				return false
 			}
-			cc.ls.recountOutbound() // answers that left give their room back
+			ls.recountOutbound() // answers that left give their room back
 			recounted = true
 			continue
 		}
 		if g.inflight.CompareAndSwap(cur, cur+d) {
-			cc.reserved = n
+			*held = n
 			return true
 		}
+	}
+}
+
+// releaseInflight gives back what *held holds of the bound.
+func (ls *loopState) releaseInflight(held *int64) {
+	if *held != 0 {
+		ls.g.inflight.Add(-*held)
+		*held = 0
 	}
 }
 

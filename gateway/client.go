@@ -46,11 +46,12 @@ type clientConn struct {
 	closeAfter bool   // close once the answers so far have left
 	lost       bool   // an answer was lost: close once those before it have left (lose)
 	isClosed   bool
-	busy       bool    // an admin route is being answered off the loop
-	held       bool    // the next request waits for the answers in flight
-	upIdx      int     // the broker this client's requests go to first
-	up         *upConn // where its requests in flight are
-	own        *upConn // its own connection, once it needed one (upstream.go)
+	toLink     *clientLink // the upgrade to a link was answered: becomeLink once written
+	busy       bool        // an admin route is being answered off the loop
+	held       bool        // the next request waits for the answers in flight
+	upIdx      int         // the broker this client's requests go to first
+	up         *upConn     // where its requests in flight are
+	own        *upConn     // its own connection, once it needed one (upstream.go)
 	// On the link (link.go): the link its requests in flight are on, those
 	// requests in order, and whether the last is a waiting pop (the next
 	// request waits behind it).
@@ -117,6 +118,15 @@ type exchange struct {
 	closes    bool   // the broker's answer says Connection: close
 	refusal   string // the code, when resp is the gateway's own refusal
 	lost      bool   // its answer was lost after its request was written (lose)
+
+	// Of a client link's stream (clientlink.go): the link and the stream,
+	// the broker link it went on or the broker connection of its own it
+	// holds, and whether the client cancelled it (its answer is dropped).
+	cl        *clientLink
+	clID      uint64
+	bl        *linkConn
+	own       *upConn
+	cancelled bool
 }
 
 // onTraffic serves what the client sent. While its next request waits
@@ -141,7 +151,7 @@ func (cc *clientConn) onTraffic() gnet.Action {
 // judged before its body is read; its body is read as it arrives and
 // looked at once it is all here (body.go).
 func (cc *clientConn) serve() {
-	for !cc.busy && !cc.held && !cc.closeAfter && !cc.isClosed {
+	for !cc.busy && !cc.held && !cc.closeAfter && !cc.isClosed && cc.toLink == nil {
 		if cc.overOutbound() {
 			return // its unread answers first (outbound.go)
 		}
@@ -231,6 +241,12 @@ func (cc *clientConn) handle(req *wire.Request) bool {
 			return false
 		}
 		cc.admin(req)
+		return true
+	case bytes.Equal(path, []byte(clientLinkPath)):
+		if cc.inFlight > 0 {
+			return false
+		}
+		cc.upgradeToLink(req)
 		return true
 	}
 	return cc.forward(req)
@@ -346,7 +362,7 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	ex := cc.ls.newExchange()
 	*ex = exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive}
 	unixNow := now / int64(time.Second)
-	if e, after := cc.admit(ex, req, wait, unixNow); e != nil {
+	if e, after := cc.ls.admit(ex, req.Body, wait, unixNow); e != nil {
 		cc.ls.recycle(ex)
 		return cc.refuse(req, e, after)
 	}
@@ -380,7 +396,7 @@ func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant strin
 	}
 	ex := cc.ls.newExchange()
 	*ex = exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive, wait: wait, resp: ex.resp}
-	if e, after := cc.admit(ex, req, wait, now/int64(time.Second)); e != nil {
+	if e, after := cc.ls.admit(ex, req.Body, wait, now/int64(time.Second)); e != nil {
 		cc.ls.recycle(ex)
 		return cc.refuse(req, e, after)
 	}
@@ -394,11 +410,12 @@ func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant strin
 }
 
 // admit applies the plan's allowance, rate and slots to a request about
-// to be forwarded; the refusal's int is its Retry-After.
-func (cc *clientConn) admit(ex *exchange, req *wire.Request, wait bool, now int64) (*wire.Error, int) {
+// to be forwarded (body is its body); the refusal's int is its
+// Retry-After.
+func (ls *loopState) admit(ex *exchange, body []byte, wait bool, now int64) (*wire.Error, int) {
 	switch ex.kind {
 	case exPush:
-		ex.items = cc.ls.countItems(req.Body)
+		ex.items = ls.countItems(body)
 		return admitPush(ex.ts, ex.plan, ex.items, now)
 	case exPop:
 		if e, after := admitPop(ex.ts, ex.plan, now); e != nil {
@@ -489,6 +506,10 @@ func (ex *exchange) answered(status, delivered int) *clientConn {
 // fail answers an exchange's client with e, errForwardFailed: its request
 // reached no broker. What its admission held is given back.
 func (ex *exchange) fail(e *wire.Error) *clientConn {
+	if ex.cl != nil {
+		ex.streamFail(e)
+		return nil
+	}
 	if ex.kind == exPush {
 		pushAnswered(ex.ts, ex.plan, ex.items, 0)
 	}
@@ -509,6 +530,10 @@ func (ex *exchange) fail(e *wire.Error) *clientConn {
 // broker fails with a request written"). What its admission held is given
 // back.
 func (ex *exchange) lose() *clientConn {
+	if ex.cl != nil {
+		ex.streamLost()
+		return nil
+	}
 	if ex.kind == exPush {
 		pushAnswered(ex.ts, ex.plan, ex.items, 0)
 	}
@@ -579,6 +604,9 @@ func (cc *clientConn) write() gnet.Action {
 		}
 		cc.countOutbound()
 	}
+	if cc.toLink != nil && !cc.isClosed {
+		return cc.becomeLink()
+	}
 	if cc.lost || cc.closeAfter && cc.inFlight == 0 && !cc.busy {
 		return gnet.Close
 	}
@@ -595,6 +623,14 @@ func (ls *loopState) writeListed() {
 		}
 	}
 	ls.toWrite = ls.toWrite[:0]
+	for i, l := range ls.linksToWrite {
+		ls.linksToWrite[i] = nil
+		l.listed = false
+		if l.write() == gnet.Close {
+			_ = l.c.Close()
+		}
+	}
+	ls.linksToWrite = ls.linksToWrite[:0]
 }
 
 // closed runs in OnClose: the client's answers in flight are dropped when

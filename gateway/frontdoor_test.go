@@ -109,11 +109,12 @@ func head(method, target, token string, n int64) string {
 	return h + "Content-Length: " + strconv.FormatInt(n, 10) + "\r\n\r\n"
 }
 
-// answer reads one answer from r within 5 s: its status, its code and
-// whether it says Connection: close.
+// answer reads one answer from r within 30 s (a generous bound: a 40 MiB
+// push under -race on a loaded machine takes seconds): its status, its
+// code and whether it says Connection: close.
 func answer(t *testing.T, c net.Conn, r *bufio.Reader) (int, string, bool) {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
 		t.Fatalf("reading the answer: %v", err)

@@ -134,17 +134,19 @@ type Gateway struct {
 	cli   *gnet.Client
 	ln    net.Listener
 
-	clients  atomic.Int64 // client connections open
-	links    atomic.Int64 // links to brokers open (link.go)
-	flushes  atomic.Int64 // usage writes that succeeded
-	now      atomic.Int64 // unix nanos, set every tick
-	inflight atomic.Int64 // request bytes reserved by clients (body.go)
-	m        gatewayMetrics
-	quit     chan struct{}
-	stopping atomic.Bool
-	booted   chan struct{}
-	bg       sync.WaitGroup // the catalog watcher and the usage writer
-	accept   sync.WaitGroup
+	clients atomic.Int64 // client connections open
+	links   atomic.Int64 // links to brokers open (link.go)
+	// clientLinks counts clients' links open (clientlink.go).
+	clientLinks atomic.Int64
+	flushes     atomic.Int64 // usage writes that succeeded
+	now         atomic.Int64 // unix nanos, set every tick
+	inflight    atomic.Int64 // request bytes reserved by clients (body.go)
+	m           gatewayMetrics
+	quit        chan struct{}
+	stopping    atomic.Bool
+	booted      chan struct{}
+	bg          sync.WaitGroup // the catalog watcher and the usage writer
+	accept      sync.WaitGroup
 }
 
 // New checks cfg and makes a Gateway; Start serves it.
@@ -273,9 +275,14 @@ type loopState struct {
 
 	clients map[*clientConn]struct{} // open client connections (closeIdle)
 	toWrite []*clientConn            // clients given answers this round
-	parsers wire.ParserPool          // lends parsers to the loop's clients
-	push    wire.PushBody            // counts a push's items (countItems)
-	spareEx []*exchange              // settled exchanges for reuse
+	// Clients' links (clientlink.go): those open (tendLinks), those given
+	// frames this round, and those stalled behind their unread answers.
+	clientLinks  map[*clientLink]struct{}
+	linksToWrite []*clientLink
+	stalledLinks []*clientLink
+	parsers      wire.ParserPool // lends parsers to the loop's clients
+	push         wire.PushBody   // counts a push's items (countItems)
+	spareEx      []*exchange     // settled exchanges for reuse
 
 	// Clients stalled behind their unread answers (outbound.go), and the
 	// check that looks at them again.
@@ -287,7 +294,7 @@ type loopState struct {
 func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
 	ls, _ := g.loops.LoadOrCompute(loop, func() (*loopState, bool) {
 		n := len(g.upstreams)
-		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, n), linkRetryAt: make([]int64, n), clients: map[*clientConn]struct{}{}}
+		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, n), linkRetryAt: make([]int64, n), clients: map[*clientConn]struct{}{}, clientLinks: map[*clientLink]struct{}{}}
 		ls.parsers.Limits = wire.Limits{MaxBody: g.cfg.MaxBodyBytes}
 		ls.flushTask = ls.flush
 		ls.stallTask = ls.checkStalled
@@ -330,6 +337,8 @@ func (g *Gateway) OnClose(c gnet.Conn, err error) gnet.Action {
 		x.failed(err)
 	case *linkConn:
 		x.failed()
+	case *clientLink:
+		x.closedConn()
 	}
 	return gnet.None
 }
@@ -343,6 +352,8 @@ func (g *Gateway) OnTraffic(c gnet.Conn) gnet.Action {
 		return x.onTraffic()
 	case *linkConn:
 		return x.onTraffic()
+	case *clientLink:
+		return x.onTraffic()
 	}
 	return gnet.Close
 }
@@ -354,6 +365,7 @@ func (g *Gateway) OnTick() (time.Duration, gnet.Action) {
 	g.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			ls.closeIdle(now)
+			ls.tendLinks(now)
 			ls.closeIdleUpstreams(now)
 			return nil
 		}))

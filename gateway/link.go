@@ -209,6 +209,11 @@ func (l *linkConn) answered(id uint64, raw []byte) *clientConn {
 	if ex.kind == exPop && delivered < 0 && rr.status == 200 {
 		delivered = max(0, countMessages(raw[rr.bodyFrom:]))
 	}
+	if ex.cl != nil {
+		ex.streamEnd(rr.status, delivered, raw, 0) // a link's answer is whole, never chunked
+		l.ls.recycle(ex)
+		return nil
+	}
 	ex.status, ex.delivered, ex.closes = rr.status, delivered, rr.close
 	ex.resp = append(ex.resp[:0], raw...)
 	return ex.cc.giveInOrder(ex)
@@ -297,6 +302,11 @@ func (l *linkConn) failed() {
 
 // linkLose settles ex as lost (exchange.lose), in its client's order.
 func (ex *exchange) linkLose() *clientConn {
+	if l := ex.cl; l != nil {
+		ex.streamLost()
+		l.ls.recycle(ex)
+		return nil
+	}
 	// Status 0 meters nothing and gives back what a push's admission held.
 	ex.status, ex.delivered, ex.closes = 0, 0, false
 	ex.resp, ex.lost = ex.resp[:0], true
@@ -305,6 +315,11 @@ func (ex *exchange) linkLose() *clientConn {
 
 // linkFail settles ex with refusal e, in its client's order.
 func (ex *exchange) linkFail(e *wire.Error) *clientConn {
+	if l := ex.cl; l != nil {
+		ex.streamFail(e)
+		l.ls.recycle(ex)
+		return nil
+	}
 	// Status 0 meters nothing and gives back what a push's admission held.
 	ex.status, ex.delivered, ex.closes = 0, 0, false
 	ex.resp = appendFailure(ex.resp[:0], e, ex.close)

@@ -122,7 +122,7 @@ type fakeBroker struct {
 
 const fakePushAnswer = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
-func startFakeBroker(t *testing.T) *fakeBroker {
+func startFakeBroker(t testing.TB) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -37,6 +37,7 @@ func (g *Gateway) initMetrics() {
 	m.idleShed = m.set.NewCounter("queen_gateway_idle_shed_total")
 	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
 	m.set.NewGauge("queen_gateway_links", func() float64 { return float64(g.links.Load()) })
+	m.set.NewGauge("queen_gateway_client_links", func() float64 { return float64(g.clientLinks.Load()) })
 	m.set.NewGauge("queen_gateway_usage_writes", func() float64 { return float64(g.flushes.Load()) })
 	m.set.NewGauge("queen_gateway_parked", func() float64 {
 		var n int64

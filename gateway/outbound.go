@@ -82,9 +82,20 @@ func (ls *loopState) checkStalled(context.Context) error {
 	}
 	clear(ls.stalled[len(kept):])
 	ls.stalled = kept
+	keptLinks := ls.stalledLinks[:0]
+	for _, l := range ls.stalledLinks {
+		if !l.closed {
+			l.recheckOutbound()
+		}
+		if l.stalled && !l.closed {
+			keptLinks = append(keptLinks, l)
+		}
+	}
+	clear(ls.stalledLinks[len(keptLinks):])
+	ls.stalledLinks = keptLinks
 	ls.writeListed()
 	ls.flushOwn()
-	if len(ls.stalled) > 0 {
+	if len(ls.stalled) > 0 || len(ls.stalledLinks) > 0 {
 		ls.watchStalled()
 	}
 	return nil
@@ -110,5 +121,8 @@ func (cc *clientConn) recheckOutbound() {
 func (ls *loopState) recountOutbound() {
 	for cc := range ls.clients {
 		cc.countOutbound()
+	}
+	for l := range ls.clientLinks {
+		l.countOutbound()
 	}
 }

@@ -41,6 +41,7 @@ type respReader struct {
 	// Of the answer being read, known once its head is.
 	status    int
 	close     bool // Connection: close
+	chunked   bool // Transfer-Encoding: chunked
 	delivered int  // X-Queen-Delivered (the broker's count of a pop answer's messages, gateway mode), -1 when absent
 
 	// bodyFrom is where, in the bytes the last feed took, the body began:
@@ -69,6 +70,7 @@ func (r *respReader) feed(buf []byte) (n int, done bool, err error) {
 			}
 			n += end + 4
 			r.bodyFrom = n
+			r.chunked = chunked
 			switch {
 			case chunked:
 				r.stage = rsChunkSize

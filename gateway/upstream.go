@@ -300,6 +300,8 @@ func (u *upConn) onTraffic() gnet.Action {
 		}
 		if ex.cc != nil && n > 0 {
 			ex.cc.give(buf[off : off+n])
+		} else if ex.cl != nil && n > 0 {
+			ex.resp = append(ex.resp, buf[off:off+n]...) // a stream's answer goes in one frame, once whole
 		}
 		if ex.kind == exPop && u.rr.delivered < 0 && u.rr.status == 200 {
 			u.body = append(u.body, buf[off+u.rr.bodyFrom:off+n]...)
@@ -317,7 +319,13 @@ func (u *upConn) onTraffic() gnet.Action {
 		u.queue[0] = nil
 		u.queue = u.queue[1:]
 		u.sent--
-		if cc := ex.answered(u.rr.status, delivered); cc != nil {
+		if ex.cl != nil {
+			raw := ex.resp
+			if u.rr.chunked {
+				raw = dechunk(raw) // as the broker answers on a link: whole, with its length
+			}
+			ex.streamEnd(u.rr.status, delivered, raw, 0)
+		} else if cc := ex.answered(u.rr.status, delivered); cc != nil {
 			resume = append(resume, cc)
 		}
 		u.ls.recycle(ex)
@@ -380,7 +388,19 @@ func (u *upConn) failed(error) {
 			ls.recycle(ex)
 		}
 	}
-	if unsent := queue[min(sent, len(queue)):]; len(unsent) > 0 {
+	unsent := queue[min(sent, len(queue)):]
+	for i := 0; i < len(unsent); i++ {
+		if ex := unsent[i]; ex.cl != nil && ex.cancelled && ex.wait {
+			// A client link's waiting pop given up on before it left:
+			// settled here, not moved to another broker (letGo). It is
+			// alone on its own connection, so out holds nothing else.
+			ex.streamEnd(0, 0, nil, 0)
+			ls.recycle(ex)
+			unsent = append(unsent[:i], unsent[i+1:]...)
+			i--
+		}
+	}
+	if len(unsent) > 0 {
 		now := time.Now().UnixNano()
 		if up := ls.pick(now); up >= 0 {
 			var to *upConn
@@ -396,6 +416,9 @@ func (u *upConn) failed(error) {
 			for _, ex := range unsent {
 				if ex.cc != nil && ex.cc.up == u {
 					ex.cc.up = to
+				}
+				if ex.own == u {
+					ex.own = to // a client link's stream's own connection
 				}
 				to.send(ex)
 			}

@@ -1,0 +1,388 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/queenmq/ephemeral/client"
+	"github.com/queenmq/ephemeral/gateway/catalog"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/link"
+)
+
+// A client link's request written to a broker whose connection or link
+// then failed before the answer may have been served: its stream ends with
+// a refuse frame "lost" (never 503 ephemeral_forward_failed, which the SDKs
+// send again), the link goes on, and the SDK reports "may have applied"
+// without sending the push again. Over the gateway's link to the broker
+// and over HTTP, against the fake broker of lost_test.go.
+func TestClientLinkLostAnswer(t *testing.T) {
+	for _, overLink := range []bool{false, true} {
+		name := "http"
+		if overLink {
+			name = "link"
+		}
+		t.Run(name, func(t *testing.T) {
+			fb := startFakeBroker(t)
+			g := startGatewayTo(t, fb.url, !overLink)
+			l := dialTestLink(t, g.Addr().String())
+			if overLink {
+				deadline := time.Now().Add(5 * time.Second)
+				for g.links.Load() == 0 { // the first pushes open it (over HTTP meanwhile)
+					if time.Now().After(deadline) {
+						t.Fatal("the link to the broker never opened")
+					}
+					if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+						t.Fatalf("a push: frame %d %q, want a 201", typ, p)
+					}
+				}
+			}
+			if typ, p := l.roundTrip(t, linkPushOf("lose")); typ != link.FrameRefuse || len(p) != 1 || p[0] != link.RefuseLost {
+				t.Fatalf("the push whose answer was lost: frame %d %q, want a refuse frame 'lost'", typ, p)
+			}
+			if n := g.m.lost.Get(); n != 1 {
+				t.Fatalf("queen_gateway_answers_lost_total %d, want 1", n)
+			}
+			// The client's link goes on.
+			if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+				t.Fatalf("a push after the lost one: frame %d %q, want a 201", typ, p)
+			}
+
+			// The SDK: "may have applied", and the push is not sent again.
+			c, err := sdk.New("http://" + g.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			before := fb.lost.Load()
+			_, err = c.Push(context.Background(), "lose", []any{1}, sdk.PushOptions{})
+			if err == nil || !strings.Contains(err.Error(), "may have applied") {
+				t.Fatalf("the SDK's push whose answer was lost: %v, want 'may have applied'", err)
+			}
+			if n := fb.lost.Load() - before; n != 1 {
+				t.Fatalf("the broker received the SDK's lost push %d times, want once", n)
+			}
+			if n := g.clients.Load(); n != 0 {
+				t.Fatalf("%d HTTP client connections: the SDK did not use a link", n)
+			}
+		})
+	}
+}
+
+// startGatewayWith is startGatewayTo with set changing the config first.
+func startGatewayWith(t testing.TB, upstream string, set func(*Config)) *Gateway {
+	t.Helper()
+	cat := newMemCatalog()
+	_ = cat.PutPlan(context.Background(), catalog.Plan{Name: "pro", Features: catalog.Features{Ephemeral: true}})
+	_ = cat.PutTenant(context.Background(), catalog.Tenant{Name: "default", Plan: "pro"})
+	auth, err := identity.New(identity.Config{Mode: identity.ModeNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Addr: "127.0.0.1:0", Upstreams: []string{upstream}, Secret: testSecret, Auth: auth, Catalog: cat,
+		PollInterval: 20 * time.Millisecond, FlushInterval: 20 * time.Millisecond, Loops: 1}
+	set(&cfg)
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Shutdown(context.Background()) })
+	return g
+}
+
+// testLink is a client link spoken frame by frame (docs/link.md).
+type testLink struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	next uint64
+}
+
+func dialTestLink(t *testing.T, addr string) *testLink {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if _, err := io.WriteString(nc, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v, want 101", resp, err)
+	}
+	return &testLink{nc: nc, br: br}
+}
+
+func linkPushOf(queue string) *link.Request {
+	return &link.Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push"),
+		Body: []byte(`{"queue":"` + queue + `","messages":[{"payload":1}]}`)}
+}
+
+// roundTrip sends rq on a new stream and reads the frame that ends it.
+func (l *testLink) roundTrip(t *testing.T, rq *link.Request) (byte, []byte) {
+	t.Helper()
+	id := l.next
+	l.next++
+	b, _ := link.AppendRequest(nil, id, rq)
+	if _, err := l.nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, link.HeaderLen)
+	if _, err := io.ReadFull(l.br, hdr); err != nil {
+		t.Fatalf("stream %d: %v", id, err)
+	}
+	typ, got, n := link.ParseHeader(hdr)
+	p := make([]byte, n)
+	if _, err := io.ReadFull(l.br, p); err != nil {
+		t.Fatal(err)
+	}
+	if got != id {
+		t.Fatalf("a frame of stream %d, want %d", got, id)
+	}
+	return typ, p
+}
+
+// A request frame over the body limit is answered as HTTP answers such a
+// body (400 ephemeral_bad_request) and the link goes on; a frame over the
+// limit and its head room closes the link (a protocol error), as does one
+// naming a tenant.
+func TestClientLinkFrameBounds(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink, c.MaxBodyBytes = true, 1<<10 })
+	l := dialTestLink(t, g.Addr().String())
+	big := &link.Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push"), Body: make([]byte, 2<<10)}
+	if typ, p := l.roundTrip(t, big); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 400") || !strings.Contains(string(p), `"code":"ephemeral_bad_request"`) {
+		t.Fatalf("a body over the limit: frame %d %q, want 400 ephemeral_bad_request", typ, p)
+	}
+	if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("a push after it: frame %d %q, want a 201", typ, p)
+	}
+	for _, what := range []string{"over the frame limit", "naming a tenant"} {
+		l := dialTestLink(t, g.Addr().String())
+		var b []byte
+		if what == "naming a tenant" {
+			rq := linkPushOf("keep")
+			rq.Tenant = []byte("other")
+			b, _ = link.AppendRequest(nil, 0, rq)
+		} else {
+			b = link.AppendHeader(nil, link.FrameRequest, 0, 1<<10+linkHeadRoom+1)
+		}
+		if _, err := l.nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = l.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := l.br.Read(make([]byte, 64)); err != io.EOF {
+			t.Fatalf("a frame %s: read %d bytes, %v; want the link closed", what, n, err)
+		}
+	}
+}
+
+// A link that sends nothing for the idle timeout is closed; one that pings
+// is kept.
+func TestClientLinkIdle(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink, c.IdleTimeout = true, 1500*time.Millisecond })
+	quiet := dialTestLink(t, g.Addr().String())
+	pinging := dialTestLink(t, g.Addr().String())
+	ping := link.AppendHeader(nil, link.FramePing, 0, 0)
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := pinging.nc.Write(ping); err != nil {
+			t.Fatal(err)
+		}
+		hdr := make([]byte, link.HeaderLen)
+		_ = pinging.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(pinging.br, hdr); err != nil || hdr[4] != link.FramePong {
+			t.Fatalf("the pinging link: %v (frame %d), want a pong", err, hdr[4])
+		}
+		time.Sleep(200 * time.Millisecond) // the client's pace, not a wait for a state
+	}
+	_ = quiet.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := quiet.br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the quiet link after the idle timeout: %v, want it closed", err)
+	}
+	if n := g.clientLinks.Load(); n != 1 {
+		t.Fatalf("queen_gateway_client_links %d, want 1 (the pinging link)", n)
+	}
+}
+
+// A client that sends requests on its link and never reads their answers
+// holds at most the broker's hard bound of unread answers at the gateway
+// (8 MiB, with the answers already waiting): the link is closed then, and
+// what it held is given back. 100 pushes answered 512 KiB each, sent in one
+// write (all read before any answer comes), would otherwise hold 50 MiB.
+func TestClientLinkSlowReader(t *testing.T) {
+	const answerSize = 512 << 10
+	bigAnswer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(answerSize) + "\r\n\r\n" + strings.Repeat("x", answerSize)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, bigAnswer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	g := startGatewayWith(t, "http://"+ln.Addr().String(), func(c *Config) { c.NoLink = true })
+	l := dialTestLink(t, g.Addr().String())
+	for deadline := time.Now().Add(5 * time.Second); g.clientLinks.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the link is never counted") // counted just after the 101 is written
+		}
+	}
+	var frames []byte
+	for i := range 100 {
+		frames, _ = link.AppendRequest(frames, uint64(i), linkPushOf("q"))
+	}
+	if _, err := l.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	peak := int64(0)
+	deadline := time.Now().Add(30 * time.Second)
+	for g.clientLinks.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the link that does not read is still open after 30 s, the gateway holding %d bytes of it", g.inflight.Load())
+		}
+		peak = max(peak, g.inflight.Load())
+		time.Sleep(time.Millisecond) // sampling what the gateway holds
+	}
+	if limit := int64(linkOutboundHard + 2*answerSize); peak > limit {
+		t.Fatalf("the gateway held %d bytes of unread answers, want at most %d", peak, limit)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for g.inflight.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the link closed the gateway still counts %d bytes in flight", g.inflight.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// silentBroker answers requests over HTTP with a 201 and accepts the
+// gateway link's upgrade, but never answers a frame on it: whatever is
+// forwarded on the link stays in flight.
+func startSilentBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if strings.HasPrefix(req.Header.Get("Upgrade"), "queen-link") {
+						_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n")
+						_, _ = io.Copy(io.Discard, r) // frames, never answered
+						return
+					}
+					if _, err := io.WriteString(c, fakePushAnswer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// A link holds at most maxLinkStreams requests in flight: one more is
+// refused with a refuse frame "busy" (nothing done), and once one of them
+// ends (here: a cancelled waiting pop) the next is taken.
+func TestClientLinkBusy(t *testing.T) {
+	g := startGatewayWith(t, startSilentBroker(t), func(*Config) {})
+	hc := &http.Client{Timeout: 100 * time.Millisecond}
+	for deadline := time.Now().Add(10 * time.Second); g.links.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the link to the broker never opened")
+		}
+		// Opens the link (over HTTP meanwhile); one that goes on the link
+		// is never answered, which does not matter here.
+		if resp, err := hc.Post("http://"+g.Addr().String()+"/api/v1/ephemeral/push", "application/json", strings.NewReader(`{"queue":"w","messages":[{"payload":1}]}`)); err == nil {
+			resp.Body.Close()
+		}
+	}
+	l := dialTestLink(t, g.Addr().String())
+	pop := &link.Request{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/pop?queue=q&wait=true&timeout=60000")}
+	var frames []byte
+	for id := range uint64(maxLinkStreams) {
+		frames, _ = link.AppendRequest(frames, id, pop)
+	}
+	frames, _ = link.AppendRequest(frames, maxLinkStreams, pop) // one too many
+	if _, err := l.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	typ, id, p := l.readFrame(t)
+	if typ != link.FrameRefuse || id != maxLinkStreams || len(p) != 1 || p[0] != link.RefuseBusy {
+		t.Fatalf("the request past the bound: frame %d of stream %d %q, want a refuse frame 'busy' of stream %d", typ, id, p, maxLinkStreams)
+	}
+	// A cancel lets one go: the next request is taken (no refusal before
+	// the pong that follows it).
+	next, _ := link.AppendRequest(link.AppendHeader(nil, link.FrameCancel, 0, 0), maxLinkStreams+1, pop)
+	if _, err := l.nc.Write(link.AppendHeader(next, link.FramePing, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if typ, id, p := l.readFrame(t); typ != link.FramePong {
+		t.Fatalf("after a cancel: frame %d of stream %d %q, want the pong (the request taken)", typ, id, p)
+	}
+}
+
+// readFrame reads one frame, within 10 s.
+func (l *testLink) readFrame(t *testing.T) (byte, uint64, []byte) {
+	t.Helper()
+	_ = l.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, link.HeaderLen)
+	if _, err := io.ReadFull(l.br, hdr); err != nil {
+		t.Fatal(err)
+	}
+	typ, id, n := link.ParseHeader(hdr)
+	p := make([]byte, n)
+	if _, err := io.ReadFull(l.br, p); err != nil {
+		t.Fatal(err)
+	}
+	return typ, id, p
+}
