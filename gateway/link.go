@@ -57,9 +57,7 @@ type linkConn struct {
 	out    []byte // frames of this round, written by flush
 	listed bool   // in ls.dirtyLinks
 
-	nextID    uint64
-	sentBelow uint64 // frames of ids below this were handed to the socket
-	calls     map[uint64]*exchange
+	calls link.Streams[*exchange]
 }
 
 // linkFor returns the loop's open link to upstream up, nil when there is
@@ -74,7 +72,7 @@ func (ls *loopState) linkFor(up int, now int64) *linkConn {
 	if ls.g.cfg.NoLink || ls.linkRetryAt[up] > now {
 		return nil
 	}
-	l := &linkConn{ls: ls, up: up, calls: map[uint64]*exchange{}}
+	l := &linkConn{ls: ls, up: up}
 	ls.links[up] = l
 	ls.g.m.dials.Inc()
 	go l.dial(ls.g.upstreams[up], ls.g.cfg.DialTimeout)
@@ -185,10 +183,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 
 // take removes the exchange of stream id; nil when there is none.
 func (l *linkConn) take(id uint64) *exchange {
-	ex := l.calls[id]
-	if ex != nil {
-		delete(l.calls, id)
-	}
+	ex, _ := l.calls.Take(id)
 	return ex
 }
 
@@ -224,17 +219,15 @@ func (l *linkConn) send(ex *exchange, req *wire.Request, tenant string, level id
 	rq := link.Request{Tenant: []byte(tenant), Access: uint8(level), Method: req.MethodName, Target: req.Target, Body: req.Body}
 	// It cannot fail: a tenant is a name (at most 255 bytes), and the
 	// method one of a route's.
-	l.out, _ = link.AppendRequest(l.out, l.nextID, &rq)
-	ex.linkID = l.nextID
-	l.calls[l.nextID] = ex
-	l.nextID++
+	ex.linkID = l.calls.Add(ex)
+	l.out, _ = link.AppendRequest(l.out, ex.linkID, &rq)
 	l.markDirty()
 }
 
 // cancel tells the broker that the client of stream id went away, so that
 // a pop parked there lets go as a closed connection's does.
 func (l *linkConn) cancel(id uint64) {
-	delete(l.calls, id)
+	l.calls.Take(id)
 	if l.state != linkOpen {
 		return
 	}
@@ -259,7 +252,7 @@ func (l *linkConn) write() {
 		return
 	}
 	_, err := l.c.Write(l.out)
-	l.sentBelow = l.nextID
+	l.calls.Flushed()
 	l.out = reuse(l.out)
 	if err != nil {
 		_ = l.c.Close() // OnClose: failed
@@ -284,18 +277,15 @@ func (l *linkConn) failed() {
 		ls.links[l.up] = nil
 	}
 	var resume []*clientConn
-	for id, ex := range l.calls {
-		delete(l.calls, id)
-		var cc *clientConn
-		if id < l.sentBelow {
-			cc = ex.linkLose() // written: the broker may have served it
-		} else {
-			cc = ex.linkFail(errForwardFailed)
-		}
+	settle := func(cc *clientConn) {
 		if cc != nil {
 			resume = append(resume, cc)
 		}
 	}
+	l.calls.Fail(
+		func(ex *exchange) { settle(ex.linkLose()) },                 // written: the broker may have served it
+		func(ex *exchange) { settle(ex.linkFail(errForwardFailed)) }, // never left: nothing was done
+	)
 	l.out = nil
 	ls.resume(resume)
 }

@@ -142,3 +142,27 @@ func TestRequestFrameBounds(t *testing.T) {
 		}
 	}
 }
+
+// Streams: ids in order, and a failed link ends each call by whether its
+// frame was handed to the socket.
+func TestStreamsFailByTheRule(t *testing.T) {
+	var s Streams[string]
+	for _, v := range []string{"a", "b", "c"} {
+		s.Add(v)
+	}
+	s.Flushed() // a, b and c left
+	if id := s.Add("d"); id != 3 || s.Next() != 4 || s.Len() != 4 {
+		t.Fatalf("id %d, next %d, len %d", id, s.Next(), s.Len())
+	}
+	if v, ok := s.Take(1); !ok || v != "b" {
+		t.Fatalf("Take(1): %q %v", v, ok)
+	}
+	if _, ok := s.Take(1); ok {
+		t.Fatal("Take(1) twice")
+	}
+	got := map[string]string{}
+	s.Fail(func(v string) { got[v] = "lost" }, func(v string) { got[v] = "unsent" })
+	if len(got) != 3 || got["a"] != "lost" || got["c"] != "lost" || got["d"] != "unsent" || s.Len() != 0 {
+		t.Fatalf("after Fail: %v, %d left", got, s.Len())
+	}
+}

@@ -65,12 +65,10 @@ type relayLink struct {
 	// fail a link whose frame does not complete within the frame timeout.
 	partialSince int64
 
-	// Dialled links: the calls waiting for an answer, by stream id. Calls
-	// with an id below sentBelow have had their frame handed to the
-	// socket: if the link fails now, the owner may have acted on them.
-	nextID    uint64
-	sentBelow uint64
-	calls     map[uint64]*conn
+	// Dialled links: the calls waiting for an answer, by stream id; if the
+	// link fails, those whose frame was handed to the socket may have been
+	// acted on by the owner (link.Streams).
+	calls link.Streams[*conn]
 
 	// Accepted links: relayed pops parked here, by stream id, until their
 	// answer has been written or their caller cancelled them.
@@ -111,7 +109,7 @@ func (ls *loopScratch) link(s *Server, addr string) *relayLink {
 	if ls.links == nil {
 		ls.links = map[string]*relayLink{}
 	}
-	l := &relayLink{s: s, role: linkDialled, addr: addr, ls: ls, calls: map[uint64]*conn{}}
+	l := &relayLink{s: s, role: linkDialled, addr: addr, ls: ls}
 	ls.links[addr] = l
 	ls.nLinks.Store(int32(len(ls.links)))
 	s.cell.linkCount.Add(1)
@@ -215,7 +213,7 @@ func (ls *loopScratch) flushLinks() {
 		}
 		before := l.c.OutboundBuffered()
 		_, err := l.c.Write(l.out)
-		l.sentBelow = l.nextID
+		l.calls.Flushed()
 		if cap(l.out) > 1<<20 {
 			l.out = nil
 		} else {
@@ -231,7 +229,7 @@ func (ls *loopScratch) flushLinks() {
 // call relays req for cs over the link: the connection goes busy until the
 // answer comes back on this loop (answered) or the link fails.
 func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bool {
-	if l.closed || len(l.calls) >= maxRelayCalls {
+	if l.closed || l.calls.Len() >= maxRelayCalls {
 		return false
 	}
 	rr := link.Request{
@@ -241,15 +239,13 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 		Target: req.Target,
 		Body:   req.Body,
 	}
-	out, err := link.AppendRequest(l.out, l.nextID, &rr)
+	out, err := link.AppendRequest(l.out, l.calls.Next(), &rr)
 	if err != nil {
 		return false
 	}
 	l.out = out
-	cs.relayLink, cs.relayID, cs.relayHead = l, l.nextID, req.Head(0)
+	cs.relayLink, cs.relayID, cs.relayHead = l, l.calls.Add(cs), req.Head(0)
 	cs.relayUntil = time.Now().UnixNano() + int64(deadline) // Server.now may be a second old
-	l.calls[l.nextID] = cs
-	l.nextID++
 	l.markDirty()
 	return true
 }
@@ -259,7 +255,7 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 func (l *relayLink) cancel(cs *conn) {
 	id := cs.relayID
 	cs.relayLink = nil
-	delete(l.calls, id)
+	l.calls.Take(id)
 	if l.closed {
 		return
 	}
@@ -382,9 +378,8 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 // take removes the call of stream id, nil when it is not waited for (its
 // client went away).
 func (l *relayLink) take(id uint64) *conn {
-	cs := l.calls[id]
+	cs, _ := l.calls.Take(id)
 	if cs != nil {
-		delete(l.calls, id)
 		cs.relayLink = nil
 	}
 	return cs
@@ -404,15 +399,10 @@ func (l *relayLink) fail(err error) {
 			delete(l.ls.links, l.addr)
 			l.ls.nLinks.Store(int32(len(l.ls.links)))
 		}
-		for id, cs := range l.calls {
-			delete(l.calls, id)
-			cs.relayLink = nil
-			if id < l.sentBelow {
-				cs.relayLost()
-			} else {
-				cs.relayRefused()
-			}
-		}
+		l.calls.Fail(
+			func(cs *conn) { cs.relayLink = nil; cs.relayLost() },    // written: the owner may have acted
+			func(cs *conn) { cs.relayLink = nil; cs.relayRefused() }, // never left: nothing was done
+		)
 		if l.c != nil && err != nil && !errors.Is(err, errLinkClosedByPeer) {
 			l.s.cfg.Logger.Debug("cell: relay link failed", "peer", l.addr, "err", err)
 		}
@@ -515,15 +505,15 @@ func (ls *loopScratch) tend(context.Context) error {
 		// Once a tend, that is once a ping interval.
 		l.out = link.AppendHeader(l.out, link.FramePing, 0, 0)
 		l.markDirty()
-		for id, cs := range l.calls {
+		l.calls.Each(func(id uint64, cs *conn) {
 			if now > cs.relayUntil {
-				delete(l.calls, id)
+				l.calls.Take(id)
 				cs.relayLink = nil
 				l.out = link.AppendHeader(l.out, link.FrameCancel, id, 0)
 				l.markDirty()
 				cs.relayLost()
 			}
-		}
+		})
 	}
 	ls.flushLinks()
 	return nil
