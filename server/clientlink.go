@@ -221,13 +221,19 @@ func (cs *conn) answerLater(resp []byte) {
 }
 
 // tendClientLinks runs on the loop every second: a client link idle for
-// the idle timeout, or whose identity has ended, is closed.
+// the idle timeout, or whose identity has ended, is closed; so is one
+// whose frame, begun, is not whole within the body timeout, as an HTTP
+// connection whose body takes longer is (a frame trickled a byte at a time
+// would otherwise hold what it sent for as long as it keeps trickling).
 func (ls *loopScratch) tendClientLinks(context.Context) error {
 	now := time.Now().UnixNano()
-	idle := int64(ls.s.cfg.IdleTimeout)
+	idle, body := int64(ls.s.cfg.IdleTimeout), int64(ls.s.cfg.BodyTimeout)
 	for l := range ls.clientLinks {
-		if now-l.lastRead > idle || l.expired(now) {
+		switch {
+		case now-l.lastRead > idle || l.expired(now):
 			l.fail(nil)
+		case l.partialSince != 0 && now-l.partialSince > body:
+			l.failHolding(errFrameStalled)
 		}
 	}
 	return nil

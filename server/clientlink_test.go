@@ -261,3 +261,38 @@ func TestClientLinkGatesPerFrame(t *testing.T) {
 		t.Fatalf("paused: %d %s, want 503 ephemeral_disabled", status, body)
 	}
 }
+
+// A frame begun and not whole within the body timeout closes its link, as
+// a body that takes longer closes an HTTP connection; a link that keeps
+// sending whole frames is kept.
+func TestClientLinkStalledFrameCloses(t *testing.T) {
+	ts := startConfigured(t, Config{Loops: 1, BodyTimeout: 300 * time.Millisecond})
+	stalled := openClientLink(t, ts.addr, "")
+	busy := openClientLink(t, ts.addr, "")
+	// A frame declaring 1,000 bytes, then a byte every 100 ms: the link
+	// is never silent, but the frame never completes.
+	frame := append(link.AppendHeader(nil, link.FrameRequest, 0, 1000), 0, 0)
+	stalled.c.Write(frame)
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stalled.c.Write([]byte{0}); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the link whose frame never completed is still open")
+	}
+	for range 5 {
+		busy.send(t, "", 0, "GET", "/api/v1/ephemeral/queues", "")
+		if _, status, _ := busy.answer(t); status != 200 {
+			t.Fatalf("the busy link: %d", status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
