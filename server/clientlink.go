@@ -276,3 +276,32 @@ func (l *relayLink) frameLimit() int {
 	}
 	return link.MaxFrame
 }
+
+// refuseLongFrame answers a client link's request frame longer than the
+// link takes as HTTP answers a body over the bound, 400 with the same
+// words, and drops its bytes as they arrive (skipFrame), so that one
+// oversized request costs its own stream, not every stream of the link.
+// It reports false for anything else over the limit, which closes the link.
+func (l *relayLink) refuseLongFrame() bool {
+	hdr, _ := l.c.Peek(link.HeaderLen)
+	typ, id, n := link.ParseHeader(hdr)
+	if l.role != linkClient || typ != link.FrameRequest {
+		return false
+	}
+	s := l.s
+	head := wire.Head{Status: 400, KeepAlive: true}
+	l.answer(id, s.appendError(nil, head, &wire.Error{Status: 400, Code: codeBadRequest,
+		Msg: fmt.Sprintf("a request frame of %d bytes exceeds the body limit of %d bytes (QUEEN_MAX_BODY_BYTES)", n, s.cfg.MaxBodyBytes)}))
+	l.skip = int64(link.HeaderLen + n)
+	l.skipFrame()
+	return true
+}
+
+// skipFrame drops what has arrived of a refused frame; true once all of it
+// has.
+func (l *relayLink) skipFrame() bool {
+	d := min(l.skip, int64(l.c.InboundBuffered()))
+	_, _ = l.c.Discard(int(d))
+	l.skip -= d
+	return l.skip == 0
+}

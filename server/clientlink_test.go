@@ -296,3 +296,27 @@ func TestClientLinkStalledFrameCloses(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A request frame over the link's frame limit is refused on its stream as
+// HTTP refuses a body over the bound, its bytes dropped as they come, and
+// the link carries on.
+func TestClientLinkOversizedFrameRefusedAlone(t *testing.T) {
+	ts := startConfigured(t, Config{Loops: 1, MaxBodyBytes: 4096})
+	l := openClientLink(t, ts.addr, "")
+	parked := l.send(t, "", 0, "GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000", "")
+	waitUntil(t, "the pop parked", func() bool { return parkedPops(ts.e) == 1 })
+	big := l.send(t, "", 0, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":"`+strings.Repeat("x", 200<<10)+`"}]}`)
+	id, status, body := l.answer(t)
+	if id != big || status != 400 || !strings.Contains(body, `"code":"ephemeral_bad_request"`) || !strings.Contains(body, "QUEEN_MAX_BODY_BYTES") {
+		t.Fatalf("the oversized push: stream %d %d %s, want %d 400 ephemeral_bad_request", id, status, body, big)
+	}
+	push := l.send(t, "", 0, "POST", "/api/v1/ephemeral/push", `{"queue":"w","messages":[{"payload":1}]}`)
+	got := map[uint64]int{}
+	for range 2 {
+		id, status, _ := l.answer(t)
+		got[id] = status
+	}
+	if got[push] != 201 || got[parked] != 200 {
+		t.Fatalf("after the refusal: %v, want the push 201 and the parked pop answered 200", got)
+	}
+}

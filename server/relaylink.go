@@ -82,6 +82,9 @@ type relayLink struct {
 	// for its unread answers.
 	who        linkIdentity
 	overSince  int64
+	// skip: bytes still to come of a request frame refused for its
+	// length (refuseLongFrame), dropped as they arrive.
+	skip int64
 	listedOver bool
 	reserved   int64
 	shedding   bool
@@ -289,11 +292,17 @@ func (l *relayLink) serveFrames() gnet.Action {
 	}
 	whole := false // a frame was read: what is left begins a new one
 	for {
+		if l.skip > 0 && !l.skipFrame() {
+			break // the rest of a refused frame is still to come
+		}
 		if l.overSince != 0 && !l.outboundDrained() {
 			break // frames wait, unread, until the client reads its answers
 		}
 		typ, id, p, size, ok, err := link.NextFrame(c, l.frameLimit())
 		if err != nil {
+			if l.refuseLongFrame() {
+				continue // its bytes are skipped as they come
+			}
 			return gnet.Close // a protocol error: the link fails
 		}
 		if !ok {
@@ -312,6 +321,12 @@ func (l *relayLink) serveFrames() gnet.Action {
 		return gnet.Close
 	}
 	switch {
+	case l.skip > 0:
+		// A refused frame still arriving is a frame begun: the body
+		// timeout bounds it (tendClientLinks).
+		if l.partialSince == 0 {
+			l.partialSince = l.lastRead
+		}
 	case c.InboundBuffered() == 0:
 		l.partialSince = 0
 	case whole || l.partialSince == 0:
