@@ -218,6 +218,9 @@ func TestConnectionCloseFromBroker(t *testing.T) {
 	ctx := testCtx(t)
 	_, err := c.Push(ctx, "q", []any{strings.Repeat("x", 8000)}, PushOptions{})
 	wantCode(t, "a body over the broker's bound", err, 400, CodeBadRequest)
+	// Over a link, one longer than a frame may be too (the bound and 64 KiB).
+	_, err = c.Push(ctx, "q", []any{strings.Repeat("x", 100<<10)}, PushOptions{})
+	wantCode(t, "a body over the link's frame limit", err, 400, CodeBadRequest)
 	for i := range 3 {
 		if res, err := c.Push(ctx, "q", []any{i}, PushOptions{}); err != nil || res.Pushed != 1 {
 			t.Fatalf("push %d after the close: %+v %v", i, res, err)
