@@ -258,19 +258,39 @@ func (neverSent) SafeToRetry() bool { return true }
 
 // The fencing timer: a member whose renewal expires between two
 // heartbeats (a minute apart here) publishes its fenced view when the
-// renewal expires, not at the next heartbeat.
+// renewal expires, not at the next heartbeat. The first beat, given a
+// minute, moves the clock to 2 s before its renewal's end, so the timer
+// is set for 2 s; the test moves the clock past the end as soon as the
+// member has joined.
 func TestFencedViewPublishedWhenTheRenewalExpires(t *testing.T) {
 	storetest.NeedPostgres(t, pg)
 	schema := pg.FreshSchema(t)
 	clk := &fakeClock{}
 	clk.add(time.Hour)
-	const timeout = 300 * time.Millisecond // real for the timer, and on the clock
-	m := start(t, schema, "a:1", time.Minute, timeout, clk.option())
+	const timeout = time.Minute
+	var first atomic.Bool
+	first.Store(true)
+	m := start(t, schema, "a:1", time.Minute, timeout, clk.option(), func(o *Options) {
+		o.beforeBeat = func(context.Context) error {
+			if first.Swap(false) {
+				clk.add(timeout - 2*time.Second)
+			}
+			return nil
+		}
+	})
 	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
+	// The reload the LISTEN connection asks for once it is up also checks
+	// the fencing: let it finish first (the table check, the beat and the
+	// reload each took a pooled connection, and gave it back), so that
+	// only the timer can publish the fenced view.
+	waitFor(t, 5*time.Second, "the reload after LISTEN", func() bool {
+		st := m.pool.Stat()
+		return m.Stats().Listening && st.AcquireCount() >= 3 && st.AcquiredConns() == 0
+	})
 	v := m.View()
-	clk.add(timeout)
+	clk.add(2 * time.Second)
 	if !v.Fenced() {
-		t.Fatal("not fenced by the clock at the timeout")
+		t.Fatal("not fenced by the clock at the renewal's end")
 	}
 	waitFor(t, 10*time.Second, "the fenced view published by the timer", func() bool { f := m.View(); return f != v && f.fenced && f.self < 0 })
 }
