@@ -305,6 +305,27 @@ func TestInflightBoundRefusesOnTheHead(t *testing.T) {
 		t.Fatalf("the admitted body: %d %q, want 201", status, code)
 	}
 	waitFor(t, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
+
+	// A request of exactly the bound, head and body, fits.
+	n := 1<<20 - len(head("POST", "/api/v1/ephemeral/push", tok, 1<<20)) - len(pushOf("exact", 0))
+	exact := pushOf("exact", n)
+	h := head("POST", "/api/v1/ephemeral/push", tok, int64(len(exact)))
+	if len(h)+len(exact) != 1<<20 {
+		t.Fatalf("the request is %d bytes, not the bound", len(h)+len(exact))
+	}
+	conn = dial(t, g)
+	r = bufio.NewReader(conn)
+	if _, err := conn.Write([]byte(h)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the whole bound reserved", func() bool { return g.inflight.Load() == 1<<20 })
+	if _, err := conn.Write([]byte(exact)); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, conn, r); status != 201 {
+		t.Fatalf("a request of exactly the bound: %d %q, want 201", status, code)
+	}
+	waitFor(t, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
 }
 
 // pushOf is a push of one message whose payload is a string of about n
@@ -592,4 +613,105 @@ func TestExpectContinueRefusedOnItsHead(t *testing.T) {
 		t.Fatalf("got %d %q close %v, want 401 unauthorized and close (no 100 Continue)", status, code, closes)
 	}
 	waitClosed(t, conn, r, 5*time.Second)
+}
+
+// heldClients counts, on each loop, the client connections whose next
+// request is held for the answers in flight.
+func heldClients(t *testing.T, g *Gateway) int {
+	t.Helper()
+	n := 0
+	onLoops(t, g, func(ls *loopState) {
+		for cc := range ls.clients {
+			if cc.held {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// pushesOfTotal is pushes (with tok) to queue whose requests add up to
+// exactly total bytes, none of whose bodies passes 64 KiB.
+func pushesOfTotal(queue, tok string, total int) []string {
+	var out []string
+	for total > 0 {
+		h := head("POST", "/api/v1/ephemeral/push", tok, 0)
+		n := min(total, 60<<10)
+		over := len(pushOf(queue, 0))
+		if n-len(h)-over < 16 || total-n > 0 && total-n < 1024 {
+			n = total / 2 // leave room for a whole request after this one
+		}
+		body := pushOf(queue, n-over)
+		for len(head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))))+len(body) > n {
+			body = pushOf(queue, len(body)-over-1)
+		}
+		req := head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))) + body
+		out = append(out, req)
+		total -= len(req)
+	}
+	return out
+}
+
+// TestBytesQueuedBehindAWaitingPop: what a client sends behind a request
+// held for its waiting pop stays unread and is bounded (docs/gateway.md,
+// "The front door"): up to 64 KiB it costs nothing, past that it holds the
+// bound on request bytes in flight, and past QUEEN_MAX_BODY_BYTES and
+// 64 KiB the connection closes. At each bound's exact value the requests
+// are served in order once the pop is answered.
+func TestBytesQueuedBehindAWaitingPop(t *testing.T) {
+	const maxBody = 128 << 10
+	for _, c := range []struct {
+		name     string
+		inflight int64 // the bound on request bytes in flight
+		queued   int   // bytes buffered behind the pop, the held request's included
+		closes   bool
+	}{
+		{"64 KiB, free under a bound of 32 KiB", 32 << 10, 64 << 10, false},
+		{"exactly the body limit and 64 KiB, reserved", 0, maxBody + 64<<10, false},
+		{"one byte more", 0, maxBody + 64<<10 + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := startFront(t, nil, func(cfg *Config) { cfg.MaxBodyBytes, cfg.MaxInflightBytes = maxBody, c.inflight })
+			tok := frontToken(t, "acme", "read-write")
+			conn := dial(t, g)
+			r := bufio.NewReader(conn)
+			pop := "GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+			first := "GET /health HTTP/1.1\r\nHost: gw\r\n\r\n" // answered on the gateway: held for the pop
+			if _, err := conn.Write([]byte(pop + first)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the health read held behind the parked pop", func() bool { return heldClients(t, g) == 1 })
+			rest := pushesOfTotal("q", tok, c.queued-len(first))
+			if _, err := conn.Write([]byte(strings.Join(rest, ""))); err != nil {
+				t.Fatal(err)
+			}
+			if c.closes {
+				waitClosed(t, conn, r, 5*time.Second)
+				waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+				return
+			}
+			if c.queued > queuedFree {
+				waitFor(t, "the queued bytes reserved", func() bool { return g.inflight.Load() == int64(c.queued) })
+			}
+			push, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(`{"queue":"w","messages":[{"payload":1}]}`))
+			push.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(push)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if status, code, _ := answer(t, conn, r); status != 200 {
+				t.Fatalf("the pop: %d %q, want 200 first", status, code)
+			}
+			if status, code, _ := answer(t, conn, r); status != 200 {
+				t.Fatalf("the health read: %d %q, want 200", status, code)
+			}
+			for i := range rest {
+				if status, code, _ := answer(t, conn, r); status != 201 {
+					t.Fatalf("push %d behind it: %d %q, want 201", i+1, status, code)
+				}
+			}
+			waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+		})
+	}
 }
