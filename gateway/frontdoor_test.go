@@ -715,3 +715,151 @@ func TestBytesQueuedBehindAWaitingPop(t *testing.T) {
 		})
 	}
 }
+
+// clientBuffers reports, for g's one client connection, whether its request
+// has a buffer of its own and how many bytes gnet still holds of it.
+func clientBuffers(t *testing.T, g *Gateway) (own bool, inbound int) {
+	t.Helper()
+	onLoops(t, g, func(ls *loopState) {
+		for cc := range ls.clients {
+			own, inbound = cc.big != nil, cc.c.InboundBuffered()
+		}
+	})
+	return own, inbound
+}
+
+// TestChunkedBodyReadInPieces: a chunked body past 64 KiB is moved into a
+// buffer of its own and read into it a piece at a time, chunk data or up
+// to the end of the line the parser reads next, never a byte of the
+// request behind it: sent with every line split between its CR and its LF
+// (each piece read before the next is sent) and a push pipelined behind
+// its last LF, both are served and its payload pops back whole.
+func TestChunkedBodyReadInPieces(t *testing.T) {
+	g := startFront(t, nil, nil)
+	tok := frontToken(t, "acme", "read-write")
+	body := pushOf("chunked", 150<<10)
+	var b strings.Builder
+	b.WriteString("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for rest := body; len(rest) > 0; {
+		n := min(len(rest), 40000)
+		fmt.Fprintf(&b, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	b.WriteString("0\r\n\r\n")
+	after := pushOf("after", 10)
+	stream := b.String() + head("POST", "/api/v1/ephemeral/push", tok, int64(len(after))) + after
+	conn := dial(t, g)
+	r := bufio.NewReader(conn)
+	// The head and the first 100 KB: moved into the request's own buffer.
+	cut := 100_000
+	for stream[cut-1] != '\r' {
+		cut++
+	}
+	if _, err := conn.Write([]byte(stream[:cut])); err != nil {
+		t.Fatal(err)
+	}
+	for stream = stream[cut:]; ; {
+		waitFor(t, "the piece read into the request's own buffer", func() bool {
+			own, inbound := clientBuffers(t, g)
+			return own && inbound == 0
+		})
+		i := strings.IndexByte(stream[1:], '\r') // the next piece ends on a CR
+		if i < 0 || strings.HasPrefix(stream[i+1:], "\r\nHost") {
+			break
+		}
+		if _, err := conn.Write([]byte(stream[:i+2])); err != nil {
+			t.Fatal(err)
+		}
+		stream = stream[i+2:]
+	}
+	// The last LF and the push behind it.
+	if _, err := conn.Write([]byte(stream)); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"the chunked push", "the push behind it"} {
+		if status, code, _ := answer(t, conn, r); status != 201 {
+			t.Fatalf("%s: %d %q, want 201", what, status, code)
+		}
+	}
+	req, _ := http.NewRequest("GET", "http://"+g.Addr().String()+"/api/v1/ephemeral/pop?queue=chunked&autoAck=true", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p struct {
+		Messages []struct {
+			Payload string `json:"payload"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pop: %d %v", resp.StatusCode, err)
+	}
+	if len(p.Messages) != 1 || p.Messages[0].Payload != strings.Repeat("p", 150<<10) {
+		t.Fatalf("pop: %d messages, not the payload pushed", len(p.Messages))
+	}
+}
+
+// TestBodyOver64KiBHasABufferOfItsOwn: a Content-Length request of up to
+// 64 KiB, head and body, waits in gnet's buffer until all of it is there;
+// a longer one is moved into a buffer of its own as its body arrives
+// (docs/gateway.md, "The front door"). Either is served.
+func TestBodyOver64KiBHasABufferOfItsOwn(t *testing.T) {
+	g := startFront(t, nil, nil)
+	tok := frontToken(t, "acme", "read-write")
+	for _, size := range []int{bigBody, bigBody + 1} {
+		n := size - len(head("POST", "/api/v1/ephemeral/push", tok, int64(size))) - len(pushOf("q", 0))
+		body := pushOf("q", n)
+		req := head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))) + body
+		if len(req) != size {
+			t.Fatalf("the request is %d bytes, want %d", len(req), size)
+		}
+		conn := dial(t, g)
+		r := bufio.NewReader(conn)
+		if _, err := conn.Write([]byte(req[:size-100])); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the body reserved", func() bool { return g.inflight.Load() == int64(size) })
+		if own, _ := clientBuffers(t, g); own != (size > bigBody) {
+			t.Errorf("a request of %d bytes: a buffer of its own %v, want %v", size, own, size > bigBody)
+		}
+		if _, err := conn.Write([]byte(req[size-100:])); err != nil {
+			t.Fatal(err)
+		}
+		if status, code, _ := answer(t, conn, r); status != 201 {
+			t.Fatalf("a request of %d bytes: %d %q, want 201", size, status, code)
+		}
+		conn.Close()
+		waitFor(t, "the client gone", func() bool { return g.clients.Load() == 0 })
+	}
+}
+
+// A head may take QUEEN_HEADER_TIMEOUT_MS and a body QUEEN_BODY_TIMEOUT_MS:
+// a connection is overdue only past them (the tick then closes it).
+func TestOverdueOnlyPastTheTimeouts(t *testing.T) {
+	g := &Gateway{cfg: Config{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second}}
+	const since = int64(1e18)
+	for _, c := range []struct {
+		head, body bool
+		after      time.Duration
+		overdue    bool
+	}{
+		{true, false, 10 * time.Second, false},
+		{true, false, 10*time.Second + 1, true},
+		{false, true, 30 * time.Second, false},
+		{false, true, 30*time.Second + 1, true},
+		{false, false, time.Hour, false},
+	} {
+		cc := &clientConn{g: g}
+		if c.head {
+			cc.headSince = since
+		}
+		if c.body {
+			cc.bodySince = since
+		}
+		if got := cc.overdue(since + int64(c.after)); got != c.overdue {
+			t.Errorf("head %v, body %v, %v after: overdue %v, want %v", c.head, c.body, c.after, got, c.overdue)
+		}
+	}
+}
