@@ -88,6 +88,28 @@ func (f *failingCatalog) GetTenant(ctx context.Context, name string) (catalog.Te
 	return f.Store.GetTenant(ctx, name)
 }
 
+// AddUsage and UsageSince fail while fail is set, and, as the real
+// catalogs do, once ctx is done.
+func (f *failingCatalog) AddUsage(ctx context.Context, rows []catalog.Usage) error {
+	if f.fail.Load() {
+		return errCatalogDown
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return f.Store.AddUsage(ctx, rows)
+}
+
+func (f *failingCatalog) UsageSince(ctx context.Context, since int64) (map[string]map[catalog.Class]int64, error) {
+	if f.fail.Load() {
+		return nil, errCatalogDown
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return f.Store.UsageSince(ctx, since)
+}
+
 // Who may use which admin route, with JWT identity, an operator tenant and
 // an admin token: the operator (the token, or an admin of ops) every route;
 // a tenant's admin the route table and its own tenant and usage, read

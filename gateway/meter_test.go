@@ -1,7 +1,16 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 )
@@ -184,5 +193,133 @@ func TestParkedSlotsCount(t *testing.T) {
 		if !takeSlot(ts, &catalog.Plan{}) {
 			t.Fatalf("unlimited slots: pop %d refused", i+1)
 		}
+	}
+}
+
+// syncBuffer is a log destination tests read while the gateway writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Usage is written as one row per tenant and class in the minute of the
+// write, counts whose write failed are kept for the next, and after each
+// write the period's totals are read back: what every gateway sharing the
+// catalog wrote plus what this one has not written yet (docs/gateway.md,
+// "Metering"). A period that is not a whole number of minutes is counted
+// by this gateway alone. The writer writes every FlushInterval and once
+// more when the gateway stops.
+func TestUsageWrittenAndReadBack(t *testing.T) {
+	mem := newMemCatalog()
+	cat := &failingCatalog{Store: mem}
+	var logs syncBuffer
+	g := &Gateway{
+		cfg:     Config{Catalog: cat, Logger: slog.New(slog.NewTextHandler(&logs, nil)), FlushInterval: 5 * time.Millisecond},
+		tenants: xsync.NewMap[string, *tenantState](),
+		quit:    make(chan struct{}),
+	}
+	hour := &catalog.Plan{PeriodSeconds: 3600}
+	odd := &catalog.Plan{PeriodSeconds: 3599} // not a whole number of minutes
+	a, b := g.tenant("a"), g.tenant("b")
+	a.plan.Store(hour)
+	b.plan.Store(odd)
+	g.tenant("c").plan.Store(hour) // nothing to write
+	ctx := context.Background()
+	usage := func() map[catalog.Usage]int64 {
+		mem.mu.Lock()
+		defer mem.mu.Unlock()
+		return maps.Clone(mem.usage)
+	}
+
+	a.unflushedMsgs.Store(3)
+	b.unflushedDelivs.Store(2)
+	before := time.Now().Unix() / 60 * 60
+	if err := g.flushUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	minute := time.Now().Unix() / 60 * 60
+	if minute != before {
+		t.Skip("the write straddled a minute")
+	}
+	want := map[catalog.Usage]int64{
+		{Tenant: "a", Class: catalog.Messages, Minute: minute}:   3,
+		{Tenant: "b", Class: catalog.Deliveries, Minute: minute}: 2,
+	}
+	if got := usage(); !maps.Equal(got, want) {
+		t.Fatalf("written: %v, want %v", got, want)
+	}
+	if a.unflushedMsgs.Load() != 0 || b.unflushedDelivs.Load() != 0 || g.flushes.Load() != 1 {
+		t.Fatalf("after the write: %d and %d unwritten, %d writes; want 0, 0, 1", a.unflushedMsgs.Load(), b.unflushedDelivs.Load(), g.flushes.Load())
+	}
+	if err := g.flushUsage(ctx); err != nil || g.flushes.Load() != 1 {
+		t.Fatalf("a write of nothing: %v, %d writes, want none", err, g.flushes.Load())
+	}
+	cat.fail.Store(true)
+	a.unflushedMsgs.Store(4)
+	if err := g.flushUsage(ctx); err == nil || a.unflushedMsgs.Load() != 4 {
+		t.Fatalf("a failed write: %v, %d unwritten, want an error and 4 kept", err, a.unflushedMsgs.Load())
+	}
+	if err := g.refreshUsage(ctx); err == nil {
+		t.Fatal("reading back from a failing catalog: no error")
+	}
+	cat.fail.Store(false)
+
+	// Another gateway wrote 5 deliveries of a this period, and 100 messages
+	// the period before; b's own count is 1.
+	now := time.Now().Unix()
+	_, start := periodOf(hour, now)
+	_ = mem.AddUsage(ctx, []catalog.Usage{
+		{Tenant: "a", Class: catalog.Deliveries, Minute: minute, Count: 5},
+		{Tenant: "a", Class: catalog.Messages, Minute: start - 3600, Count: 100},
+	})
+	b.roll(odd, now)
+	b.msgs.Store(1)
+	oddIdx, oddStart := periodOf(odd, now)
+	if err := g.refreshUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, d := a.msgs.Load(), a.delivs.Load(); m != 3+4 || d != 5 {
+		t.Fatalf("a read back: %d messages, %d deliveries; want 7 (3 written, 4 not yet), 5", m, d)
+	}
+	if idx, _ := periodOf(odd, time.Now().Unix()); idx == oddIdx && oddStart%60 != 0 {
+		if m, d := b.msgs.Load(), b.delivs.Load(); m != 1 || d != 0 {
+			t.Fatalf("b, on a period of 3599 s: %d messages, %d deliveries; want its own 1, 0", m, d)
+		}
+	}
+
+	// The writer: a's 4 and 2 more are written, and what another gateway
+	// writes meanwhile is read back.
+	a.unflushedMsgs.Add(2)
+	g.bg.Add(1)
+	go g.flushEvery()
+	_ = mem.AddUsage(ctx, []catalog.Usage{{Tenant: "a", Class: catalog.Messages, Minute: start, Count: 10}})
+	waitFor(t, "a's usage written and read back", func() bool { return a.unflushedMsgs.Load() == 0 && a.msgs.Load() == 3+6+10 })
+	a.unflushedMsgs.Add(1)
+	a.msgs.Add(1)
+	close(g.quit)
+	g.bg.Wait()
+	var total int64
+	for k, n := range usage() {
+		if k.Tenant == "a" && k.Class == catalog.Messages && k.Minute >= start {
+			total += n
+		}
+	}
+	if total != 3+6+10+1 {
+		t.Fatalf("a's messages written by the end: %d, want 20", total)
+	}
+	if l := logs.String(); strings.Contains(l, "failed") {
+		t.Fatalf("warnings with the catalog up: %s", l)
 	}
 }
