@@ -82,6 +82,10 @@ func TestAnswerLostClosesTheClient(t *testing.T) {
 			if n := g.m.lost.Get(); n != 1 {
 				t.Fatalf("queen_gateway_answers_lost_total %d, want 1", n)
 			}
+			// A lost push meters nothing: what it held of the allowance is
+			// given back.
+			ts := g.tenant("default")
+			waitFor(t, "the lost pushes' items given back", func() bool { return ts.pending.Load() == 0 })
 		})
 	}
 }

@@ -3,8 +3,11 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"maps"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -321,5 +324,43 @@ func TestUsageWrittenAndReadBack(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, "failed") {
 		t.Fatalf("warnings with the catalog up: %s", l)
+	}
+}
+
+// A refusal for the spent allowance says, in Retry-After, the whole seconds
+// to the end of the period, aligned to the epoch (docs/gateway.md,
+// "Metering"), over HTTP connections and on the link alike.
+func TestAllowanceRetryAfterIsTheRestOfThePeriod(t *testing.T) {
+	const day = 86400
+	for _, noLink := range []bool{true, false} {
+		g := startFront(t, nil, func(c *Config) {
+			_ = c.Catalog.PutPlan(context.Background(), catalog.Plan{Name: "pro", Features: catalog.Features{Ephemeral: true}, MessagesPerPeriod: 1, PeriodSeconds: day})
+			c.NoLink, c.Loops = noLink, 1
+		})
+		tok := frontToken(t, "acme", "read-write")
+		do := func(method, target, body string) (int, string, http.Header) {
+			req, _ := http.NewRequest(method, "http://"+g.Addr().String()+target, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b), resp.Header
+		}
+		if st, body, _ := do("POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`); st != 201 {
+			t.Fatalf("link %v: the push: %d %s", !noLink, st, body)
+		}
+		if !noLink {
+			waitFor(t, "the link open", func() bool { return g.links.Load() == 1 })
+		}
+		before := day - time.Now().Unix()%day
+		st, body, h := do("GET", "/api/v1/ephemeral/pop?queue=q", "")
+		after := day - time.Now().Unix()%day
+		ra, _ := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+		if st != 429 || !strings.Contains(body, `"message_allowance_exceeded"`) || ra > before || ra < after-1 {
+			t.Errorf("link %v: a pop with the allowance spent: %d %s, Retry-After %q; want 429 message_allowance_exceeded, %d", !noLink, st, body, h.Get("Retry-After"), after)
+		}
 	}
 }
