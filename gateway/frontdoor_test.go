@@ -863,3 +863,108 @@ func TestOverdueOnlyPastTheTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// brokerAdminToken is the broker's QUEEN_ADMIN_TOKEN where a test reads its
+// /metrics (brokerGauge).
+const brokerAdminToken = "broker-admin-token"
+
+// brokerGauge reads one series (no labels) of the /metrics of a broker
+// started with brokerAdminToken.
+func brokerGauge(t *testing.T, brokerURL, name string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", brokerURL+"/metrics", nil)
+	req.Header.Set("X-Queen-Gateway-Secret", testSecret)
+	req.Header.Set("Authorization", "Bearer "+brokerAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	st, body := resp.StatusCode, string(b)
+	if st != 200 {
+		t.Fatalf("the broker's /metrics: %d %s", st, body)
+	}
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// ownConnections counts g's client connections that have a broker
+// connection of their own.
+func ownConnections(t *testing.T, g *Gateway) int {
+	t.Helper()
+	n := 0
+	onLoops(t, g, func(ls *loopState) {
+		for cc := range ls.clients {
+			if cc.own != nil {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// TestOwnConnectionsAndThePool: over HTTP (no link), a request that may
+// take long (a status read, a waiting pop) gives its client a broker
+// connection of its own, a push does not; a client that leaves with
+// nothing in flight gives it to the pool, where the next client that needs
+// one takes it without a dial; a client that leaves with a waiting pop
+// gets it closed, which ends the pop at the broker, so a message pushed
+// then is not leased to the client that left (docs/gateway.md,
+// "Connections to the brokers").
+func TestOwnConnectionsAndThePool(t *testing.T) {
+	var brokerURL string
+	g := startFront(t, map[string]string{"QUEEN_ADMIN_TOKEN": brokerAdminToken}, func(c *Config) { c.NoLink, c.Loops, brokerURL = true, 1, c.Upstreams[0] })
+	tok := frontToken(t, "acme", "read-write")
+	send := func(c net.Conn, method, target, body string) {
+		t.Helper()
+		if _, err := c.Write([]byte(head(method, target, tok, int64(len(body))) + body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push := dial(t, g)
+	pr := bufio.NewReader(push)
+	send(push, "POST", "/api/v1/ephemeral/push", pushOf("other", 1))
+	if status, code, _ := answer(t, push, pr); status != 201 {
+		t.Fatalf("a push: %d %q", status, code)
+	}
+	if n := ownConnections(t, g); n != 0 {
+		t.Fatalf("after a push, %d clients have a connection of their own, want 0", n)
+	}
+
+	a := dial(t, g)
+	ar := bufio.NewReader(a)
+	send(a, "GET", "/api/v1/ephemeral/queues", "")
+	if status, code, _ := answer(t, a, ar); status != 200 {
+		t.Fatalf("the status read: %d %q", status, code)
+	}
+	if n := ownConnections(t, g); n != 1 {
+		t.Fatalf("after a status read, %d clients have a connection of their own, want 1", n)
+	}
+	dials := g.m.dials.Get()
+	a.Close()
+	waitFor(t, "the first client gone", func() bool { return g.clients.Load() == 1 })
+	b := dial(t, g)
+	br := bufio.NewReader(b)
+	send(b, "GET", "/api/v1/ephemeral/queues", "")
+	if status, code, _ := answer(t, b, br); status != 200 {
+		t.Fatalf("the next status read: %d %q", status, code)
+	}
+	if n := g.m.dials.Get(); n != dials {
+		t.Fatalf("the next client dialled %d connections, want the pooled one", n-dials)
+	}
+
+	// b's waiting pop parks at the broker; b leaves.
+	send(b, "GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true", "")
+	waitFor(t, "the pop parked at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 1 })
+	b.Close()
+	waitFor(t, "the pop ended at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 0 })
+	if ts := g.tenant("acme"); ts.parked.Load() != 0 {
+		t.Fatalf("%d slots held after the client left", ts.parked.Load())
+	}
+}
