@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/gateway/routes"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// What a broker receives for a client's request (docs/gateway.md, "A
+// request's way through", step 5): the method, the target as sent, Host,
+// Content-Type, the body with its Content-Length (a POST or PUT always has
+// one, a bodiless GET or DELETE none, RFC 9110 8.6), and the tenancy
+// headers; no other header of the client.
+func TestForwardedRequest(t *testing.T) {
+	for _, c := range []struct {
+		method, target, body string
+		length               string // the Content-Length forwarded, "" for none
+	}{
+		{"GET", "/api/v1/ephemeral/queues?x=1", "", ""},
+		{"POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`, "40"},
+		{"POST", "/api/v1/ephemeral/reset", "", "0"},
+		{"PUT", "/api/v1/ephemeral/x", "", "0"},
+		{"DELETE", "/api/v1/ephemeral/queue/q", "", ""},
+		{"DELETE", "/api/v1/ephemeral/queue/q", "{}", "2"},
+	} {
+		raw := c.method + " " + c.target + " HTTP/1.1\r\nHost: client.example\r\nContent-Type: application/json\r\n" +
+			"Authorization: Bearer client-token\r\nX-Queen-Tenant: forged\r\nCookie: c=1\r\n"
+		if c.body != "" || c.method == "POST" || c.method == "PUT" {
+			raw += "Content-Length: " + strconv.Itoa(len(c.body)) + "\r\n"
+		}
+		raw += "\r\n" + c.body
+		req, _, err := wire.NewParser(wire.Limits{}).Parse([]byte(raw))
+		if err != nil || req == nil {
+			t.Fatalf("%s %s: parsing the client's request: %v", c.method, c.target, err)
+		}
+		out := appendForward(nil, req, "broker:6632", "acme", identity.ReadWrite, "s3cret")
+		fwd, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(out))))
+		if err != nil {
+			t.Fatalf("%s %s: the forwarded request does not parse: %v\n%s", c.method, c.target, err, out)
+		}
+		body, _ := io.ReadAll(fwd.Body)
+		got := map[string]string{
+			"method": fwd.Method, "target": fwd.RequestURI, "host": fwd.Host, "body": string(body),
+			"Content-Length": fwd.Header.Get("Content-Length"), "Content-Type": fwd.Header.Get("Content-Type"),
+			"X-Queen-Tenant": fwd.Header.Get("X-Queen-Tenant"), "X-Queen-Access": fwd.Header.Get("X-Queen-Access"),
+			"X-Queen-Gateway-Secret": fwd.Header.Get("X-Queen-Gateway-Secret"),
+			"Authorization":          fwd.Header.Get("Authorization"), "Cookie": fwd.Header.Get("Cookie"),
+		}
+		want := map[string]string{
+			"method": c.method, "target": c.target, "host": "broker:6632", "body": c.body,
+			"Content-Length": c.length, "Content-Type": "application/json",
+			"X-Queen-Tenant": "acme", "X-Queen-Access": identity.ReadWrite.String(), "X-Queen-Gateway-Secret": "s3cret",
+			"Authorization": "", "Cookie": "",
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s %s: %s %q, want %q", c.method, c.target, k, got[k], w)
+			}
+		}
+		if n := len(fwd.Header.Values("Content-Length")); n > 1 {
+			t.Errorf("%s %s: %d Content-Length headers", c.method, c.target, n)
+		}
+	}
+}
+
+// Zero durations and bounds take the documented defaults (docs/gateway.md:
+// QUEEN_GATEWAY_POLL_MS 1 s, QUEEN_GATEWAY_USAGE_FLUSH_MS 5 s, the broker's
+// QUEEN_MAX_BODY_BYTES, QUEEN_HEADER_TIMEOUT_MS, QUEEN_BODY_TIMEOUT_MS and
+// QUEEN_MAX_INFLIGHT_BYTES; a dial 2 s, an idle client 120 s; a loop per
+// GOMAXPROCS); values set are kept.
+func TestConfigDefaults(t *testing.T) {
+	base := Config{Upstreams: []string{"http://127.0.0.1:1"}, Secret: "s", Catalog: newMemCatalog()}
+	g, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := g.cfg
+	want := base
+	want.Routes, want.Loops, want.Logger = routes.Default(), runtime.GOMAXPROCS(0), got.Logger
+	want.PollInterval, want.FlushInterval, want.DialTimeout, want.IdleTimeout = time.Second, 5*time.Second, 2*time.Second, 120*time.Second
+	want.MaxBodyBytes, want.HeaderTimeout, want.BodyTimeout, want.MaxInflightBytes = 64<<20, 10*time.Second, 30*time.Second, 64<<20
+	if !reflect.DeepEqual(got, want) || got.Logger == nil {
+		t.Errorf("defaults:\n%+v\nwant\n%+v", got, want)
+	}
+	set := base
+	set.Loops, set.PollInterval, set.FlushInterval, set.DialTimeout, set.IdleTimeout = 3, 7, 8, 9, 10
+	set.MaxBodyBytes, set.HeaderTimeout, set.BodyTimeout, set.MaxInflightBytes = 11, 12, 13, 14
+	if g, err = New(set); err != nil {
+		t.Fatal(err)
+	}
+	set.Routes, set.Logger = routes.Default(), g.cfg.Logger
+	if !reflect.DeepEqual(g.cfg, set) {
+		t.Errorf("values set:\n%+v\nwant them kept:\n%+v", g.cfg, set)
+	}
+}
