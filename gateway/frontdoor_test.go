@@ -633,21 +633,23 @@ func heldClients(t *testing.T, g *Gateway) int {
 // pushesOfTotal is pushes (with tok) to queue whose requests add up to
 // exactly total bytes, none of whose bodies passes 64 KiB.
 func pushesOfTotal(queue, tok string, total int) []string {
+	over := len(pushOf(queue, 0))
+	headOf := func(n int) int { return len(head("POST", "/api/v1/ephemeral/push", tok, int64(n))) }
 	var out []string
 	for total > 0 {
-		h := head("POST", "/api/v1/ephemeral/push", tok, 0)
 		n := min(total, 60<<10)
-		over := len(pushOf(queue, 0))
-		if n-len(h)-over < 16 || total-n > 0 && total-n < 1024 {
+		if total-n > 0 && total-n < 2048 {
 			n = total / 2 // leave room for a whole request after this one
 		}
-		body := pushOf(queue, n-over)
-		for len(head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))))+len(body) > n {
-			body = pushOf(queue, len(body)-over-1)
+		// The payload's length k such that head and body are n bytes.
+		for k := n - headOf(n) - over; k <= n; k++ {
+			if headOf(over+k)+over+k == n {
+				req := head("POST", "/api/v1/ephemeral/push", tok, int64(over+k)) + pushOf(queue, k)
+				out = append(out, req)
+				break
+			}
 		}
-		req := head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))) + body
-		out = append(out, req)
-		total -= len(req)
+		total -= n
 	}
 	return out
 }
