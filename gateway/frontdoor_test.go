@@ -970,3 +970,57 @@ func TestOwnConnectionsAndThePool(t *testing.T) {
 		t.Fatalf("%d slots held after the client left", ts.parked.Load())
 	}
 }
+
+// TestIdleAndGoneClients: a client with nothing in flight is closed once
+// quiet for the idle timeout, one whose waiting pop is in flight is not
+// (docs/gateway.md, "Accepting clients"); a client that goes away with
+// answers unread gives back their room in the in-flight bound.
+func TestIdleAndGoneClients(t *testing.T) {
+	g := startFront(t, nil, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	tok := frontToken(t, "acme", "read-write")
+	waiting := dial(t, g)
+	wr := bufio.NewReader(waiting)
+	if _, err := waiting.Write([]byte("GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pop parked", func() bool { return g.tenant("acme").parked.Load() == 1 })
+	idle := dial(t, g)
+	ir := bufio.NewReader(idle)
+	if _, err := idle.Write([]byte("GET /health HTTP/1.1\r\nHost: gw\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := answer(t, idle, ir); status != 200 {
+		t.Fatalf("health: %d", status)
+	}
+	waitClosed(t, idle, ir, 5*time.Second) // at the next tick
+	pusher := dial(t, g)
+	if _, err := pusher.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(pushOf("w", 1)))) + pushOf("w", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, waiting, wr); status != 200 {
+		t.Fatalf("the waiting pop kept past the idle timeout: %d %q, want 200", status, code)
+	}
+
+	g = startFront(t, map[string]string{"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES": strconv.Itoa(64 << 20)}, nil)
+	req, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(pushOf("big", 8<<20)))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+	slow, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = slow.SetReadBuffer(64 << 10)
+	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=big&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unread answer counted", func() bool { return g.inflight.Load() > 0 })
+	slow.Close()
+	waitFor(t, "the gone client's room given back", func() bool { return g.inflight.Load() == 0 })
+}
