@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -108,6 +109,59 @@ func (f *failingCatalog) UsageSince(ctx context.Context, since int64) (map[strin
 		return nil, err
 	}
 	return f.Store.UsageSince(ctx, since)
+}
+
+// Revision fails while fail is set, and, as the real catalogs do, once ctx
+// is done.
+func (f *failingCatalog) Revision(ctx context.Context) (int64, error) {
+	if f.fail.Load() {
+		return 0, errCatalogDown
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return f.Store.Revision(ctx)
+}
+
+// A change made in the catalog (by another gateway, or by hand) applies
+// within the poll interval, without a restart; while the catalog cannot be
+// read the gateway serves its last copy and says so in its log
+// (docs/gateway.md, "Admin routes").
+func TestCatalogChangesApplyWithoutARestart(t *testing.T) {
+	var cat *failingCatalog
+	var logs syncBuffer
+	g := startFront(t, nil, func(c *Config) {
+		cat = &failingCatalog{Store: c.Catalog}
+		c.Catalog, c.Logger = cat, slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	tok := frontToken(t, "acme", "read-write")
+	push := func() (int, string) {
+		req, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(`{"queue":"q","messages":[{"payload":1}]}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := push(); st != 201 {
+		t.Fatalf("a push on plan pro: %d %s", st, body)
+	}
+	_ = cat.Store.PutPlan(context.Background(), catalog.Plan{Name: "pro"}) // ephemeral off, behind the gateway's back
+	waitFor(t, "the plan's change applied", func() bool {
+		st, body := push()
+		return st == 403 && strings.Contains(body, `"feature_gated"`)
+	})
+	if l := logs.String(); strings.Contains(l, "reading the catalog failed") {
+		t.Fatalf("a warning while the catalog answers: %s", l)
+	}
+	cat.fail.Store(true)
+	waitFor(t, "the failed read logged", func() bool { return strings.Contains(logs.String(), "reading the catalog failed") })
+	if st, body := push(); st != 403 || !strings.Contains(body, `"feature_gated"`) {
+		t.Fatalf("with the catalog down, the last copy: %d %s, want 403 feature_gated", st, body)
+	}
 }
 
 // Who may use which admin route, with JWT identity, an operator tenant and
