@@ -103,3 +103,45 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("values set:\n%+v\nwant them kept:\n%+v", g.cfg, set)
 	}
 }
+
+// QUEEN_GATEWAY_UPSTREAMS holds base URLs http://host:port (a bare "/" path
+// allowed, no other path, no query); without a port, 80.
+func TestParseUpstream(t *testing.T) {
+	for s, want := range map[string]upstreamAddr{
+		"http://127.0.0.1:6632":  {dial: "127.0.0.1:6632", host: "127.0.0.1:6632"},
+		"http://127.0.0.1:6632/": {dial: "127.0.0.1:6632", host: "127.0.0.1:6632"},
+		"http://broker":          {dial: "broker:80", host: "broker"},
+	} {
+		if got, err := parseUpstream(s); err != nil || got != want {
+			t.Errorf("%s: %+v, %v; want %+v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"https://b:1", "http://", "http://b:1/api", "http://b:1?x=1", "b:1", "http://b:1/%zz"} {
+		if got, err := parseUpstream(s); err == nil {
+			t.Errorf("%s: %+v, want refused", s, got)
+		}
+	}
+}
+
+// Each client starts on one broker, round robin over those not passed over
+// after a failed dial (until downUntil, then tried again); -1 when every
+// one is passed over.
+func TestPickRoundRobin(t *testing.T) {
+	const now = int64(1e18)
+	ls := &loopState{downUntil: make([]int64, 3)}
+	var got []int
+	for range 4 {
+		got = append(got, ls.pick(now))
+	}
+	ls.downUntil[1] = now + 1
+	for range 3 {
+		got = append(got, ls.pick(now))
+	}
+	ls.downUntil[1] = now // its time is up: tried again
+	got = append(got, ls.pick(now), ls.pick(now))
+	ls.downUntil = []int64{now + 1, now + 1, now + 1}
+	got = append(got, ls.pick(now))
+	if want := []int{0, 1, 2, 0, 2, 0, 2, 0, 1, -1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("picked %v, want %v", got, want)
+	}
+}
