@@ -46,7 +46,8 @@ func adminDo(t *testing.T, g *Gateway, method, path, bearer, body string) (int, 
 	return resp.StatusCode, e.Code, string(b)
 }
 
-// failingCatalog fails every call while fail is set.
+// failingCatalog fails every call while fail is set, and, as the real
+// catalogs do, once its context is done.
 type failingCatalog struct {
 	catalog.Store
 	fail atomic.Bool
@@ -55,35 +56,35 @@ type failingCatalog struct {
 var errCatalogDown = errors.New("the catalog is down")
 
 func (f *failingCatalog) PutPlan(ctx context.Context, p catalog.Plan) error {
-	if f.fail.Load() {
+	if f.fail.Load() || ctx.Err() != nil {
 		return errCatalogDown
 	}
 	return f.Store.PutPlan(ctx, p)
 }
 
 func (f *failingCatalog) GetPlan(ctx context.Context, name string) (catalog.Plan, bool, error) {
-	if f.fail.Load() {
+	if f.fail.Load() || ctx.Err() != nil {
 		return catalog.Plan{}, false, errCatalogDown
 	}
 	return f.Store.GetPlan(ctx, name)
 }
 
 func (f *failingCatalog) DeletePlan(ctx context.Context, name string) (bool, error) {
-	if f.fail.Load() {
+	if f.fail.Load() || ctx.Err() != nil {
 		return false, errCatalogDown
 	}
 	return f.Store.DeletePlan(ctx, name)
 }
 
 func (f *failingCatalog) PutTenant(ctx context.Context, tn catalog.Tenant) error {
-	if f.fail.Load() {
+	if f.fail.Load() || ctx.Err() != nil {
 		return errCatalogDown
 	}
 	return f.Store.PutTenant(ctx, tn)
 }
 
 func (f *failingCatalog) GetTenant(ctx context.Context, name string) (catalog.Tenant, bool, error) {
-	if f.fail.Load() {
+	if f.fail.Load() || ctx.Err() != nil {
 		return catalog.Tenant{}, false, errCatalogDown
 	}
 	return f.Store.GetTenant(ctx, name)
@@ -246,10 +247,11 @@ func TestAdminScopeWithoutIdentity(t *testing.T) {
 // What each admin route answers, for the operator.
 func TestAdminRoutes(t *testing.T) {
 	var cat *failingCatalog
+	var logs syncBuffer
 	g := startFront(t, nil, func(c *Config) {
 		c.AdminToken = []byte("admin-token")
 		cat = &failingCatalog{Store: c.Catalog}
-		c.Catalog = cat
+		c.Catalog, c.Logger = cat, slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	const tok = "admin-token"
 	for _, c := range []struct {
@@ -288,6 +290,9 @@ func TestAdminRoutes(t *testing.T) {
 		if status != c.status || code != c.code || (c.answer != "" && body != c.answer) {
 			t.Errorf("%s %s: %d %q %s, want %d %q %s", c.method, c.path, status, code, body, c.status, c.code, c.answer)
 		}
+	}
+	if l := logs.String(); l != "" {
+		t.Fatalf("warnings with the catalog up: %s", l)
 	}
 	cat.fail.Store(true)
 	for _, c := range []struct{ method, path, body string }{

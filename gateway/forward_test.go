@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"runtime"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/wire"
@@ -143,5 +146,31 @@ func TestPickRoundRobin(t *testing.T) {
 	got = append(got, ls.pick(now))
 	if want := []int{0, 1, 2, 0, 2, 0, 2, 0, 1, -1}; !reflect.DeepEqual(got, want) {
 		t.Errorf("picked %v, want %v", got, want)
+	}
+}
+
+// Shutdown stops accepting and writes the last usage; a gateway never
+// started shuts down as well.
+func TestShutdown(t *testing.T) {
+	g, err := New(Config{Upstreams: []string{"http://127.0.0.1:1"}, Secret: "s", Catalog: newMemCatalog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("shutting down a gateway never started: %v", err)
+	}
+	cat := newMemCatalog()
+	g, _ = startBehind(t, cat)
+	g.tenant("default").unflushedMsgs.Store(5)
+	addr := g.Addr().String()
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatal("the gateway still accepts after Shutdown")
+	}
+	if u, _ := cat.UsageSince(context.Background(), 0); u["default"][catalog.Messages] != 5 {
+		t.Fatalf("usage written at Shutdown: %v, want default's 5 messages", u)
 	}
 }
