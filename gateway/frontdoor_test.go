@@ -109,12 +109,17 @@ func head(method, target, token string, n int64) string {
 	return h + "Content-Length: " + strconv.FormatInt(n, 10) + "\r\n\r\n"
 }
 
-// answer reads one answer from r within 30 s (a generous bound: a 40 MiB
-// push under -race on a loaded machine takes seconds): its status, its
-// code and whether it says Connection: close.
+// answer reads one answer from r within 5 s (answerWithin for more): its
+// status, its code and whether it says Connection: close.
 func answer(t *testing.T, c net.Conn, r *bufio.Reader) (int, string, bool) {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	return answerWithin(t, c, r, 5*time.Second)
+}
+
+// answerWithin is answer with a deadline of wait.
+func answerWithin(t *testing.T, c net.Conn, r *bufio.Reader, wait time.Duration) (int, string, bool) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(wait))
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
 		t.Fatalf("reading the answer: %v", err)
@@ -306,6 +311,27 @@ func TestInflightBoundRefusesOnTheHead(t *testing.T) {
 		t.Fatalf("the admitted body: %d %q, want 201", status, code)
 	}
 	waitFor(t, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
+
+	// A request of exactly the bound, head and body, fits.
+	n := 1<<20 - len(head("POST", "/api/v1/ephemeral/push", tok, 1<<20)) - len(pushOf("exact", 0))
+	exact := pushOf("exact", n)
+	h := head("POST", "/api/v1/ephemeral/push", tok, int64(len(exact)))
+	if len(h)+len(exact) != 1<<20 {
+		t.Fatalf("the request is %d bytes, not the bound", len(h)+len(exact))
+	}
+	conn = dial(t, g)
+	r = bufio.NewReader(conn)
+	if _, err := conn.Write([]byte(h)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the whole bound reserved", func() bool { return g.inflight.Load() == 1<<20 })
+	if _, err := conn.Write([]byte(exact)); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, conn, r); status != 201 {
+		t.Fatalf("a request of exactly the bound: %d %q, want 201", status, code)
+	}
+	waitFor(t, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
 }
 
 // pushOf is a push of one message whose payload is a string of about n
@@ -334,7 +360,8 @@ func TestLargeBodyForwardedWhole(t *testing.T) {
 		}
 		msg = msg[n:]
 	}
-	if status, code, _ := answer(t, conn, r); status != 201 {
+	// 40 MiB under -race on a loaded machine takes more than answer's 5 s.
+	if status, code, _ := answerWithin(t, conn, r, time.Minute); status != 201 {
 		t.Fatalf("push: %d %q, want 201", status, code)
 	}
 	cpu := processCPU(t) - cpu0
@@ -593,4 +620,414 @@ func TestExpectContinueRefusedOnItsHead(t *testing.T) {
 		t.Fatalf("got %d %q close %v, want 401 unauthorized and close (no 100 Continue)", status, code, closes)
 	}
 	waitClosed(t, conn, r, 5*time.Second)
+}
+
+// heldClients counts, on each loop, the client connections whose next
+// request is held for the answers in flight.
+func heldClients(t *testing.T, g *Gateway) int {
+	t.Helper()
+	n := 0
+	onLoops(t, g, func(ls *loopState) {
+		for cc := range ls.clients {
+			if cc.held {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// pushesOfTotal is pushes (with tok) to queue whose requests add up to
+// exactly total bytes, none of whose bodies passes 64 KiB.
+func pushesOfTotal(queue, tok string, total int) []string {
+	over := len(pushOf(queue, 0))
+	headOf := func(n int) int { return len(head("POST", "/api/v1/ephemeral/push", tok, int64(n))) }
+	var out []string
+	for total > 0 {
+		n := min(total, 60<<10)
+		if total-n > 0 && total-n < 2048 {
+			n = total / 2 // leave room for a whole request after this one
+		}
+		// The payload's length k such that head and body are n bytes.
+		for k := n - headOf(n) - over; k <= n; k++ {
+			if headOf(over+k)+over+k == n {
+				req := head("POST", "/api/v1/ephemeral/push", tok, int64(over+k)) + pushOf(queue, k)
+				out = append(out, req)
+				break
+			}
+		}
+		total -= n
+	}
+	return out
+}
+
+// TestBytesQueuedBehindAWaitingPop: what a client sends behind a request
+// held for its waiting pop stays unread and is bounded (docs/gateway.md,
+// "The front door"): up to 64 KiB it costs nothing, past that it holds the
+// bound on request bytes in flight, and past QUEEN_MAX_BODY_BYTES and
+// 64 KiB the connection closes. At each bound's exact value the requests
+// are served in order once the pop is answered.
+func TestBytesQueuedBehindAWaitingPop(t *testing.T) {
+	const maxBody = 128 << 10
+	for _, c := range []struct {
+		name     string
+		inflight int64 // the bound on request bytes in flight
+		queued   int   // bytes buffered behind the pop, the held request's included
+		closes   bool
+	}{
+		{"64 KiB, free under a bound of 32 KiB", 32 << 10, 64 << 10, false},
+		{"exactly the body limit and 64 KiB, reserved", 0, maxBody + 64<<10, false},
+		{"one byte more", 0, maxBody + 64<<10 + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := startFront(t, nil, func(cfg *Config) { cfg.MaxBodyBytes, cfg.MaxInflightBytes = maxBody, c.inflight })
+			tok := frontToken(t, "acme", "read-write")
+			conn := dial(t, g)
+			r := bufio.NewReader(conn)
+			pop := "GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+			first := "GET /health HTTP/1.1\r\nHost: gw\r\n\r\n" // answered on the gateway: held for the pop
+			if _, err := conn.Write([]byte(pop + first)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the health read held behind the parked pop", func() bool { return heldClients(t, g) == 1 })
+			rest := pushesOfTotal("q", tok, c.queued-len(first))
+			if _, err := conn.Write([]byte(strings.Join(rest, ""))); err != nil {
+				t.Fatal(err)
+			}
+			if c.closes {
+				waitClosed(t, conn, r, 5*time.Second)
+				waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+				return
+			}
+			if c.queued > queuedFree {
+				waitFor(t, "the queued bytes reserved", func() bool { return g.inflight.Load() == int64(c.queued) })
+			}
+			push, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(`{"queue":"w","messages":[{"payload":1}]}`))
+			push.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(push)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if status, code, _ := answer(t, conn, r); status != 200 {
+				t.Fatalf("the pop: %d %q, want 200 first", status, code)
+			}
+			if status, code, _ := answer(t, conn, r); status != 200 {
+				t.Fatalf("the health read: %d %q, want 200", status, code)
+			}
+			for i := range rest {
+				if status, code, _ := answer(t, conn, r); status != 201 {
+					t.Fatalf("push %d behind it: %d %q, want 201", i+1, status, code)
+				}
+			}
+			waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+		})
+	}
+}
+
+// clientBuffers reports, for g's one client connection, whether its request
+// has a buffer of its own and how many bytes gnet still holds of it.
+func clientBuffers(t *testing.T, g *Gateway) (own bool, inbound int) {
+	t.Helper()
+	onLoops(t, g, func(ls *loopState) {
+		for cc := range ls.clients {
+			own, inbound = cc.big != nil, cc.c.InboundBuffered()
+		}
+	})
+	return own, inbound
+}
+
+// TestChunkedBodyReadInPieces: a chunked body past 64 KiB is moved into a
+// buffer of its own and read into it a piece at a time, chunk data or up
+// to the end of the line the parser reads next, never a byte of the
+// request behind it: sent with every line split between its CR and its LF
+// (each piece read before the next is sent) and a push pipelined behind
+// its last LF, both are served and its payload pops back whole.
+func TestChunkedBodyReadInPieces(t *testing.T) {
+	g := startFront(t, nil, nil)
+	tok := frontToken(t, "acme", "read-write")
+	body := pushOf("chunked", 150<<10)
+	var b strings.Builder
+	b.WriteString("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for rest := body; len(rest) > 0; {
+		n := min(len(rest), 40000)
+		fmt.Fprintf(&b, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	b.WriteString("0\r\n\r\n")
+	after := pushOf("after", 10)
+	stream := b.String() + head("POST", "/api/v1/ephemeral/push", tok, int64(len(after))) + after
+	conn := dial(t, g)
+	r := bufio.NewReader(conn)
+	// The head and the first 100 KB: moved into the request's own buffer.
+	cut := 100_000
+	for stream[cut-1] != '\r' {
+		cut++
+	}
+	if _, err := conn.Write([]byte(stream[:cut])); err != nil {
+		t.Fatal(err)
+	}
+	for stream = stream[cut:]; ; {
+		waitFor(t, "the piece read into the request's own buffer", func() bool {
+			own, inbound := clientBuffers(t, g)
+			return own && inbound == 0
+		})
+		i := strings.IndexByte(stream[1:], '\r') // the next piece ends on a CR
+		if i < 0 || strings.HasPrefix(stream[i+1:], "\r\nHost") {
+			break
+		}
+		if _, err := conn.Write([]byte(stream[:i+2])); err != nil {
+			t.Fatal(err)
+		}
+		stream = stream[i+2:]
+	}
+	// The last LF and the push behind it.
+	if _, err := conn.Write([]byte(stream)); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"the chunked push", "the push behind it"} {
+		if status, code, _ := answer(t, conn, r); status != 201 {
+			t.Fatalf("%s: %d %q, want 201", what, status, code)
+		}
+	}
+	req, _ := http.NewRequest("GET", "http://"+g.Addr().String()+"/api/v1/ephemeral/pop?queue=chunked&autoAck=true", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p struct {
+		Messages []struct {
+			Payload string `json:"payload"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pop: %d %v", resp.StatusCode, err)
+	}
+	if len(p.Messages) != 1 || p.Messages[0].Payload != strings.Repeat("p", 150<<10) {
+		t.Fatalf("pop: %d messages, not the payload pushed", len(p.Messages))
+	}
+}
+
+// TestBodyOver64KiBHasABufferOfItsOwn: a Content-Length request of up to
+// 64 KiB, head and body, waits in gnet's buffer until all of it is there;
+// a longer one is moved into a buffer of its own as its body arrives
+// (docs/gateway.md, "The front door"). Either is served.
+func TestBodyOver64KiBHasABufferOfItsOwn(t *testing.T) {
+	g := startFront(t, nil, nil)
+	tok := frontToken(t, "acme", "read-write")
+	for _, size := range []int{bigBody, bigBody + 1} {
+		n := size - len(head("POST", "/api/v1/ephemeral/push", tok, int64(size))) - len(pushOf("q", 0))
+		body := pushOf("q", n)
+		req := head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))) + body
+		if len(req) != size {
+			t.Fatalf("the request is %d bytes, want %d", len(req), size)
+		}
+		conn := dial(t, g)
+		r := bufio.NewReader(conn)
+		if _, err := conn.Write([]byte(req[:size-100])); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the body reserved", func() bool { return g.inflight.Load() == int64(size) })
+		if own, _ := clientBuffers(t, g); own != (size > bigBody) {
+			t.Errorf("a request of %d bytes: a buffer of its own %v, want %v", size, own, size > bigBody)
+		}
+		if _, err := conn.Write([]byte(req[size-100:])); err != nil {
+			t.Fatal(err)
+		}
+		if status, code, _ := answer(t, conn, r); status != 201 {
+			t.Fatalf("a request of %d bytes: %d %q, want 201", size, status, code)
+		}
+		conn.Close()
+		waitFor(t, "the client gone", func() bool { return g.clients.Load() == 0 })
+	}
+}
+
+// A head may take QUEEN_HEADER_TIMEOUT_MS and a body QUEEN_BODY_TIMEOUT_MS:
+// a connection is overdue only past them (the tick then closes it).
+func TestOverdueOnlyPastTheTimeouts(t *testing.T) {
+	g := &Gateway{cfg: Config{HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second}}
+	const since = int64(1e18)
+	for _, c := range []struct {
+		head, body bool
+		after      time.Duration
+		overdue    bool
+	}{
+		{true, false, 10 * time.Second, false},
+		{true, false, 10*time.Second + 1, true},
+		{false, true, 30 * time.Second, false},
+		{false, true, 30*time.Second + 1, true},
+		{false, false, time.Hour, false},
+	} {
+		cc := &clientConn{g: g}
+		if c.head {
+			cc.headSince = since
+		}
+		if c.body {
+			cc.bodySince = since
+		}
+		if got := cc.overdue(since + int64(c.after)); got != c.overdue {
+			t.Errorf("head %v, body %v, %v after: overdue %v, want %v", c.head, c.body, c.after, got, c.overdue)
+		}
+	}
+}
+
+// brokerAdminToken is the broker's QUEEN_ADMIN_TOKEN where a test reads its
+// /metrics (brokerGauge).
+const brokerAdminToken = "broker-admin-token"
+
+// brokerGauge reads one series (no labels) of the /metrics of a broker
+// started with brokerAdminToken.
+func brokerGauge(t *testing.T, brokerURL, name string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", brokerURL+"/metrics", nil)
+	req.Header.Set("X-Queen-Gateway-Secret", testSecret)
+	req.Header.Set("Authorization", "Bearer "+brokerAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	st, body := resp.StatusCode, string(b)
+	if st != 200 {
+		t.Fatalf("the broker's /metrics: %d %s", st, body)
+	}
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// ownConnections counts g's client connections that have a broker
+// connection of their own.
+func ownConnections(t *testing.T, g *Gateway) int {
+	t.Helper()
+	n := 0
+	onLoops(t, g, func(ls *loopState) {
+		for cc := range ls.clients {
+			if cc.own != nil {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// TestOwnConnectionsAndThePool: over HTTP (no link), a request that may
+// take long (a status read, a waiting pop) gives its client a broker
+// connection of its own, a push does not; a client that leaves with
+// nothing in flight gives it to the pool, where the next client that needs
+// one takes it without a dial; a client that leaves with a waiting pop
+// gets it closed, which ends the pop at the broker, so a message pushed
+// then is not leased to the client that left (docs/gateway.md,
+// "Connections to the brokers").
+func TestOwnConnectionsAndThePool(t *testing.T) {
+	var brokerURL string
+	g := startFront(t, map[string]string{"QUEEN_ADMIN_TOKEN": brokerAdminToken}, func(c *Config) { c.NoLink, c.Loops, brokerURL = true, 1, c.Upstreams[0] })
+	tok := frontToken(t, "acme", "read-write")
+	send := func(c net.Conn, method, target, body string) {
+		t.Helper()
+		if _, err := c.Write([]byte(head(method, target, tok, int64(len(body))) + body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push := dial(t, g)
+	pr := bufio.NewReader(push)
+	send(push, "POST", "/api/v1/ephemeral/push", pushOf("other", 1))
+	if status, code, _ := answer(t, push, pr); status != 201 {
+		t.Fatalf("a push: %d %q", status, code)
+	}
+	if n := ownConnections(t, g); n != 0 {
+		t.Fatalf("after a push, %d clients have a connection of their own, want 0", n)
+	}
+
+	a := dial(t, g)
+	ar := bufio.NewReader(a)
+	send(a, "GET", "/api/v1/ephemeral/queues", "")
+	if status, code, _ := answer(t, a, ar); status != 200 {
+		t.Fatalf("the status read: %d %q", status, code)
+	}
+	if n := ownConnections(t, g); n != 1 {
+		t.Fatalf("after a status read, %d clients have a connection of their own, want 1", n)
+	}
+	dials := g.m.dials.Get()
+	a.Close()
+	waitFor(t, "the first client gone", func() bool { return g.clients.Load() == 1 })
+	b := dial(t, g)
+	br := bufio.NewReader(b)
+	send(b, "GET", "/api/v1/ephemeral/queues", "")
+	if status, code, _ := answer(t, b, br); status != 200 {
+		t.Fatalf("the next status read: %d %q", status, code)
+	}
+	if n := g.m.dials.Get(); n != dials {
+		t.Fatalf("the next client dialled %d connections, want the pooled one", n-dials)
+	}
+
+	// b's waiting pop parks at the broker; b leaves.
+	send(b, "GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true", "")
+	waitFor(t, "the pop parked at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 1 })
+	b.Close()
+	waitFor(t, "the pop ended at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 0 })
+	if ts := g.tenant("acme"); ts.parked.Load() != 0 {
+		t.Fatalf("%d slots held after the client left", ts.parked.Load())
+	}
+}
+
+// TestIdleAndGoneClients: a client with nothing in flight is closed once
+// quiet for the idle timeout, one whose waiting pop is in flight is not
+// (docs/gateway.md, "Accepting clients"); a client that goes away with
+// answers unread gives back their room in the in-flight bound.
+func TestIdleAndGoneClients(t *testing.T) {
+	g := startFront(t, nil, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	tok := frontToken(t, "acme", "read-write")
+	waiting := dial(t, g)
+	wr := bufio.NewReader(waiting)
+	if _, err := waiting.Write([]byte("GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pop parked", func() bool { return g.tenant("acme").parked.Load() == 1 })
+	idle := dial(t, g)
+	ir := bufio.NewReader(idle)
+	if _, err := idle.Write([]byte("GET /health HTTP/1.1\r\nHost: gw\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := answer(t, idle, ir); status != 200 {
+		t.Fatalf("health: %d", status)
+	}
+	waitClosed(t, idle, ir, 5*time.Second) // at the next tick
+	pusher := dial(t, g)
+	if _, err := pusher.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(pushOf("w", 1)))) + pushOf("w", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, waiting, wr); status != 200 {
+		t.Fatalf("the waiting pop kept past the idle timeout: %d %q, want 200", status, code)
+	}
+
+	g = startFront(t, map[string]string{"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES": strconv.Itoa(64 << 20)}, nil)
+	req, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(pushOf("big", 8<<20)))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+	slow, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = slow.SetReadBuffer(64 << 10)
+	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=big&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unread answer counted", func() bool { return g.inflight.Load() > 0 })
+	slow.Close()
+	waitFor(t, "the gone client's room given back", func() bool { return g.inflight.Load() == 0 })
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -83,6 +84,10 @@ func TestAnswerLostClosesTheClient(t *testing.T) {
 			if n := g.m.lost.Get(); n != 1 {
 				t.Fatalf("queen_gateway_answers_lost_total %d, want 1", n)
 			}
+			// A lost push meters nothing: what it held of the allowance is
+			// given back.
+			ts := g.tenant("default")
+			waitFor(t, "the lost pushes' items given back", func() bool { return ts.pending.Load() == 0 })
 		})
 	}
 }
@@ -192,5 +197,35 @@ func (fb *fakeBroker) serveLink(c net.Conn, r *bufio.Reader) {
 		if _, err := c.Write(append(f, fakePushAnswer...)); err != nil {
 			return
 		}
+	}
+}
+
+// A pop's deliveries are the broker's X-Queen-Delivered; without it (a
+// broker not in gateway mode) the gateway counts the answer's messages,
+// chunked or not, and only of a 200 (docs/gateway.md, "Metering").
+func TestPopDeliveriesCountedWithoutTheHeader(t *testing.T) {
+	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("queue") {
+		case "chunked":
+			_, _ = io.WriteString(w, `{"queue":"chunked","messages":[{"id":"a","payload":{"messages":[1,2]}},`)
+			w.(http.Flusher).Flush() // the rest in a chunk of its own
+			_, _ = io.WriteString(w, `{"id":"b","payload":2}]}`)
+		case "whole":
+			w.Header().Set("Content-Length", "60")
+			_, _ = io.WriteString(w, `{"queue":"whole","messages":[{"id":"c","payload":"],[,"}]}`+strings.Repeat(" ", 60-len(`{"queue":"whole","messages":[{"id":"c","payload":"],[,"}]}`)))
+		default:
+			w.WriteHeader(404)
+			_, _ = io.WriteString(w, `{"queue":"x","messages":[{},{},{}]}`)
+		}
+	}))
+	defer broker.Close()
+	g := startGatewayTo(t, broker.URL, true)
+	base := "http://" + g.Addr().String()
+	for _, q := range []string{"chunked", "whole", "missing"} {
+		call(t, "GET", base+"/api/v1/ephemeral/pop?queue="+q, "")
+	}
+	ts := g.tenant("default")
+	if d := ts.delivs.Load(); d != 3 {
+		t.Fatalf("deliveries metered: %d, want 3 (2 chunked, 1 whole, none of the 404)", d)
 	}
 }

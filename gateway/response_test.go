@@ -43,10 +43,12 @@ func TestRespReaderFramesEveryKindOfAnswer(t *testing.T) {
 	a2 := "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Queen-Delivered: 0\r\n\r\n"
 	a3 := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1;ext=1\r\n!\r\n0\r\nTrailer: x\r\n\r\n"
 	a4 := "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-queen-delivered: 7\r\nConnection: close\r\n\r\n{}"
-	all := a1 + a2 + a3 + a4
+	a5 := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\na\r\n\r\nb\r\n0\r\n\r\n" // an empty line inside the data
+	a6 := "HTTP/1.1 204\r\nContent-Length: 0\r\n\r\n"                                         // no reason phrase
+	all := a1 + a2 + a3 + a4 + a5 + a6
 	for _, step := range []int{1, 3, 17, len(all)} {
 		answers, statuses, delivered := feedAll(t, all, step)
-		want := []string{a1, a2, a3, a4}
+		want := []string{a1, a2, a3, a4, a5, a6}
 		if strings.Join(answers, "|") != strings.Join(want, "|") {
 			t.Fatalf("step %d: answers\n%q\nwant\n%q", step, answers, want)
 		}
@@ -78,6 +80,8 @@ func TestRespReaderRefusesWhatCannotBeFramed(t *testing.T) {
 		"SMTP ready\r\nContent-Length: 0\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\n", // an empty chunk-size line
+		"\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",    // an empty head
 	} {
 		var r respReader
 		if _, _, err := r.feed([]byte(s)); err == nil {
@@ -87,6 +91,23 @@ func TestRespReaderRefusesWhatCannotBeFramed(t *testing.T) {
 	var r respReader
 	if _, _, err := r.feed([]byte("HTTP/1.1 200 OK\r\n" + strings.Repeat("X: y\r\n", 4000))); err == nil {
 		t.Error("a head over the bound without an end: no error")
+	}
+	// A head, or a chunk-size line, still without its end is read on up
+	// to maxRespHead bytes, and refused past them.
+	chunked := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	for _, c := range []struct {
+		what, s string
+		refused bool
+	}{
+		{"a head of the bound", strings.Repeat("h", maxRespHead), false},
+		{"a head past it", strings.Repeat("h", maxRespHead+1), true},
+		{"a chunk-size line of the bound", chunked + "1" + strings.Repeat(" ", maxRespHead-1), false},
+		{"a chunk-size line past it", chunked + "1" + strings.Repeat(" ", maxRespHead), true},
+	} {
+		var r respReader
+		if _, done, err := r.feed([]byte(c.s)); done || (err != nil) != c.refused {
+			t.Errorf("%s: done %v, err %v; want refused %v", c.what, done, err, c.refused)
+		}
 	}
 }
 

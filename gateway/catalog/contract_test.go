@@ -218,7 +218,7 @@ func testInvalid(t *testing.T, open func() Store, _ bool) {
 	}
 }
 
-// testRevision: every successful catalog write changes the revision, a
+// testRevision: every successful catalog write raises the revision, a
 // delete of nothing included (a statement that ran may as well count: a
 // spurious reload costs one reload); reads and usage do not.
 func testRevision(t *testing.T, open func() Store, _ bool) {
@@ -242,8 +242,8 @@ func testRevision(t *testing.T, open func() Store, _ bool) {
 	} {
 		must(t, w.fn())
 		now := revision(t, s)
-		if now == last {
-			t.Fatalf("%s: the revision stayed %d", w.what, now)
+		if now <= last {
+			t.Fatalf("%s: the revision went from %d to %d, not up", w.what, last, now)
 		}
 		last = now
 	}
@@ -318,7 +318,7 @@ func testUsage(t *testing.T, open func() Store, _ bool) {
 		{"acme", Deliveries, 600, 1},
 		{"acme", Messages, 660, 10},
 		{"beta", Messages, 720, 100},
-		{"beta", Deliveries, 540, 7},
+		{"beta", Deliveries, 0, 7}, // minute 0 is a minute
 		{"idle", Messages, 720, 0}, // counts nothing
 	}))
 	must(t, s.AddUsage(c, []Usage{{"acme", Messages, 600, 1}, {"beta", Messages, 780, 1}}))

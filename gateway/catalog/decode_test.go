@@ -64,6 +64,8 @@ func TestDecodePlanRefuses(t *testing.T) {
 		{"p", `{"messagesPerSecond":1e3}`, "messagesPerSecond must be a whole number, got 1e3"},
 		{"p", `{"messagesPerSecond":"5"}`, `messagesPerSecond must be a whole number, got "5"`},
 		{"p", `{"messagesPerSecond":null}`, "messagesPerSecond must be a whole number, got null"},
+		{"p", `{"messagesPerSecond":"` + strings.Repeat("x", 38) + `"}`, `messagesPerSecond must be a whole number, got "` + strings.Repeat("x", 38) + `"`},
+		{"p", `{"messagesPerSecond":"` + strings.Repeat("x", 39) + `"}`, `messagesPerSecond must be a whole number, got "` + strings.Repeat("x", 39) + "..."},
 		{"p", `{"messagesPerSecond":` + long + `}`, `messagesPerSecond must be a whole number, got "` + strings.Repeat("é", 19) + "..."},
 		{"p", `{"messagesPerSecond":9223372036854775808}`, "messagesPerSecond is out of range"},
 		{"p", `{"messagesPerPeriod":-1,"periodSeconds":60}`, "messagesPerPeriod must not be negative, got -1"},

@@ -150,3 +150,43 @@ func TestPostgresOpenEnv(t *testing.T) {
 		t.Fatalf("OpenEnv with QUEEN_DATABASE_URL = %T", s)
 	}
 }
+
+// TestPostgresConnectionSettings: a URL that sets no connect_timeout,
+// statement_timeout or application_name gets the catalog's (2 s, 5 s,
+// queen-gateway), on the server's side too; one that sets them keeps its
+// own.
+func TestPostgresConnectionSettings(t *testing.T) {
+	dbURL := schemaURL(t)
+	sep := "&"
+	if !strings.Contains(dbURL, "?") {
+		sep = " " // a key=value DSN
+	}
+	own := dbURL + sep + "connect_timeout=7" + strings.ReplaceAll(sep+"statement_timeout=1234"+sep+"application_name=mine", "&", sep)
+	for _, c := range []struct {
+		url                string
+		connect            time.Duration
+		statement, appName string
+	}{
+		{dbURL, pgConnectTimeout, "5s", "queen-gateway"},
+		{own, 7 * time.Second, "1234ms", "mine"},
+	} {
+		s, err := openPostgres(ctxT(t), c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.pool.Config().ConnConfig.ConnectTimeout; got != c.connect {
+			t.Errorf("%s: connect timeout %v, want %v", c.url, got, c.connect)
+		}
+		var statement, appName string
+		if err := s.pool.QueryRow(ctxT(t), "SHOW statement_timeout").Scan(&statement); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.pool.QueryRow(ctxT(t), "SHOW application_name").Scan(&appName); err != nil {
+			t.Fatal(err)
+		}
+		if statement != c.statement || appName != c.appName {
+			t.Errorf("%s: statement_timeout %q, application_name %q; want %q, %q", c.url, statement, appName, c.statement, c.appName)
+		}
+		_ = s.Close()
+	}
+}

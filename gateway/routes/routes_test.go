@@ -108,6 +108,7 @@ func TestMatchRefuses(t *testing.T) {
 		{"empty :queue", "DELETE", "/api/v1/ephemeral/queue/"},
 		{"empty :queue", "GET", "/api/v1/ephemeral/queues//depth"},
 		{"empty :queue", "DELETE", "/api/v1/ephemeral/queue/?x=1"},
+		{"empty :queue", "DELETE", "/api/v1/ephemeral/queue//"},
 		{"trailing slash", "POST", "/api/v1/ephemeral/push/"},
 		{"trailing slash", "GET", "/api/v1/ephemeral/queues/"},
 		{"trailing slash", "GET", "/api/v1/ephemeral/queues/q/depth/"},
@@ -249,6 +250,7 @@ func TestMatchOtherPatterns(t *testing.T) {
 	for path, want := range map[string]string{
 		"/f/q": "/f/:a", "/f/x": "/f/:a", "/f/x/1/y/2": "/f/x/:a/y/:b",
 		"/f/": "", "/f/q/": "", "/f/x/1/y/": "", "/f/x//y/2": "", "/f/x/1/z/2": "", "/f/x/1/y/2/3": "",
+		"/f//": "", "/f/x/1/y//": "",
 	} {
 		r, ok := tb.Match("GET", []byte(path))
 		if r.Path != want || ok != (want != "") {

@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/gateway/catalog"
+	"github.com/queenmq/ephemeral/gateway/routes"
+	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/wire"
+)
+
+// What a broker receives for a client's request (docs/gateway.md, "A
+// request's way through", step 5): the method, the target as sent, Host,
+// Content-Type, the body with its Content-Length (a POST or PUT always has
+// one, a bodiless GET or DELETE none, RFC 9110 8.6), and the tenancy
+// headers; no other header of the client.
+func TestForwardedRequest(t *testing.T) {
+	for _, c := range []struct {
+		method, target, body string
+		length               string // the Content-Length forwarded, "" for none
+	}{
+		{"GET", "/api/v1/ephemeral/queues?x=1", "", ""},
+		{"POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`, "40"},
+		{"POST", "/api/v1/ephemeral/reset", "", "0"},
+		{"PUT", "/api/v1/ephemeral/x", "", "0"},
+		{"DELETE", "/api/v1/ephemeral/queue/q", "", ""},
+		{"DELETE", "/api/v1/ephemeral/queue/q", "{}", "2"},
+	} {
+		raw := c.method + " " + c.target + " HTTP/1.1\r\nHost: client.example\r\nContent-Type: application/json\r\n" +
+			"Authorization: Bearer client-token\r\nX-Queen-Tenant: forged\r\nCookie: c=1\r\n"
+		if c.body != "" || c.method == "POST" || c.method == "PUT" {
+			raw += "Content-Length: " + strconv.Itoa(len(c.body)) + "\r\n"
+		}
+		raw += "\r\n" + c.body
+		req, _, err := wire.NewParser(wire.Limits{}).Parse([]byte(raw))
+		if err != nil || req == nil {
+			t.Fatalf("%s %s: parsing the client's request: %v", c.method, c.target, err)
+		}
+		out := appendForward(nil, req, "broker:6632", "acme", identity.ReadWrite, "s3cret")
+		fwd, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(out))))
+		if err != nil {
+			t.Fatalf("%s %s: the forwarded request does not parse: %v\n%s", c.method, c.target, err, out)
+		}
+		body, _ := io.ReadAll(fwd.Body)
+		got := map[string]string{
+			"method": fwd.Method, "target": fwd.RequestURI, "host": fwd.Host, "body": string(body),
+			"Content-Length": fwd.Header.Get("Content-Length"), "Content-Type": fwd.Header.Get("Content-Type"),
+			"X-Queen-Tenant": fwd.Header.Get("X-Queen-Tenant"), "X-Queen-Access": fwd.Header.Get("X-Queen-Access"),
+			"X-Queen-Gateway-Secret": fwd.Header.Get("X-Queen-Gateway-Secret"),
+			"Authorization":          fwd.Header.Get("Authorization"), "Cookie": fwd.Header.Get("Cookie"),
+		}
+		want := map[string]string{
+			"method": c.method, "target": c.target, "host": "broker:6632", "body": c.body,
+			"Content-Length": c.length, "Content-Type": "application/json",
+			"X-Queen-Tenant": "acme", "X-Queen-Access": identity.ReadWrite.String(), "X-Queen-Gateway-Secret": "s3cret",
+			"Authorization": "", "Cookie": "",
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s %s: %s %q, want %q", c.method, c.target, k, got[k], w)
+			}
+		}
+		if n := len(fwd.Header.Values("Content-Length")); n > 1 {
+			t.Errorf("%s %s: %d Content-Length headers", c.method, c.target, n)
+		}
+	}
+}
+
+// Zero durations and bounds take the documented defaults (docs/gateway.md:
+// QUEEN_GATEWAY_POLL_MS 1 s, QUEEN_GATEWAY_USAGE_FLUSH_MS 5 s, the broker's
+// QUEEN_MAX_BODY_BYTES, QUEEN_HEADER_TIMEOUT_MS, QUEEN_BODY_TIMEOUT_MS and
+// QUEEN_MAX_INFLIGHT_BYTES; a dial 2 s, an idle client 120 s; a loop per
+// GOMAXPROCS); values set are kept.
+func TestConfigDefaults(t *testing.T) {
+	base := Config{Upstreams: []string{"http://127.0.0.1:1"}, Secret: "s", Catalog: newMemCatalog()}
+	g, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := g.cfg
+	want := base
+	want.Routes, want.Loops, want.Logger = routes.Default(), runtime.GOMAXPROCS(0), got.Logger
+	want.PollInterval, want.FlushInterval, want.DialTimeout, want.IdleTimeout = time.Second, 5*time.Second, 2*time.Second, 120*time.Second
+	want.MaxBodyBytes, want.HeaderTimeout, want.BodyTimeout, want.MaxInflightBytes = 64<<20, 10*time.Second, 30*time.Second, 64<<20
+	if !reflect.DeepEqual(got, want) || got.Logger == nil {
+		t.Errorf("defaults:\n%+v\nwant\n%+v", got, want)
+	}
+	set := base
+	set.Loops, set.PollInterval, set.FlushInterval, set.DialTimeout, set.IdleTimeout = 3, 7, 8, 9, 10
+	set.MaxBodyBytes, set.HeaderTimeout, set.BodyTimeout, set.MaxInflightBytes = 11, 12, 13, 14
+	if g, err = New(set); err != nil {
+		t.Fatal(err)
+	}
+	set.Routes, set.Logger = routes.Default(), g.cfg.Logger
+	if !reflect.DeepEqual(g.cfg, set) {
+		t.Errorf("values set:\n%+v\nwant them kept:\n%+v", g.cfg, set)
+	}
+}
+
+// QUEEN_GATEWAY_UPSTREAMS holds base URLs http://host:port (a bare "/" path
+// allowed, no other path, no query); without a port, 80.
+func TestParseUpstream(t *testing.T) {
+	for s, want := range map[string]upstreamAddr{
+		"http://127.0.0.1:6632":  {dial: "127.0.0.1:6632", host: "127.0.0.1:6632"},
+		"http://127.0.0.1:6632/": {dial: "127.0.0.1:6632", host: "127.0.0.1:6632"},
+		"http://broker":          {dial: "broker:80", host: "broker"},
+	} {
+		if got, err := parseUpstream(s); err != nil || got != want {
+			t.Errorf("%s: %+v, %v; want %+v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"https://b:1", "http://", "http://b:1/api", "http://b:1?x=1", "b:1", "http://b:1/%zz"} {
+		if got, err := parseUpstream(s); err == nil {
+			t.Errorf("%s: %+v, want refused", s, got)
+		}
+	}
+}
+
+// Each client starts on one broker, round robin over those not passed over
+// after a failed dial (until downUntil, then tried again); -1 when every
+// one is passed over.
+func TestPickRoundRobin(t *testing.T) {
+	const now = int64(1e18)
+	ls := &loopState{downUntil: make([]int64, 3)}
+	var got []int
+	for range 4 {
+		got = append(got, ls.pick(now))
+	}
+	ls.downUntil[1] = now + 1
+	for range 3 {
+		got = append(got, ls.pick(now))
+	}
+	ls.downUntil[1] = now // its time is up: tried again
+	got = append(got, ls.pick(now), ls.pick(now))
+	ls.downUntil = []int64{now + 1, now + 1, now + 1}
+	got = append(got, ls.pick(now))
+	if want := []int{0, 1, 2, 0, 2, 0, 2, 0, 1, -1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("picked %v, want %v", got, want)
+	}
+}
+
+// Shutdown stops accepting and writes the last usage; a gateway never
+// started shuts down as well.
+func TestShutdown(t *testing.T) {
+	g, err := New(Config{Upstreams: []string{"http://127.0.0.1:1"}, Secret: "s", Catalog: newMemCatalog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatalf("shutting down a gateway never started: %v", err)
+	}
+	cat := newMemCatalog()
+	g, _ = startBehind(t, cat)
+	g.tenant("default").unflushedMsgs.Store(5)
+	addr := g.Addr().String()
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatal("the gateway still accepts after Shutdown")
+	}
+	if u, _ := cat.UsageSince(context.Background(), 0); u["default"][catalog.Messages] != 5 {
+		t.Fatalf("usage written at Shutdown: %v, want default's 5 messages", u)
+	}
+}
