@@ -168,6 +168,11 @@ func TestDecodePopRefusals(t *testing.T) {
 	if !reflect.DeepEqual(got.Messages, want) {
 		t.Fatalf("%q:\n got %+v\nwant %+v", ws, got.Messages, want)
 	}
+	// An escaped id is decoded.
+	esc := `{"messages":[{"id":"x\"y\\z","partition":"\u00e9","payload":1}]}`
+	if err := decodePop([]byte(esc), "q", &got); err != nil || got.Messages[0].ID != `x"y\z` || got.Messages[0].Partition != "é" {
+		t.Fatalf("%s: %+v %v", esc, got.Messages, err)
+	}
 	// Empty objects, inside the array and after it.
 	in := `{"messages":[{},{ }],"extra":{}}`
 	if err := decodePop([]byte(in), "q", &got); err != nil || !reflect.DeepEqual(got.Messages, []Message{{Queue: "q"}, {Queue: "q"}}) {
