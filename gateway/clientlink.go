@@ -288,7 +288,7 @@ func (l *clientLink) request(id uint64, p []byte) bool {
 		l.refuseStream(id, link.RefuseBusy)
 		return true
 	}
-	req := frameRequest(&l.req, &rq)
+	req := link.ToWire(&l.req, &rq)
 	if int64(len(rq.Body)) > l.g.cfg.MaxBodyBytes {
 		// HTTP's refusal of a body over the bound, in the same words; the
 		// link goes on (its frame was read whole).
@@ -303,24 +303,6 @@ func (l *clientLink) request(id uint64, p []byte) bool {
 	}
 	l.forward(id, req, r)
 	return true
-}
-
-// frameRequest makes a wire.Request of a request frame: HTTP/1.1,
-// keep-alive, so that answers made for it carry no connection field.
-func frameRequest(req *wire.Request, rq *link.Request) *wire.Request {
-	*req = wire.Request{MethodName: rq.Method, Target: rq.Target, Path: rq.Target, Minor: 1, Body: rq.Body, KeepAlive: true}
-	switch string(rq.Method) {
-	case "GET":
-		req.Method = wire.MethodGet
-	case "POST":
-		req.Method = wire.MethodPost
-	case "DELETE":
-		req.Method = wire.MethodDelete
-	}
-	if i := bytes.IndexByte(rq.Target, '?'); i >= 0 {
-		req.Path, req.RawQuery = rq.Target[:i], rq.Target[i+1:]
-	}
-	return req
 }
 
 // gate is clientConn.gate for a frame, the identity being the link's: the

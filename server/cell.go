@@ -427,7 +427,7 @@ func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *link.Request) {
 	cs := ls.standIn(s)
 	cs.relayLink, cs.relayID = l, id
 	cs.reqStart = time.Now()
-	req := relayedRequest(&ls.relayReq, rq)
+	req := link.ToWire(&ls.relayReq, rq)
 	r := relayedRoute(req)
 	switch {
 	case r == nil:
@@ -550,31 +550,6 @@ func relayedRoute(req *wire.Request) *ephemeralRoute {
 		}
 	}
 	return nil
-}
-
-// relayedRequest makes a wire.Request of a relayed one: HTTP/1.1,
-// keep-alive, so the owner's answer carries no connection fields of its own.
-func relayedRequest(req *wire.Request, rq *link.Request) *wire.Request {
-	*req = wire.Request{
-		MethodName: rq.Method,
-		Target:     rq.Target,
-		Path:       rq.Target,
-		Minor:      1,
-		Body:       rq.Body,
-		KeepAlive:  true,
-	}
-	switch string(rq.Method) {
-	case "GET":
-		req.Method = wire.MethodGet
-	case "POST":
-		req.Method = wire.MethodPost
-	case "DELETE":
-		req.Method = wire.MethodDelete
-	}
-	if i := bytes.IndexByte(rq.Target, '?'); i >= 0 {
-		req.Path, req.RawQuery = rq.Target[:i], rq.Target[i+1:]
-	}
-	return req
 }
 
 // standIn lends a conn that stands for a relayed request on this loop:

@@ -147,7 +147,7 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	cs.relayLink, cs.relayID = l, id
 	cs.gateway, cs.gatewayID = l, id
 	cs.reqStart, cs.reqRoute = time.Now(), routeOther
-	req := relayedRequest(&ls.relayReq, &rq)
+	req := link.ToWire(&ls.relayReq, &rq)
 	switch {
 	case int64(len(rq.Body)) > s.cfg.MaxBodyBytes:
 		// The refusal HTTP gives a Content-Length over the bound, in the

@@ -112,7 +112,7 @@ func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
 	cs.relayLink, cs.relayID = l, id
 	cs.gateway, cs.gatewayID = l, id
 	cs.reqStart = time.Now()
-	req := relayedRequest(&ls.relayReq, &rq)
+	req := link.ToWire(&ls.relayReq, &rq)
 	r := relayedRoute(req)
 	if r == nil {
 		cs.refuse(req, errNoRoute)
