@@ -64,7 +64,7 @@ type linkEndpoint struct {
 	// retryAt: after a refused upgrade, unix nanos before which the calls
 	// go over HTTP.
 	retryAt atomic.Int64
-	closing  atomic.Bool
+	closing atomic.Bool
 
 	rr    atomic.Uint32
 	slots [linksPerURL]linkSlot

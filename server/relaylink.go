@@ -80,11 +80,11 @@ type relayLink struct {
 	// over), whether it is listed for the watcher, the bytes of
 	// Server.inflight its unread frames hold, and whether it was closed
 	// for its unread answers.
-	who        linkIdentity
-	overSince  int64
+	who       linkIdentity
+	overSince int64
 	// skip: bytes still to come of a request frame refused for its
 	// length (refuseLongFrame), dropped as they arrive.
-	skip int64
+	skip       int64
 	listedOver bool
 	reserved   int64
 	shedding   bool
