@@ -20,6 +20,11 @@ LINT_DIRS = $(patsubst %/...,%,$(LINT_PKGS))
 BENCH_MOD = bench
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
+# The fuzz targets that make network round trips to a live server for each
+# input (tens of milliseconds each, where the others take microseconds),
+# and how long they run: FUZZTIME's count would take them hours.
+FUZZ_NET ?= FuzzClientLinkUpgrade FuzzClientLinkFrames
+FUZZTIME_NET ?= 500x
 
 # The reliability suite (RELIABILITY.md): RELIABILITY_SCALE multiplies every
 # attack's duration and count (1: full, under 10 minutes; CI runs 0.2);
@@ -53,7 +58,7 @@ help:
 	@echo "bench-ab       one scenario end to end, broker A vs broker B alternating (REV_A, ENV_B, ...)"
 	@echo "profile        CPU, heap, allocs, mutex, block profiles of the broker under a scenario"
 	@echo "mutate         mutation testing (gremlins) of PKG, by default every package it covers; hours, not in CI"
-	@echo "fuzz           every Fuzz* target for FUZZTIME ($(FUZZTIME)) each"
+	@echo "fuzz           every Fuzz* target for FUZZTIME ($(FUZZTIME)) each, FUZZ_NET's for FUZZTIME_NET ($(FUZZTIME_NET))"
 	@echo "lint           gofmt, go vet, staticcheck $(STATICCHECK_VERSION) (the root module and bench/)"
 	@echo "reliability    the memory-bound attacks against the real broker (RELIABILITY.md); RELIABILITY_SCALE=0.2 briefly"
 
@@ -90,8 +95,10 @@ fuzz:
 		list=$$($(GO) test -list '^Fuzz' $$pkg) || exit 1; \
 		targets=$$(printf '%s\n' "$$list" | grep '^Fuzz' || true); \
 		for t in $$targets; do \
-			echo "== fuzz $$pkg $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg; \
+			n=$(FUZZTIME); \
+			case " $(FUZZ_NET) " in *" $$t "*) n=$(FUZZTIME_NET) ;; esac; \
+			echo "== fuzz $$pkg $$t ($$n)"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$n -fuzzminimizetime 200x $$pkg; \
 		done; \
 	done
 
