@@ -312,6 +312,21 @@ func (cc *clientConn) gate(req *wire.Request) (passed, *wire.Error) {
 }
 
 // forward applies the gates to a request of the family and forwards it.
+// kindOf says what a request of a route metered as meter is (a push, a
+// pop or neither) and whether it is a pop that may wait.
+func kindOf(meter string, req *wire.Request) (kind exchangeKind, wait bool) {
+	switch meter {
+	case routes.MeterMessages:
+		return exPush, false
+	case routes.MeterDeliveries:
+		if pp, err := wire.ParsePop(req.Query(), 0); err == nil {
+			wait = pp.Wait
+		}
+		return exPop, wait
+	}
+	return exOther, false
+}
+
 func (cc *clientConn) forward(req *wire.Request) bool {
 	g := cc.g
 	gp, e := cc.gate(req)
@@ -319,16 +334,7 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 		return cc.refuse(req, e, 0)
 	}
 	tenant, level, r, ts, plan := gp.tenant, gp.level, gp.route, gp.ts, gp.plan
-	kind, wait := exOther, false
-	switch r.Meter {
-	case routes.MeterMessages:
-		kind = exPush
-	case routes.MeterDeliveries:
-		kind = exPop
-		if pp, err := wire.ParsePop(req.Query(), 0); err == nil {
-			wait = pp.Wait
-		}
-	}
+	kind, wait := kindOf(r.Meter, req)
 	dedicated := wait || (kind == exOther && r.Path != ackPath)
 
 	// The broker this request goes to, and whether order lets it go now.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/link"
 	"github.com/queenmq/ephemeral/wire"
@@ -331,16 +330,7 @@ func (l *clientLink) gate(req *wire.Request) (passed, *wire.Error) {
 func (l *clientLink) forward(id uint64, req *wire.Request, gp passed) {
 	g, ls := l.g, l.ls
 	r := gp.route
-	kind, wait := exOther, false
-	switch r.Meter {
-	case routes.MeterMessages:
-		kind = exPush
-	case routes.MeterDeliveries:
-		kind = exPop
-		if pp, err := wire.ParsePop(req.Query(), 0); err == nil {
-			wait = pp.Wait
-		}
-	}
+	kind, wait := kindOf(r.Meter, req)
 	now := time.Now().UnixNano()
 	up := l.upIdx
 	if up < 0 || ls.downUntil[up] > now {

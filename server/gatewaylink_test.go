@@ -48,30 +48,7 @@ func dialLink(t *testing.T, addr, secret string) (*http.Response, *testLink) {
 	if _, err := c.Write([]byte(head + "\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	// One byte at a time up to the blank line: the frames that follow must
-	// not be read into a bufio.Reader's buffer.
-	var raw []byte
-	b := make([]byte, 1)
-	for !strings.HasSuffix(string(raw), "\r\n\r\n") {
-		if _, err := c.Read(b); err != nil {
-			t.Fatalf("reading the upgrade's answer: %v (so far %q)", err, raw)
-		}
-		raw = append(raw, b[0])
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw))), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 101 {
-		// The refusal's body follows: read it for the test.
-		resp, err = http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw)+readRest(c))), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, nil
-	}
-	return resp, &testLink{c: c}
+	return readUpgradeAnswer(t, c)
 }
 
 // readRest reads what arrives on c within a short while.
