@@ -457,6 +457,39 @@ func TestSweepRunsEverySweepEvery(t *testing.T) {
 	}
 }
 
+// engine.md (empty inboxes under memory pressure): once pressure began,
+// the due index collects the inboxes made after it without another walk,
+// and the early collection lasts for spareHold after the footprint fell
+// below the mark; then D8's idle time applies again.
+func TestEarlyCollectionHoldsAfterThePressure(t *testing.T) {
+	h := newHarness(t, nil)
+	inbox := func(name string) {
+		h.push(name, "", "reply")
+		h.pop(PopRequest{Queue: name, AutoAck: true})
+	}
+	inbox("first")
+	h.e.cfg.MaxBytes = h.e.CellBytes() * 5 / 4 // under pressure
+	h.advance(2 * time.Second)                // quiet for 2 s: collected
+	if h.listed("first") {
+		t.Fatal("an inbox quiet for 2 s under pressure was kept")
+	}
+	h.e.cfg.MaxBytes = 1 << 40 // far below the mark from now on
+	for i := range 3 {
+		name := "after-" + strconv.Itoa(i)
+		inbox(name)
+		h.advance(2*time.Second + h.e.cfg.SweepEvery)
+		if h.listed(name) {
+			t.Fatalf("inbox %s, made %d s after the pressure ended, was kept past 2 s", name, 2+3*i)
+		}
+	}
+	h.advance(time.Duration(spareHold)) // a minute below the mark: D8 again
+	inbox("later")
+	h.advance(5 * time.Second)
+	if !h.listed("later") {
+		t.Fatal("an inbox quiet for 5 s was collected a minute after the pressure ended")
+	}
+}
+
 // D8: an implicit queue without groups pushed to since it was filed (its
 // messages gone by ttl) is collected when its own idle time ends.
 func TestCollectionFollowsTheLastPush(t *testing.T) {

@@ -56,6 +56,22 @@ func (x *dueIndex) fileLocked(q *Queue, tick int64) {
 func (x *dueIndex) drop(q *Queue) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.dropLocked(q)
+}
+
+// advance files q under tick instead of a later one: a queue filed for
+// later is moved, one filed no later stays, one not filed (being visited,
+// or dead) is left alone.
+func (x *dueIndex) advance(q *Queue, tick int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if q.dueTick > max(tick, x.done+1) {
+		x.dropLocked(q)
+		x.fileLocked(q, tick)
+	}
+}
+
+func (x *dueIndex) dropLocked(q *Queue) {
 	if q.dueTick == 0 {
 		return
 	}

@@ -28,6 +28,13 @@ type tenant struct {
 	// is divided by (D17; docs/engine.md, "The queue allowance"); 1 (or
 	// less): undivided, one count for both kinds, as in a cell of one.
 	queueShare atomic.Int64
+	// spare: the tenant was under memory pressure at the last sweep, so its
+	// empty implicit queues are collected after spareIdle (sweep.go);
+	// written by the sweep, read by publishQueue to file a new implicit
+	// queue for an early visit. pressedAt: engine time of the last sweep
+	// that found the tenant under pressure (the sweep's own).
+	spare     atomic.Bool
+	pressedAt int64
 }
 
 func (e *Engine) tenant(name string) *tenant {
@@ -149,7 +156,11 @@ func (t *tenant) publishQueue(fresh *Queue) (q *Queue, created bool, err error) 
 	}
 	if created {
 		now := t.e.nowNanos()
-		t.e.sweep.index.file(q, t.e.tickOf(q.nextDue(now)))
+		due := q.nextDue(now)
+		if t.spare.Load() && !q.declared.Load() {
+			due = min(due, now+t.e.spareIdle())
+		}
+		t.e.sweep.index.file(q, t.e.tickOf(due))
 	}
 	return q, created, nil
 }
