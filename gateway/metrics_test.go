@@ -15,17 +15,11 @@ func TestMetricsProcessAndRuntime(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("/metrics: %d %s", status, page)
 	}
-	values := map[string]string{}
-	for line := range strings.Lines(page) {
-		if name, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && !strings.HasPrefix(name, "#") {
-			values[name] = v
-		}
-	}
 	for _, name := range []string{
 		"process_resident_memory_bytes", "process_open_fds", "process_max_fds",
 		"go_goroutines", "go_memstats_heap_inuse_bytes", "queen_gateway_clients",
 	} {
-		v, ok := values[name]
+		v, ok := unlabelled(page, name)
 		switch {
 		case !ok:
 			t.Errorf("no %s on the page", name)
@@ -36,10 +30,20 @@ func TestMetricsProcessAndRuntime(t *testing.T) {
 			t.Errorf("%s has no TYPE line", name)
 		}
 	}
-	if _, ok := values["go_gc_duration_seconds_count"]; !ok {
+	if _, ok := unlabelled(page, "go_gc_duration_seconds_count"); !ok {
 		t.Errorf("no GC pauses (go_gc_duration_seconds) on the page")
 	}
 	if status, _, body := adminDo(t, g, "GET", "/api/v1/gateway/routes", "admin-token", ""); status != 200 {
 		t.Errorf("a request after the scrape: %d %s", status, body)
 	}
+}
+
+// unlabelled answers the value of the sample "name value" on a page.
+func unlabelled(page, name string) (string, bool) {
+	for line := range strings.Lines(page) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
