@@ -7,13 +7,13 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f
 	github.com/goccy/go-json v0.12.0
-	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/nats-io/nats.go v1.49.0
 	github.com/queenmq/ephemeral v0.0.0
 	github.com/redis/go-redis/v9 v9.17.3
 )
 
 require (
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect

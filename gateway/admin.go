@@ -47,16 +47,25 @@ func (cc *clientConn) admin(req *wire.Request) {
 		body:   bytes.Clone(req.Body),
 		head:   req.Head(200),
 	}
+	cc.offLoop(a.head.Close, func() []byte { return g.serveAdmin(a) })
+}
+
+// offLoop answers the connection's current request with what answer
+// makes, computed off the loop (a catalog call, a scrape that reads /proc):
+// the connection reads nothing else meanwhile (busy), and the answer is
+// written from the loop when it is ready. closeAfter closes the connection
+// once it is written.
+func (cc *clientConn) offLoop(closeAfter bool, answer func() []byte) {
 	cc.busy = true
 	go func() {
-		answer := g.serveAdmin(a)
+		b := answer()
 		done := func(context.Context) error {
 			cc.busy = false
 			if cc.isClosed {
 				return nil
 			}
-			cc.out = append(cc.out, answer...)
-			if a.head.Close {
+			cc.out = append(cc.out, b...)
+			if closeAfter {
 				cc.closeAfter = true
 			}
 			cc.serve()

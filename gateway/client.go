@@ -235,7 +235,13 @@ func (cc *clientConn) handle(req *wire.Request) bool {
 		if e := cc.adminRefusal(req); e != nil {
 			return cc.refuse(req, e, 0)
 		}
-		return cc.local(req, func() { cc.out = cc.g.appendMetrics(cc.out, req) })
+		if cc.inFlight > 0 {
+			return false
+		}
+		// Off the loop: the process's figures read /proc (metrics.go).
+		head := req.Head(200)
+		cc.offLoop(!req.KeepAlive, func() []byte { return cc.g.appendMetrics(nil, head) })
+		return true
 	case bytes.HasPrefix(path, []byte(adminPrefix)):
 		if cc.inFlight > 0 {
 			return false

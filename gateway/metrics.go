@@ -28,6 +28,7 @@ type gatewayMetrics struct {
 
 func (g *Gateway) initMetrics() {
 	m := &g.m
+	metrics.ExposeMetadata(true) // # TYPE lines, so the runtime's histograms read as histograms
 	m.set = metrics.NewSet()
 	m.refusals = xsync.NewMap[string, *metrics.Counter]()
 	m.forwarded = m.set.NewCounter("queen_gateway_forwarded_total")
@@ -57,11 +58,17 @@ func (m *gatewayMetrics) refused(code string) {
 	c.Inc()
 }
 
-// appendMetrics answers GET /metrics.
-func (g *Gateway) appendMetrics(dst []byte, req *wire.Request) []byte {
+// appendMetrics answers GET /metrics (head: the request's 200 head): the
+// gateway's series, then the process's and the Go runtime's own (RSS, heap,
+// GC pauses, goroutines, descriptors, CPU), as VictoriaMetrics/metrics
+// writes them under the names Prometheus's Go client uses
+// (docs/operator.md, "Process and runtime"). Those read /proc, so it runs
+// off the loop.
+func (g *Gateway) appendMetrics(dst []byte, h wire.Head) []byte {
 	var buf bytes.Buffer
 	g.m.set.WritePrometheus(&buf)
-	h := req.Head(200)
+	metrics.WriteProcessMetrics(&buf)
+	metrics.WriteFDMetrics(&buf)
 	h.ContentType = "text/plain; version=0.0.4"
 	return wire.AppendResponse(dst, h, buf.Bytes())
 }

@@ -207,7 +207,21 @@ func (s *Server) appendMetrics(b []byte) []byte {
 	b = sample(b, "queen_ephemeral_queues", "tier", "declared", int64(declared))
 	b = sample(b, "queen_ephemeral_queues", "tier", "implicit", int64(implicit))
 	b = s.appendQueueSeries(b)
-	return s.appendCellSeries(b)
+	b = s.appendCellSeries(b)
+	return appendProcessMetrics(b, &buf)
+}
+
+// appendProcessMetrics appends the process's and the Go runtime's own
+// families (RSS, heap, GC pauses, goroutines, descriptors, CPU), as
+// VictoriaMetrics/metrics writes them under the names Prometheus's Go
+// client uses (go_*, process_*): a broker whose main risk is memory shows
+// its RSS beside its budget. They read /proc, which is why the scrape runs
+// off the loop (docs/operator.md, "Process and runtime").
+func appendProcessMetrics(b []byte, buf *bytes.Buffer) []byte {
+	buf.Reset()
+	metrics.WriteProcessMetrics(buf)
+	metrics.WriteFDMetrics(buf)
+	return append(b, buf.Bytes()...)
 }
 
 var causes = [...]engine.Cause{engine.CauseBounds, engine.CauseTTL, engine.CauseRetry}

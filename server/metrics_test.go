@@ -154,3 +154,39 @@ func TestFamiliesAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// /metrics carries the process's and the Go runtime's own figures beside
+// the broker's (docs/operator.md, "Process and runtime"): RSS, heap, GC
+// pauses, goroutines and descriptors, each with a value a live process has.
+func TestMetricsProcessAndRuntime(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	s := New(Config{Engine: e, Store: openStore(t)})
+	page := string(s.appendMetrics(nil))
+	values := map[string]string{}
+	for line := range strings.Lines(page) {
+		if name, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && !strings.HasPrefix(name, "#") {
+			values[name] = v
+		}
+	}
+	for _, name := range []string{
+		"process_resident_memory_bytes", "process_open_fds", "process_max_fds",
+		"process_cpu_seconds_total", "go_goroutines", "go_memstats_heap_inuse_bytes",
+		"go_gc_duration_seconds_count",
+	} {
+		v, ok := values[name]
+		if !ok {
+			t.Errorf("no %s on the page", name)
+			continue
+		}
+		if name == "process_cpu_seconds_total" || name == "go_gc_duration_seconds_count" {
+			continue // may be 0 in a short test
+		}
+		if v == "0" || strings.HasPrefix(v, "-") {
+			t.Errorf("%s %s: want a positive value", name, v)
+		}
+	}
+	if !strings.Contains(page, "# TYPE process_resident_memory_bytes gauge\n") {
+		t.Errorf("process_resident_memory_bytes has no TYPE line")
+	}
+}

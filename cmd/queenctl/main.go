@@ -1,7 +1,8 @@
 // Command queenctl is the operator's command line for the ephemeral storage
 // class: push, pop, ack, request and reply, follow a queue, read the
-// gauges, watch them live (top), pause the surface and manage grants. It is
-// built on the Go SDK (package client) and documented in docs/cli.md.
+// gauges, watch them live (top), pause the surface, manage grants and mint
+// development tokens. It is built on the Go SDK (package client) and
+// documented in docs/cli.md.
 //
 // It is a binary of its own rather than subcommands of queen so that the
 // broker stays free of the command-line and terminal libraries it would
@@ -178,6 +179,7 @@ See docs/cli.md.`,
 		requestCmd(a), replyCmd(a),
 		queuesCmd(a), depthCmd(a), topCmd(a),
 		pauseCmd(a), resumeCmd(a), grantCmd(a),
+		tokenCmd(a),
 	)
 	return root
 }

@@ -4,8 +4,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,10 +24,36 @@ import (
 // thousand keeps the all-or-nothing unit small enough to reason about.
 const maxPushBatch = 1000
 
-// payloadArg reads a payload given as an argument: valid JSON is sent as
-// it is; anything else is sent as a JSON string, so that
-// `queenctl push q hello` needs no quoting of quotes.
-func payloadArg(s string) json.RawMessage {
+// payloadArg reads a payload the user typed (what names it in an error):
+// valid JSON is sent as it is; anything else is sent as a JSON string, so
+// that `queenctl push q hello` needs no quoting of quotes. Text that starts
+// like JSON (`{`, `[` or `"`) but does not parse is almost surely a typo,
+// and sending it as a string would store the broken text without a word:
+// it is a usage error that says where it fails. raw sends the text as a
+// JSON string whatever it holds (--raw).
+func payloadArg(what, s string, raw bool) (json.RawMessage, error) {
+	if raw {
+		b, _ := json.Marshal(s)
+		return b, nil
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s), nil
+	}
+	if t := strings.TrimLeft(s, " \t\r\n"); t != "" && strings.ContainsRune(`{["`, rune(t[0])) {
+		var v any
+		err := json.Unmarshal([]byte(s), &v)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, usagef("%s starts like JSON but is not: %v at byte %d of %.60q; fix it, or send it as a string with --raw", what, se, se.Offset, s)
+		}
+		return nil, usagef("%s starts like JSON but is not: %v; fix it, or send it as a string with --raw", what, err)
+	}
+	return textPayload(s), nil
+}
+
+// textPayload is s as JSON when it is, else as a JSON string: what a
+// program printed (reply's command), where there is no one to tell.
+func textPayload(s string) json.RawMessage {
 	if json.Valid([]byte(s)) {
 		return json.RawMessage(s)
 	}
@@ -41,8 +69,9 @@ type stdinLine struct {
 }
 
 // readLines sends every non-empty line of r, each of which must be one JSON
-// value, and closes out at the end of input or after the first error.
-func readLines(r io.Reader, out chan<- stdinLine) {
+// value (raw: each is sent as a JSON string), and closes out at the end of
+// input or after the first error.
+func readLines(r io.Reader, raw bool, out chan<- stdinLine) {
 	defer close(out)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20) // a payload may be as large as a push body
@@ -53,8 +82,13 @@ func readLines(r io.Reader, out chan<- stdinLine) {
 		if line == "" {
 			continue
 		}
+		if raw {
+			b, _ := json.Marshal(line)
+			out <- stdinLine{payload: b}
+			continue
+		}
 		if !json.Valid([]byte(line)) {
-			out <- stdinLine{err: usagef("stdin line %d: not one JSON value: %.60q", n, line)}
+			out <- stdinLine{err: usagef("stdin line %d: not one JSON value: %.60q (--raw sends each line as a string)", n, line)}
 			return
 		}
 		out <- stdinLine{payload: json.RawMessage(line)}
@@ -66,11 +100,13 @@ func readLines(r io.Reader, out chan<- stdinLine) {
 
 func pushCmd(a *app) *cobra.Command {
 	var partition string
+	var raw bool
 	cmd := &cobra.Command{
 		Use:   "push <queue> [payload...]",
 		Short: "Push payloads given as arguments, or one JSON value per line of stdin",
 		Example: `  queenctl push presence '{"user":"alice","typing":true}'
   queenctl push jobs hello world            # two string payloads
+  queenctl push logs --raw '{"not json'     # a string, on purpose
   printf '{"n":1}\n{"n":2}\n' | queenctl push jobs --partition p1`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -93,13 +129,19 @@ func pushCmd(a *app) *cobra.Command {
 			}
 			var pushErr error
 			if len(args) > 1 {
+				// Every argument is read before anything is pushed: one
+				// that is refused leaves the queue as it was.
 				batch := make([]any, 0, len(args)-1)
-				for _, s := range args[1:] {
-					batch = append(batch, payloadArg(s))
+				for i, s := range args[1:] {
+					p, err := payloadArg(fmt.Sprintf("payload %d", i+1), s, raw)
+					if err != nil {
+						return err
+					}
+					batch = append(batch, p)
 				}
 				pushErr = push(batch)
 			} else {
-				pushErr = pushStdin(a.stdin, push)
+				pushErr = pushStdin(a.stdin, raw, push)
 			}
 			if pushErr != nil && total == 0 {
 				return pushErr
@@ -117,15 +159,16 @@ func pushCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", `partition to push to (default: the broker's "Default")`)
+	cmd.Flags().BoolVar(&raw, "raw", false, "send each payload (argument or stdin line) as a JSON string, as it is")
 	return cmd
 }
 
 // pushStdin pushes stdin's lines as they come: each push takes the lines
 // already read (up to maxPushBatch), so a file goes in large batches and a
 // slow producer's line is not held back waiting for the next one.
-func pushStdin(r io.Reader, push func([]any) error) error {
+func pushStdin(r io.Reader, raw bool, push func([]any) error) error {
 	lines := make(chan stdinLine, maxPushBatch)
-	go readLines(r, lines)
+	go readLines(r, raw, lines)
 	batch := make([]any, 0, maxPushBatch)
 	for l := range lines {
 		if l.err != nil {
@@ -206,6 +249,7 @@ func popCmd(a *app) *cobra.Command {
 				return err
 			}
 			ctx, queue := cmd.Context(), args[0]
+			warnIfMissing(ctx, c, a.stderr, queue)
 			res, err := c.Pop(ctx, queue, o)
 			if err != nil {
 				return sdk(err)
@@ -248,6 +292,25 @@ func popCmd(a *app) *cobra.Command {
 	f.BoolVar(&o.AutoAck, "auto-ack", false, "advance the cursor at delivery and keep no lease (at-most-once)")
 	f.BoolVar(&ack, "ack", false, "ack what was popped (completed) once it is printed")
 	return cmd
+}
+
+// missingCheckTimeout bounds the depth read before a pop: a note must not
+// hold up the pop it is about.
+const missingCheckTimeout = 5 * time.Second
+
+// warnIfMissing says on stderr when queue does not exist: the broker lets a
+// pop create it as an implicit queue (D8), so a mistyped name would
+// otherwise read as an empty queue. One depth read before the pop decides
+// it (a pop's answer does not say whether it made the queue); any answer
+// but 404 ephemeral_queue_not_found, a failure included, says nothing and
+// the pop goes ahead as the broker allows.
+func warnIfMissing(ctx context.Context, c *client.Client, stderr io.Writer, queue string) {
+	ctx, cancel := context.WithTimeout(ctx, missingCheckTimeout)
+	defer cancel()
+	_, err := c.Depth(ctx, queue, client.DepthOptions{})
+	if client.CodeOf(err) == client.CodeQueueNotFound {
+		fmt.Fprintf(stderr, "queenctl: queue %s does not exist; this pop creates it as an implicit queue (collected once idle)\n", visible(queue))
+	}
 }
 
 func ackCmd(a *app) *cobra.Command {

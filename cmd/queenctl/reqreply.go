@@ -27,7 +27,7 @@ import (
 // that `tr`, `sed` or `date` can answer.
 func replyPayload(out []byte) json.RawMessage {
 	out = bytes.TrimRight(out, " \t\r\n")
-	return payloadArg(string(out))
+	return textPayload(string(out))
 }
 
 // replyGrace is how long after its --timeout a request gives up on the
@@ -39,6 +39,7 @@ const replyGrace = time.Second
 
 func requestCmd(a *app) *cobra.Command {
 	var o client.RequestOptions
+	var raw bool
 	cmd := &cobra.Command{
 		Use:   "request <queue> [payload]",
 		Short: "Send a request (the payload, or stdin when none is given) and print the reply's payload",
@@ -50,14 +51,18 @@ func requestCmd(a *app) *cobra.Command {
 				return usagef("--timeout %s: want a positive duration (the bound on the whole request)", o.Timeout)
 			}
 			var payload json.RawMessage
+			var err error
 			if len(args) == 2 {
-				payload = payloadArg(args[1])
+				payload, err = payloadArg("the payload", args[1], raw)
 			} else {
-				in, err := io.ReadAll(a.stdin)
-				if err != nil {
-					return fmt.Errorf("reading stdin: %w", err)
+				in, rerr := io.ReadAll(a.stdin)
+				if rerr != nil {
+					return fmt.Errorf("reading stdin: %w", rerr)
 				}
-				payload = replyPayload(in)
+				payload, err = payloadArg("stdin", strings.TrimRight(string(in), " \t\r\n"), raw)
+			}
+			if err != nil {
+				return err
 			}
 			// --timeout bounds the whole request, not only the wait for
 			// the reply: each call the SDK makes (the push first) gets it
@@ -90,6 +95,7 @@ func requestCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on the whole request: the push and the wait for the reply")
 	cmd.Flags().StringVar(&o.Partition, "partition", "", "partition of the queue to send the request to")
+	cmd.Flags().BoolVar(&raw, "raw", false, "send the payload (argument or stdin) as a JSON string, as it is")
 	return cmd
 }
 

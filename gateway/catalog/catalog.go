@@ -145,8 +145,9 @@ func Open(ctx context.Context, databaseURL, dataDir string) (Store, error) {
 }
 
 // OpenEnv opens the catalog the environment names, as the broker chooses
-// its store: QUEEN_DATABASE_URL when set, else QUEEN_DATA_DIR (default
-// ./queen-data, the broker's). getenv is os.Getenv outside tests.
+// its store: QUEEN_DATABASE_URL when set, else QUEEN_DATA_DIR (empty here:
+// ./queen-data, the broker's; cmd/queen-gateway's own default is
+// ./queen-gateway-data). getenv is os.Getenv outside tests.
 func OpenEnv(ctx context.Context, getenv func(string) string) (Store, error) {
 	dir := getenv("QUEEN_DATA_DIR")
 	if dir == "" {
