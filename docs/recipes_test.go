@@ -1,0 +1,403 @@
+package docs_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
+	"github.com/queenmq/ephemeral/store/storetest"
+)
+
+// pg is the run's PostgreSQL, nil when there is none (recipes marked
+// postgres then skip, or the run fails under CI=true: MainWithPostgres).
+var pg *storetest.Postgres
+
+func TestMain(m *testing.M) {
+	os.Exit(storetest.MainWithPostgres(m, &pg))
+}
+
+// recipeFiles are the Markdown files whose recipes run, relative to the
+// module root.
+var recipeFiles = []string{"README.md", "docs/*.md"}
+
+// recipeTimeout bounds one recipe, its processes included.
+const recipeTimeout = 60 * time.Second
+
+// docPorts are the ports the docs use as a user types them: the broker's
+// default and the cell's members and relays, and the gateway's default.
+// Each run of a recipe maps each to a free loopback port of its own, in the
+// text and in the defaults (PORT and QUEEN_URL name the broker's).
+var docPorts = []string{"6630", "6632", "6633", "6634", "7632", "7633", "7634"}
+
+var docPortRE = regexp.MustCompile(`\b(` + strings.Join(docPorts, "|") + `)\b`)
+
+// A recipe is the blocks of one file marked with one name, joined.
+type recipe struct {
+	file     string // relative to the module root
+	name     string
+	line     int // of the first block's fence
+	postgres bool
+	text     string
+}
+
+var markerRE = regexp.MustCompile(`^<!-- recipe: ([A-Za-z0-9._-]+)( postgres)? -->$`)
+
+// parseRecipes reads the recipes of one Markdown file. A marker that is
+// not followed by a ```sh block, a block that does not end, and one name
+// used with and without postgres are errors: a recipe that is not run is
+// not tested.
+func parseRecipes(root, file string) ([]recipe, error) {
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(b), "\n")
+	var out []recipe
+	index := map[string]int{}
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimRight(lines[i], "\r")
+		if !strings.HasPrefix(line, "<!-- recipe") {
+			continue
+		}
+		m := markerRE.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("%s:%d: a recipe marker is <!-- recipe: NAME --> or <!-- recipe: NAME postgres -->, not %q", file, i+1, line)
+		}
+		if i+1 >= len(lines) || strings.TrimRight(lines[i+1], "\r") != "```sh" {
+			return nil, fmt.Errorf("%s:%d: the recipe marker %q must be the line just before a ```sh fence", file, i+1, line)
+		}
+		start := i + 2
+		end := start
+		for end < len(lines) && strings.TrimRight(lines[end], "\r") != "```" {
+			end++
+		}
+		if end == len(lines) {
+			return nil, fmt.Errorf("%s:%d: recipe %s: its ```sh block never ends", file, i+2, m[1])
+		}
+		text := strings.Join(lines[start:end], "\n") + "\n"
+		name, postgres := m[1], m[2] != ""
+		if k, ok := index[name]; ok {
+			if out[k].postgres != postgres {
+				return nil, fmt.Errorf("%s:%d: recipe %s is marked postgres on some blocks and not on others", file, i+1, name)
+			}
+			out[k].text += "\n" + text
+		} else {
+			index[name] = len(out)
+			out = append(out, recipe{file: file, name: name, line: i + 2, postgres: postgres, text: text})
+		}
+		i = end
+	}
+	return out, nil
+}
+
+// TestRecipes runs every recipe of README.md and docs/*.md with bash, in a
+// copy of the checkout where `make build` has run (as the docs tell a user
+// to first), each with its ports moved to free ones, and fails when one
+// exits with a status other than 0 (bash -e: any command that fails) or
+// outlives recipeTimeout. Every process a recipe starts is killed when it
+// ends: they share the recipe's process group.
+func TestRecipes(t *testing.T) {
+	root, err := brokertest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recipes []recipe
+	for _, pattern := range recipeFiles {
+		files, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			rel, _ := filepath.Rel(root, f)
+			rs, err := parseRecipes(root, rel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recipes = append(recipes, rs...)
+		}
+	}
+	if len(recipes) == 0 {
+		t.Fatal("no recipe is marked runnable in README.md or docs/*.md")
+	}
+	dir := copyCheckout(t, root)
+	build := exec.Command("make", "build")
+	build.Dir = dir
+	build.Env = append(baseEnv(), "GOFLAGS=-trimpath")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build in the copy of the checkout: %v\n%s", err, out)
+	}
+	for _, r := range recipes {
+		t.Run(r.file+"/"+r.name, func(t *testing.T) {
+			if r.postgres {
+				storetest.NeedPostgres(t, pg)
+			}
+			runRecipe(t, dir, r)
+		})
+	}
+}
+
+// copyCheckout copies the files git knows of (tracked, and untracked but
+// not ignored) into a temporary directory, so that what recipes write (bin/,
+// ./queen-data, node_modules) stays out of the checkout.
+func copyCheckout(t *testing.T, root string) string {
+	t.Helper()
+	ls := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	ls.Dir = root
+	out, err := ls.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v (the recipes run in a copy of a git checkout)", err)
+	}
+	dir := t.TempDir()
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(root, f)
+		st, err := os.Lstat(src)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the working tree, or a symbolic link
+		}
+		dst := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := copyFile(src, dst, st.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// baseEnv is this process's environment less what would choose a store,
+// a port or a broker behind a recipe's back.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "QUEEN_") || strings.HasPrefix(k, "PG") || k == "HOST" || k == "PORT" || k == "GOFLAGS" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// runRecipe runs r in dir after removing what an earlier recipe left there
+// (the data directories), and kills its process group when it ends.
+func runRecipe(t *testing.T, dir string, r recipe) {
+	for _, d := range []string{"queen-data", "queen-gateway-data"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := map[string]string{}
+	for _, p := range docPorts {
+		ports[p] = freePort(t)
+	}
+	text := docPortRE.ReplaceAllStringFunc(r.text, func(p string) string { return ports[p] })
+	script := filepath.Join(t.TempDir(), "recipe.sh")
+	if err := os.WriteFile(script, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(baseEnv(),
+		"HOST=127.0.0.1", // loopback only, unless the recipe says otherwise
+		"PORT="+ports["6632"],
+		"QUEEN_URL=http://localhost:"+ports["6632"],
+		"QUEEN_LOG_LEVEL=warn",
+		"GOFLAGS=-trimpath", // the build cache then serves every copy of the checkout
+		"npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false",
+	)
+	var before map[string]bool
+	if r.postgres {
+		env = append(env, pgEnv(t)...)
+		before = databases(t)
+	}
+	var log bytes.Buffer
+	logFile, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	// -x: the log shows each command before its output; -e and pipefail: a
+	// command that fails fails the recipe.
+	cmd := exec.Command("bash", "--noprofile", "--norc", "-e", "-x", "-o", "pipefail", script)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = nil
+	cmd.Stdout = logFile // a file, not a pipe: the recipe's background processes hold it open
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-time.After(recipeTimeout):
+		runErr = fmt.Errorf("still running after %v", recipeTimeout)
+	}
+	// The recipe's processes (brokers started with &) end with it.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if runErr != nil && cmd.ProcessState == nil {
+		<-done
+	}
+	if r.postgres {
+		dropNewDatabases(t, before)
+	}
+	if runErr != nil {
+		_, _ = logFile.Seek(0, io.SeekStart)
+		_, _ = io.Copy(&log, logFile)
+		t.Errorf("recipe %s (%s:%d) failed: %v\nports: %v\n%s", r.name, r.file, r.line, runErr, ports, tail(log.String(), 16<<10))
+	}
+}
+
+// tail is the last n bytes of s, from a line's start.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return "...\n" + s
+}
+
+// pgEnv is the run's PostgreSQL as the PG* variables psql, createdb and the
+// broker read.
+func pgEnv(t *testing.T) []string {
+	t.Helper()
+	u, err := url.Parse(pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PGHOST=" + u.Hostname(), "PGPORT=" + u.Port(), "PGUSER=" + u.User.Username()}
+	if pw, ok := u.User.Password(); ok {
+		env = append(env, "PGPASSWORD="+pw)
+	}
+	if mode := u.Query().Get("sslmode"); mode != "" {
+		env = append(env, "PGSSLMODE="+mode)
+	}
+	return env
+}
+
+// databases are the names of the server's databases.
+func databases(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// dropNewDatabases drops the databases a recipe created (createdb queen),
+// so that the next recipe creates its own as a user would.
+func dropNewDatabases(t *testing.T, before map[string]bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for name := range databases(t) {
+		if before[name] {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping the recipe's database %s: %v", name, err)
+		}
+	}
+}
+
+// TestParseRecipes pins the marker's grammar: blocks of one name join, a
+// marker must sit on the line before a ```sh fence, and postgres is all or
+// nothing for a name.
+func TestParseRecipes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		if err := os.WriteFile(filepath.Join(dir, "x.md"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return "x.md"
+	}
+	f := write("text\n<!-- recipe: a -->\n```sh\necho 1\n```\n\n```sh\nnot run\n```\n<!-- recipe: b postgres -->\n```sh\ncreatedb q\n```\n<!-- recipe: a -->\n```sh\necho 2\n```\n")
+	rs, err := parseRecipes(dir, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].name != "a" || rs[0].text != "echo 1\n\necho 2\n" || rs[0].line != 3 || rs[0].postgres ||
+		rs[1].name != "b" || !rs[1].postgres || rs[1].text != "createdb q\n" {
+		t.Fatalf("parsed %+v", rs)
+	}
+	for _, bad := range []string{
+		"<!-- recipe: a -->\n\n```sh\necho\n```\n",                                              // not the line before
+		"<!-- recipe: a -->\n```bash\necho\n```\n",                                              // not sh
+		"<!-- recipe: a -->\n```sh\necho\n",                                                     // never ends
+		"<!-- recipe: a b c -->\n```sh\necho\n```\n",                                            // not the grammar
+		"<!-- recipe: a -->\n```sh\necho\n```\n<!-- recipe: a postgres -->\n```sh\necho\n```\n", // mixed
+	} {
+		if _, err := parseRecipes(dir, write(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
