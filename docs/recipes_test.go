@@ -286,9 +286,12 @@ func runRecipe(t *testing.T, dir string, r recipe) {
 	if r.postgres {
 		dropNewDatabases(t, before)
 	}
+	_, _ = logFile.Seek(0, io.SeekStart)
+	_, _ = io.Copy(&log, logFile)
+	if runErr == nil && testing.Verbose() {
+		t.Logf("%s", log.String())
+	}
 	if runErr != nil {
-		_, _ = logFile.Seek(0, io.SeekStart)
-		_, _ = io.Copy(&log, logFile)
 		t.Errorf("recipe %s (%s:%d) failed: %v\nports: %v\n%s", r.name, r.file, r.line, runErr, ports, tail(log.String(), 16<<10))
 	}
 }
