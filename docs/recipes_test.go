@@ -292,20 +292,25 @@ func runRecipe(t *testing.T, dir string, r recipe) {
 		t.Logf("%s", log.String())
 	}
 	if runErr != nil {
-		t.Errorf("recipe %s (%s:%d) failed: %v\nports: %v\n%s", r.name, r.file, r.line, runErr, ports, tail(log.String(), 16<<10))
+		t.Errorf("recipe %s (%s:%d) failed: %v\nports: %v\n%s", r.name, r.file, r.line, runErr, ports, clip(log.String(), 16<<10))
 	}
 }
 
-// tail is the last n bytes of s, from a line's start.
-func tail(s string, n int) string {
+// clip is s when it is short, else its first and last lines, about n bytes
+// in all: a process that failed at start says so near the beginning, and
+// the command that failed is at the end.
+func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	s = s[len(s)-n:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
+	head, tail := s[:n/3], s[len(s)-n+n/3:]
+	if i := strings.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
 	}
-	return "...\n" + s
+	if i := strings.IndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	return head + "...\n" + tail
 }
 
 // pgEnv is the run's PostgreSQL as the PG* variables psql, createdb and the
