@@ -360,18 +360,14 @@ func databases(t *testing.T) map[string]bool {
 // so that the next recipe creates its own as a user would.
 func dropNewDatabases(t *testing.T, before map[string]bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pg.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	for name := range databases(t) {
 		if before[name] {
 			continue
 		}
-		if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := pg.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		cancel()
+		if err != nil {
 			t.Errorf("dropping the recipe's database %s: %v", name, err)
 		}
 	}
