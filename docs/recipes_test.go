@@ -35,8 +35,9 @@ func TestMain(m *testing.M) {
 // module root.
 var recipeFiles = []string{"README.md", "docs/*.md"}
 
-// recipeTimeout bounds one recipe, its processes included.
-const recipeTimeout = 60 * time.Second
+// recipeTimeout bounds one recipe, its processes included: generous, since
+// a recipe may compile a program (go run) while make test loads the machine.
+const recipeTimeout = 3 * time.Minute
 
 // docPorts are the ports the docs use as a user types them: the broker's
 // default and the cell's members and relays, and the gateway's default.
