@@ -1,5 +1,6 @@
-// Package docs holds the tests of the Markdown in README.md and docs/: the
-// shell recipes marked runnable run as written against real processes
+// Package docs holds the tests of the module's Markdown (README.md, docs/
+// and every other .md file): the shell recipes marked runnable run as
+// written against real processes, from the root of a copy of the checkout
 // (recipes_test.go), and every relative link resolves (links_test.go).
 //
 // A runnable recipe is a ```sh block preceded, on the line just before its

@@ -20,7 +20,7 @@ var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 var codeSpanRE = regexp.MustCompile("`[^`]*`")
 
 // TestRelativeLinks checks that every relative link of every Markdown file
-// in the module (node_modules and hidden directories aside) names a file or
+// in the module (markdownFiles) names a file or
 // directory that exists and, for a link into a Markdown file with a
 // #fragment, a heading of that file, as GitHub names its anchors: moving a
 // section between files must move its links too.
@@ -43,24 +43,12 @@ func TestRelativeLinks(t *testing.T) {
 		return a
 	}
 	checked := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".md") {
-			return nil
-		}
+	for _, rel := range markdownFiles(t, root) {
+		path := filepath.Join(root, rel)
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		rel, _ := filepath.Rel(root, path)
 		for i, line := range proseLines(string(b)) {
 			if line == "" {
 				continue
@@ -85,10 +73,6 @@ func TestRelativeLinks(t *testing.T) {
 				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if checked == 0 {
 		t.Fatal("no relative link found: the walk is broken")
@@ -151,4 +135,31 @@ func headingAnchors(s string) map[string]bool {
 		}
 	}
 	return a
+}
+
+// markdownFiles are the module's Markdown files, relative to root, less
+// those under hidden directories and node_modules (npm's copies).
+func markdownFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".md") {
+			rel, _ := filepath.Rel(root, path)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }

@@ -31,10 +31,6 @@ func TestMain(m *testing.M) {
 	os.Exit(storetest.MainWithPostgres(m, &pg))
 }
 
-// recipeFiles are the Markdown files whose recipes run, relative to the
-// module root.
-var recipeFiles = []string{"README.md", "docs/*.md"}
-
 // recipeTimeout bounds one recipe, its processes included: generous, since
 // a recipe may compile a program (go run) while make test loads the machine.
 const recipeTimeout = 3 * time.Minute
@@ -106,7 +102,8 @@ func parseRecipes(root, file string) ([]recipe, error) {
 	return out, nil
 }
 
-// TestRecipes runs every recipe of README.md and docs/*.md with bash, in a
+// TestRecipes runs every recipe of the module's Markdown files (README.md,
+// docs/ and any other: markdownFiles) with bash, in a
 // copy of the checkout where `make build` has run (as the docs tell a user
 // to first), each with its ports moved to free ones, and fails when one
 // exits with a status other than 0 (bash -e: any command that fails) or
@@ -118,22 +115,15 @@ func TestRecipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recipes []recipe
-	for _, pattern := range recipeFiles {
-		files, err := filepath.Glob(filepath.Join(root, pattern))
+	for _, f := range markdownFiles(t, root) {
+		rs, err := parseRecipes(root, f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range files {
-			rel, _ := filepath.Rel(root, f)
-			rs, err := parseRecipes(root, rel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recipes = append(recipes, rs...)
-		}
+		recipes = append(recipes, rs...)
 	}
 	if len(recipes) == 0 {
-		t.Fatal("no recipe is marked runnable in README.md or docs/*.md")
+		t.Fatal("no recipe is marked runnable in any Markdown file")
 	}
 	dir := copyCheckout(t, root)
 	build := exec.Command("make", "build")
