@@ -8,12 +8,14 @@
 // fence, by an HTML comment that GitHub does not render:
 //
 //	<!-- recipe: NAME -->
-//	<!-- recipe: NAME postgres -->
+//	<!-- recipe: NAME postgres node -->
 //
 // Blocks of one file that share a NAME are one script, run in the order
 // they appear, so that a guide can start a broker in one block and use it
 // in the next. "postgres" gives the script a PostgreSQL server through the
-// PG* variables (PGHOST, PGPORT, PGUSER), as psql and createdb read them.
+// PG* variables (PGHOST, PGPORT, PGUSER), as psql and createdb read them;
+// "node" says it needs Node 20.3 and npm (skipped without them, unless
+// QUEEN_TEST_REQUIRE_NODE=1).
 // docs/guide.md, "How the recipes are tested", says what a recipe may
 // assume; the package has no code of its own.
 //

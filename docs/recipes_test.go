@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,17 +48,18 @@ var docPortRE = regexp.MustCompile(`\b(` + strings.Join(docPorts, "|") + `)\b`)
 type recipe struct {
 	file     string // relative to the module root
 	name     string
-	line     int // of the first block's fence
-	postgres bool
+	line     int  // of the first block's fence
+	postgres bool // a PostgreSQL server in the PG* variables
+	node     bool // node (20.3 or later) and npm
 	text     string
 }
 
-var markerRE = regexp.MustCompile(`^<!-- recipe: ([A-Za-z0-9._-]+)( postgres)? -->$`)
+var markerRE = regexp.MustCompile(`^<!-- recipe: ([A-Za-z0-9._-]+)((?: (?:postgres|node))*) -->$`)
 
 // parseRecipes reads the recipes of one Markdown file. A marker that is
-// not followed by a ```sh block, a block that does not end, and one name
-// used with and without postgres are errors: a recipe that is not run is
-// not tested.
+// not followed by a ```sh block and a block that does not end are errors:
+// a recipe that is not run is not tested. What a name's blocks need
+// (postgres, node) is what any of them says.
 func parseRecipes(root, file string) ([]recipe, error) {
 	b, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
@@ -73,7 +75,7 @@ func parseRecipes(root, file string) ([]recipe, error) {
 		}
 		m := markerRE.FindStringSubmatch(line)
 		if m == nil {
-			return nil, fmt.Errorf("%s:%d: a recipe marker is <!-- recipe: NAME --> or <!-- recipe: NAME postgres -->, not %q", file, i+1, line)
+			return nil, fmt.Errorf("%s:%d: a recipe marker is <!-- recipe: NAME -->, with postgres and node after NAME when it needs them, not %q", file, i+1, line)
 		}
 		if i+1 >= len(lines) || strings.TrimRight(lines[i+1], "\r") != "```sh" {
 			return nil, fmt.Errorf("%s:%d: the recipe marker %q must be the line just before a ```sh fence", file, i+1, line)
@@ -87,16 +89,17 @@ func parseRecipes(root, file string) ([]recipe, error) {
 			return nil, fmt.Errorf("%s:%d: recipe %s: its ```sh block never ends", file, i+2, m[1])
 		}
 		text := strings.Join(lines[start:end], "\n") + "\n"
-		name, postgres := m[1], m[2] != ""
-		if k, ok := index[name]; ok {
-			if out[k].postgres != postgres {
-				return nil, fmt.Errorf("%s:%d: recipe %s is marked postgres on some blocks and not on others", file, i+1, name)
-			}
+		name, needs := m[1], strings.Fields(m[2])
+		k, ok := index[name]
+		if ok {
 			out[k].text += "\n" + text
 		} else {
-			index[name] = len(out)
-			out = append(out, recipe{file: file, name: name, line: i + 2, postgres: postgres, text: text})
+			k = len(out)
+			index[name] = k
+			out = append(out, recipe{file: file, name: name, line: i + 2, text: text})
 		}
+		out[k].postgres = out[k].postgres || slices.Contains(needs, "postgres")
+		out[k].node = out[k].node || slices.Contains(needs, "node")
 		i = end
 	}
 	return out, nil
@@ -136,6 +139,9 @@ func TestRecipes(t *testing.T) {
 		t.Run(r.file+"/"+r.name, func(t *testing.T) {
 			if r.postgres {
 				storetest.NeedPostgres(t, pg)
+			}
+			if r.node {
+				needNode(t)
 			}
 			runRecipe(t, dir, r)
 		})
@@ -211,6 +217,27 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// needNode skips t, or fails it under QUEEN_TEST_REQUIRE_NODE=1 (as CI
+// runs), unless node 20.3 or later (what queen-mq needs: AbortSignal.any)
+// and npm are on PATH.
+func needNode(t *testing.T) {
+	t.Helper()
+	why := ""
+	if _, err := exec.LookPath("npm"); err != nil {
+		why = "npm is not on PATH"
+	}
+	if out, err := exec.Command("node", "-e", "process.stdout.write(typeof AbortSignal.any)").Output(); err != nil || string(out) != "function" {
+		why = "node 20.3 or later is not on PATH"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("QUEEN_TEST_REQUIRE_NODE") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why + " (QUEEN_TEST_REQUIRE_NODE=1 makes this a failure)")
 }
 
 // runRecipe runs r in dir after removing what an earlier recipe left there
@@ -365,8 +392,8 @@ func dropNewDatabases(t *testing.T, before map[string]bool) {
 }
 
 // TestParseRecipes pins the marker's grammar: blocks of one name join, a
-// marker must sit on the line before a ```sh fence, and postgres is all or
-// nothing for a name.
+// marker must sit on the line before a ```sh fence, and a name needs what
+// any of its blocks says.
 func TestParseRecipes(t *testing.T) {
 	dir := t.TempDir()
 	write := func(body string) string {
@@ -375,21 +402,21 @@ func TestParseRecipes(t *testing.T) {
 		}
 		return "x.md"
 	}
-	f := write("text\n<!-- recipe: a -->\n```sh\necho 1\n```\n\n```sh\nnot run\n```\n<!-- recipe: b postgres -->\n```sh\ncreatedb q\n```\n<!-- recipe: a -->\n```sh\necho 2\n```\n")
+	f := write("text\n<!-- recipe: a -->\n```sh\necho 1\n```\n\n```sh\nnot run\n```\n<!-- recipe: b postgres -->\n```sh\ncreatedb q\n```\n<!-- recipe: a node -->\n```sh\necho 2\n```\n")
 	rs, err := parseRecipes(dir, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2 || rs[0].name != "a" || rs[0].text != "echo 1\n\necho 2\n" || rs[0].line != 3 || rs[0].postgres ||
-		rs[1].name != "b" || !rs[1].postgres || rs[1].text != "createdb q\n" {
+	if len(rs) != 2 || rs[0].name != "a" || rs[0].text != "echo 1\n\necho 2\n" || rs[0].line != 3 || rs[0].postgres || !rs[0].node ||
+		rs[1].name != "b" || !rs[1].postgres || rs[1].node || rs[1].text != "createdb q\n" {
 		t.Fatalf("parsed %+v", rs)
 	}
 	for _, bad := range []string{
-		"<!-- recipe: a -->\n\n```sh\necho\n```\n",                                              // not the line before
-		"<!-- recipe: a -->\n```bash\necho\n```\n",                                              // not sh
-		"<!-- recipe: a -->\n```sh\necho\n",                                                     // never ends
-		"<!-- recipe: a b c -->\n```sh\necho\n```\n",                                            // not the grammar
-		"<!-- recipe: a -->\n```sh\necho\n```\n<!-- recipe: a postgres -->\n```sh\necho\n```\n", // mixed
+		"<!-- recipe: a -->\n\n```sh\necho\n```\n",   // not the line before
+		"<!-- recipe: a -->\n```bash\necho\n```\n",   // not sh
+		"<!-- recipe: a -->\n```sh\necho\n",          // never ends
+		"<!-- recipe: a b c -->\n```sh\necho\n```\n", // not the grammar
+		"<!-- recipe: a mysql -->\n```sh\necho\n```\n",
 	} {
 		if _, err := parseRecipes(dir, write(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
