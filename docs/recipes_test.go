@@ -125,6 +125,13 @@ func TestRecipes(t *testing.T) {
 		}
 		recipes = append(recipes, rs...)
 	}
+	for _, r := range recipes {
+		for _, line := range strings.Split(r.text, "\n") {
+			if backgroundsGoRun(line) {
+				t.Errorf("%s, recipe %s: %q puts go run in the background: killing go run leaves the program it started running; start bin/ binaries (make build) instead", r.file, r.name, line)
+			}
+		}
+	}
 	if len(recipes) == 0 {
 		t.Fatal("no recipe is marked runnable in any Markdown file")
 	}
@@ -146,6 +153,30 @@ func TestRecipes(t *testing.T) {
 			runRecipe(t, dir, r)
 		})
 	}
+}
+
+// backgroundsGoRun reports whether a shell line runs `go run` in the
+// background: a single & (not &&) after it, before any comment.
+func backgroundsGoRun(line string) bool {
+	i := strings.Index(line, "go run ")
+	if i < 0 {
+		return false
+	}
+	rest := line[i:]
+	if c := strings.Index(rest, " #"); c >= 0 {
+		rest = rest[:c]
+	}
+	for j := 0; j < len(rest); j++ {
+		if rest[j] != '&' {
+			continue
+		}
+		if j+1 < len(rest) && rest[j+1] == '&' {
+			j++ // &&
+			continue
+		}
+		return true
+	}
+	return false
 }
 
 // copyCheckout copies the files git knows of (tracked, and untracked but
@@ -391,9 +422,9 @@ func dropNewDatabases(t *testing.T, before map[string]bool) {
 	}
 }
 
-// TestParseRecipes pins the marker's grammar: blocks of one name join, a
+// TestParseRecipes pins the marker's grammar (blocks of one name join, a
 // marker must sit on the line before a ```sh fence, and a name needs what
-// any of its blocks says.
+// any of its blocks says) and which lines put go run in the background.
 func TestParseRecipes(t *testing.T) {
 	dir := t.TempDir()
 	write := func(body string) string {
@@ -410,6 +441,18 @@ func TestParseRecipes(t *testing.T) {
 	if len(rs) != 2 || rs[0].name != "a" || rs[0].text != "echo 1\n\necho 2\n" || rs[0].line != 3 || rs[0].postgres || !rs[0].node ||
 		rs[1].name != "b" || !rs[1].postgres || rs[1].node || rs[1].text != "createdb q\n" {
 		t.Fatalf("parsed %+v", rs)
+	}
+	for line, want := range map[string]bool{
+		"go run ./cmd/queen &":                      true,
+		"QUEEN_X=1 go run ./cmd/queen & sleep 1":    true,
+		"go run ./cmd/queen":                        false,
+		"go run ./examples/36 && echo ok":           false,
+		"go run ./cmd/queen   # not & in a comment": false,
+		"bin/queen &":                               false,
+	} {
+		if got := backgroundsGoRun(line); got != want {
+			t.Errorf("backgroundsGoRun(%q) = %v, want %v", line, got, want)
+		}
 	}
 	for _, bad := range []string{
 		"<!-- recipe: a -->\n\n```sh\necho\n```\n",   // not the line before
