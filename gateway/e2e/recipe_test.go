@@ -17,7 +17,7 @@ import (
 
 // recipeMarker precedes the fenced block of docs/gateway.md that
 // TestGatewayRecipe runs.
-const recipeMarker = "<!-- recipe:gateway -->"
+const recipeMarker = "<!-- recipe: gateway -->"
 
 // recipe reads the block that follows recipeMarker in docs/gateway.md, the
 // lines between its ```sh fence and the closing one.
