@@ -1,12 +1,9 @@
 package server
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/wire"
@@ -176,27 +173,12 @@ func (w *viewWaiters) wake(s *Server, all bool) {
 }
 
 // answerView answers a parked view read with the view current now, from
-// any goroutine: on an HTTP connection as any answer made off the loop; on
-// a link's stand-in on its stream, on the link's loop, where the stand-in
-// is taken back (not counted among the link's requests served off the
-// loop, which a parked view read is not).
+// any goroutine, as any answer made off the loop: on an HTTP connection
+// through its AsyncWrite, on a link's stand-in on its stream, where the
+// stand-in is taken back (answerLater; not counted among the link's
+// requests served off the loop, which a parked view read is not).
 func (cs *conn) answerView(vw *viewWait) {
-	s := cs.s
-	resp := wire.AppendResponse(nil, vw.head, appendCellView(nil, s.cellView(), vw.tenant))
-	if cs.gateway == nil {
-		cs.answerAsync(resp)
-		return
-	}
-	s.m.observe(cs.reqRoute, cs.reqStart)
-	l, id := cs.gateway, cs.gatewayID
-	_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-		if l.streams[id] == cs {
-			delete(l.streams, id)
-			l.answer(id, resp)
-		}
-		l.ls.putStandIn(cs)
-		return nil
-	}))
+	cs.answerAsync(wire.AppendResponse(nil, vw.head, appendCellView(nil, cs.s.cellView(), vw.tenant)))
 }
 
 // letGoView lets a parked view read go (its connection closed, its stream

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
@@ -199,6 +201,9 @@ func TestCellViewOverAClientLink(t *testing.T) {
 	if id, code, body := l.answer(t); id != parked || code != 200 || !strings.HasPrefix(body, `{"generation":5,"tenant":"default",`) {
 		t.Fatalf("woken: stream %d %d %s", id, code, body)
 	}
+	if n := offLoopCount(t, ts); n != 0 {
+		t.Fatalf("%d requests counted off the loop after a view read was answered, want 0", n)
+	}
 
 	// A cancel frame lets it go; no answer follows.
 	cancelled := l.send(t, "", 0, "GET", cellViewPath+"?after=5", "")
@@ -227,6 +232,9 @@ func TestCellViewOverAClientLink(t *testing.T) {
 			t.Fatalf("a configure behind the parked view reads: frame %d on stream %d: %q", typ, id, p)
 		}
 	}
+	if n := offLoopCount(t, ts); n != 0 {
+		t.Fatalf("%d requests counted off the loop with four view reads parked, want 0", n)
+	}
 	// The link's end lets the four go.
 	l.c.Close()
 	waitUntil(t, "let go with the link", func() bool { return ts.s.views.n.Load() == 0 })
@@ -243,4 +251,30 @@ func TestCellViewAnsweredOnShutdown(t *testing.T) {
 	if id, code, body := l.answer(t); id != parked || code != 200 || body != urlView4 {
 		t.Fatalf("on shutdown: stream %d %d %s", id, code, body)
 	}
+}
+
+// offLoopCount sums, on each loop, what its client links count as served
+// off the loop (maxLinkOffLoop's count).
+func offLoopCount(t *testing.T, ts *testServer) int {
+	t.Helper()
+	total := 0
+	ts.s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+		done := make(chan int, 1)
+		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			n := 0
+			for l := range ls.clientLinks {
+				n += l.offLoop
+			}
+			done <- n
+			return nil
+		}))
+		select {
+		case n := <-done:
+			total += n
+		case <-time.After(5 * time.Second):
+			t.Fatal("a loop did not run the count")
+		}
+		return true
+	})
+	return total
 }
