@@ -47,7 +47,7 @@ func ParseCellView(q Query, defaultTimeoutMs int) (CellViewParams, error) {
 		var err *Error
 		switch bit {
 		case viewAfter:
-			p.After, err = queryGeneration(v)
+			p.After, err = queryUint("after", "a non-negative integer (the generation last answered)", v, ^uint64(0))
 			p.HasAfter = true
 		case viewTimeout:
 			p.TimeoutMs, err = queryInt("timeout", "a non-negative integer (milliseconds)", v, MaxPopTimeoutMs)
@@ -57,26 +57,4 @@ func ParseCellView(q Query, defaultTimeoutMs int) (CellViewParams, error) {
 		}
 	}
 	return p, nil
-}
-
-// queryGeneration reads a non-negative decimal integer (digits only) as a
-// uint64, saturating.
-func queryGeneration(v []byte) (uint64, *Error) {
-	const noun = "a non-negative integer (the generation last answered)"
-	if len(v) == 0 {
-		return 0, shapeError(CodeBadRequest, "after must be %s, not empty", noun)
-	}
-	var n uint64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, shapeError(CodeBadRequest, "after must be %s, not %s", noun, quote(v))
-		}
-		d := uint64(c - '0')
-		if n > (^uint64(0)-d)/10 {
-			n = ^uint64(0)
-			continue
-		}
-		n = n*10 + d
-	}
-	return n, nil
 }
