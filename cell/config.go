@@ -39,6 +39,13 @@ type Config struct {
 	// (QUEEN_CELL_LISTEN; default HOST, so that HOST=127.0.0.1 keeps the
 	// relay local too). Empty: every interface.
 	Listen string
+	// PublicURL is where clients reach this member's public port
+	// (QUEEN_CELL_PUBLIC_URL: http:// or https://, a host, an optional
+	// port, no path), published with the member so that clients can send
+	// each queue's calls to its owner (docs/cell.md, "Public URLs"). Empty:
+	// none; the broker's wiring derives one from HOST and PORT when HOST
+	// names a dialable address (DerivePublicURL).
+	PublicURL string
 }
 
 // Enabled reports whether the broker is a member of a cell (more than a
@@ -60,6 +67,7 @@ const (
 	EnvHeartbeat     = "QUEEN_CELL_HEARTBEAT_MS"
 	EnvMemberTimeout = "QUEEN_CELL_MEMBER_TIMEOUT_MS"
 	EnvListen        = "QUEEN_CELL_LISTEN"
+	EnvPublicURL     = "QUEEN_CELL_PUBLIC_URL"
 	// EnvHost is the broker's own HOST, the default of EnvListen.
 	EnvHost = "HOST"
 )
@@ -75,7 +83,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	adv := strings.TrimSpace(getenv(EnvAdvertise))
 	if adv == "" {
 		var set []string
-		for _, n := range []string{EnvSecret, EnvHeartbeat, EnvMemberTimeout, EnvListen} {
+		for _, n := range []string{EnvSecret, EnvHeartbeat, EnvMemberTimeout, EnvListen, EnvPublicURL} {
 			if getenv(n) != "" {
 				set = append(set, n)
 			}
@@ -117,10 +125,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
+	public, err := publicURL(getenv(EnvPublicURL))
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.New("bad cell configuration: " + strings.Join(errs, "; "))
 	}
-	return Config{Advertise: adv, Secret: []byte(secret), Heartbeat: hb, MemberTimeout: to, Listen: listen}, nil
+	return Config{Advertise: adv, Secret: []byte(secret), Heartbeat: hb, MemberTimeout: to, Listen: listen, PublicURL: public}, nil
 }
 
 // listenHost reads QUEEN_CELL_LISTEN, or HOST when it is unset: a host to
@@ -191,11 +203,12 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Duration("member_timeout", c.MemberTimeout),
 		slog.String("relay_listen", c.RelayAddr()),
+		slog.String("public_url", c.PublicURL),
 	)
 }
 
 // String is LogValue for fmt: the secret is never printed.
 func (c Config) String() string {
-	return fmt.Sprintf("cell{advertise=%s secret=<%d bytes> heartbeat=%v member_timeout=%v relay_listen=%s}",
-		c.Advertise, len(c.Secret), c.Heartbeat, c.MemberTimeout, c.RelayAddr())
+	return fmt.Sprintf("cell{advertise=%s secret=<%d bytes> heartbeat=%v member_timeout=%v relay_listen=%s public_url=%s}",
+		c.Advertise, len(c.Secret), c.Heartbeat, c.MemberTimeout, c.RelayAddr(), c.PublicURL)
 }

@@ -350,7 +350,7 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 	// processes on one address do not take turns.
 	takeover := !m.announced && !m.displaced
 	b := &pgx.Batch{}
-	b.Queue(m.sql.heartbeat, m.self, m.opts.Incarnation, m.opts.MemberTimeout.Milliseconds(), takeover)
+	b.Queue(m.sql.heartbeat, m.self, m.opts.Incarnation, m.opts.MemberTimeout.Milliseconds(), takeover, m.opts.PublicURL)
 	if takeover {
 		b.Queue(m.sql.notify, m.sql.channel, payload("join", m.self, m.opts.Incarnation))
 	}
@@ -388,10 +388,12 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 var errDisplaced = errors.New("another live process advertises this address")
 
 // tableGone notices a table dropped under the cell, so the next beat
-// creates it again.
+// creates it again, and a table without the public_url column (dropped and
+// made again by a member of the release before it: 42703), so the next
+// beat adds it.
 func (m *Membership) tableGone(err error) {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") {
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000" || pe.Code == "42703") {
 		m.tableOK = false
 	}
 }
@@ -408,7 +410,7 @@ func collectMembers(rows pgx.Rows, err error) ([]Member, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var mb Member
-		err := r.Scan(&mb.ID, &mb.Incarnation)
+		err := r.Scan(&mb.ID, &mb.Incarnation, &mb.URL)
 		return mb, err
 	})
 }
@@ -496,7 +498,7 @@ func (m *Membership) publishDeadline(members []Member, fenced bool, deadline tim
 	if fenced {
 		members = without(members, m.self)
 	} else {
-		members = with(members, Member{ID: m.self, Incarnation: m.opts.Incarnation})
+		members = with(members, Member{ID: m.self, Incarnation: m.opts.Incarnation, URL: m.opts.PublicURL})
 	}
 	cur := m.view.Load()
 	if cur.sameSet(members, fenced) {

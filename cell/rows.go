@@ -16,6 +16,7 @@ type Row struct {
 	JoinedAt    time.Time // when this incarnation (re)joined
 	HeartbeatAt time.Time // its last renewal, on the database's clock
 	Live        bool      // younger than its writer's member timeout
+	PublicURL   string    // where clients reach it; "" when it published none
 }
 
 // Rows reads every member row, live or not yet removed, sorted by ID. It
@@ -30,7 +31,7 @@ func (m *Membership) Rows(ctx context.Context) ([]Row, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var x Row
-		err := r.Scan(&x.ID, &x.Incarnation, &x.JoinedAt, &x.HeartbeatAt, &x.Live)
+		err := r.Scan(&x.ID, &x.Incarnation, &x.JoinedAt, &x.HeartbeatAt, &x.Live, &x.PublicURL)
 		return x, err
 	})
 }

@@ -18,9 +18,9 @@ type statements struct {
 	channel string // the NOTIFY channel, as pg_notify takes it
 	listen  string // LISTEN of that channel
 
-	createSchema, createTable string
-	heartbeat, live, leave    string
-	notify, gc, all           string
+	createSchema, createTable, addURL, hasURL string
+	heartbeat, live, leave                    string
+	notify, gc, all                           string
 }
 
 func newStatements(schema string) statements {
@@ -37,29 +37,39 @@ func newStatements(schema string) statements {
 		// heartbeat plus the member's own timeout, so a row's lifetime is
 		// its writer's setting and members configured differently still
 		// agree on the live set. joined_at is when the current
-		// incarnation (re)joined, for the admin listing.
+		// incarnation (re)joined, for the admin listing. public_url is
+		// where clients reach the member ('' = none).
 		createTable: `CREATE TABLE IF NOT EXISTS ` + t + ` (
 			member       text COLLATE "C" PRIMARY KEY,
 			incarnation  text NOT NULL,
 			joined_at    timestamptz NOT NULL DEFAULT now(),
 			heartbeat_at timestamptz NOT NULL DEFAULT now(),
-			expires_at   timestamptz NOT NULL)`,
+			expires_at   timestamptz NOT NULL,
+			public_url   text NOT NULL DEFAULT '')`,
+		// The table as the release before public URLs made it lacks the
+		// column: added in place, with a default, so that members of that
+		// release, whose statements name their columns, keep working
+		// beside it (their rows read as publishing no URL).
+		addURL: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS public_url text NOT NULL DEFAULT ''`,
+		hasURL: `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'public_url' AND NOT attisdropped)`,
 		// $3 is the member timeout in milliseconds. A row that had expired
 		// (or carried another incarnation) counts as a new join. $4, true
 		// when joining, takes over a live row of another incarnation (this
 		// address's previous process, dead or not yet expired); otherwise
 		// such a row is left alone and no row is touched: another live
 		// process advertises this address (Membership.beat).
-		heartbeat: `INSERT INTO ` + t + ` AS m (member, incarnation, expires_at)
-			VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond')
+		// $5 is the member's public URL.
+		heartbeat: `INSERT INTO ` + t + ` AS m (member, incarnation, expires_at, public_url)
+			VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond', $5)
 			ON CONFLICT (member) DO UPDATE SET
 				joined_at = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_at > now()
 					THEN m.joined_at ELSE now() END,
 				incarnation = EXCLUDED.incarnation,
 				heartbeat_at = now(),
-				expires_at = EXCLUDED.expires_at
+				expires_at = EXCLUDED.expires_at,
+				public_url = EXCLUDED.public_url
 			WHERE $4::boolean OR m.incarnation = EXCLUDED.incarnation OR m.expires_at <= now()`,
-		live: `SELECT member, incarnation FROM ` + t + ` WHERE expires_at > now() ORDER BY member`,
+		live: `SELECT member, incarnation, public_url FROM ` + t + ` WHERE expires_at > now() ORDER BY member`,
 		// A clean leave removes only its own incarnation's row: a
 		// successor on the same address may have taken it over.
 		leave:  `DELETE FROM ` + t + ` WHERE member = $1 AND incarnation = $2`,
@@ -67,7 +77,7 @@ func newStatements(schema string) statements {
 		// Rows of members that left without a clean stop are removed once
 		// they have been dead for ten of our timeouts (and a minute).
 		gc:  `DELETE FROM ` + t + ` WHERE expires_at < now() - greatest($1::bigint * 10, 60000) * interval '1 millisecond'`,
-		all: `SELECT member, incarnation, joined_at, heartbeat_at, expires_at > now() FROM ` + t + ` ORDER BY member`,
+		all: `SELECT member, incarnation, joined_at, heartbeat_at, expires_at > now(), public_url FROM ` + t + ` ORDER BY member`,
 	}
 }
 
@@ -93,20 +103,31 @@ func lockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// ensureTable creates the schema and the table when missing. It is
-// idempotent and runs on every join, so a table dropped under a running
-// cell comes back.
+// ensureTable creates the schema and the table when missing, and adds the
+// public_url column to a table of the release before it. It is idempotent
+// and runs on every join, so a table dropped under a running cell comes
+// back. A table that has the column costs no DDL (a role that may not
+// alter it still works on a table the operator prepared).
 func (m *Membership) ensureTable(ctx context.Context, c *pgxpool.Conn) error {
 	return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(m.schema)); err != nil {
 			return err
 		}
+		table := pgx.Identifier{m.schema}.Sanitize() + ".cell_members"
 		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{m.schema}.Sanitize()+".cell_members").Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
 			return err
 		}
 		if exists {
-			return nil
+			var hasURL bool
+			if err := tx.QueryRow(ctx, m.sql.hasURL, table).Scan(&hasURL); err != nil || hasURL {
+				return err
+			}
+			_, err := tx.Exec(ctx, m.sql.addURL)
+			if err == nil {
+				m.log.Info("cell: added the public_url column to the members table (a table of the release before public URLs)")
+			}
+			return err
 		}
 		if _, err := tx.Exec(ctx, m.sql.createSchema); err != nil {
 			return err

@@ -15,6 +15,11 @@ type Member struct {
 	// Incarnation is the member process's incarnation (the engine's): a
 	// member that restarts on the same address comes back as another one.
 	Incarnation string
+	// URL is where clients reach the member's public port
+	// (QUEEN_CELL_PUBLIC_URL, or derived from HOST and PORT): "" when it
+	// published none (it cannot be derived, or the member is of a release
+	// before public URLs). Clients route its queues through any member then.
+	URL string
 }
 
 // View is an immutable snapshot of the cell as one member sees it. A

@@ -386,6 +386,14 @@ func familySteps() [][3]string {
 		{"GET", "/api/v1/ephemeral/nosuch", ""},
 		{"GET", "/api/v1/ephemeral", ""},
 		{"POST", "/api/v1/ephemeral/push/extra", `{}`},
+		// the cell's view read (D19): a single broker's answer, at once,
+		// after a timeout, and its refusals.
+		{"GET", "/api/v1/ephemeral/cell", ""},
+		{"GET", "/api/v1/ephemeral/cell?after=0&timeout=20", ""},
+		{"GET", "/api/v1/ephemeral/cell?after=7", ""},
+		{"GET", "/api/v1/ephemeral/cell?after=x", ""},
+		{"GET", "/api/v1/ephemeral/cell?timeout=1&timeout=2", ""},
+		{"POST", "/api/v1/ephemeral/cell", `{}`},
 	}
 }
 

@@ -179,6 +179,9 @@ func (s *Server) CellChanging(prev, next *cell.View) {
 func (s *Server) CellChanged(prev, next *cell.View) {
 	s.e.DropMoved(next.Owns)
 	s.redivide(next)
+	if s.views.n.Load() > 0 {
+		go s.views.wake(s, false) // the view reads parked on an older generation
+	}
 	if prev == nil || s.cell == nil {
 		return
 	}
@@ -336,6 +339,10 @@ func (cs *conn) answerGateway(raw []byte) {
 // cancelled there. The stand-in is taken back unless a completion is
 // still to come.
 func (cs *conn) letGo() {
+	if cs.letGoView() {
+		cs.ls.putStandIn(cs) // a parked view read: nothing will answer it
+		return
+	}
 	if l := cs.relayLink; cs.gateway != nil && l != nil && l != cs.gateway {
 		l.cancel(cs) // no answer will find it
 		cs.ls.putStandIn(cs)

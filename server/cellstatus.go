@@ -51,6 +51,7 @@ func (s *Server) appendCellHealth(b []byte) []byte {
 type cellMember struct {
 	Member      string     `json:"member"`
 	Incarnation string     `json:"incarnation"`
+	PublicURL   string     `json:"publicUrl"`   // where clients reach it (QUEEN_CELL_PUBLIC_URL); "" when it published none
 	JoinedAt    *time.Time `json:"joinedAt"`    // null: no row (it was removed since the view was read)
 	HeartbeatAt *time.Time `json:"heartbeatAt"` // its last renewal, the database's clock
 	Live        bool       `json:"live"`        // its row is younger than its writer's timeout
@@ -129,7 +130,7 @@ func (s *Server) cellListing(v *cell.View, rows []cell.Row) cellListing {
 	seen := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		joined, beat := r.JoinedAt.UTC(), r.HeartbeatAt.UTC()
-		m := cellMember{Member: r.ID, Incarnation: r.Incarnation, JoinedAt: &joined, HeartbeatAt: &beat, Live: r.Live, Self: r.ID == v.Self}
+		m := cellMember{Member: r.ID, Incarnation: r.Incarnation, PublicURL: r.PublicURL, JoinedAt: &joined, HeartbeatAt: &beat, Live: r.Live, Self: r.ID == v.Self}
 		if i, ok := index[r.ID]; ok && v.Members[i].Incarnation == r.Incarnation {
 			m.InView, m.DeclaredQueues = true, declared[i]
 			seen[r.ID] = true
@@ -141,7 +142,7 @@ func (s *Server) cellListing(v *cell.View, rows []cell.Row) cellListing {
 	}
 	for i, m := range v.Members { // in the view, but its row is gone or another incarnation's
 		if !seen[m.ID] {
-			e := cellMember{Member: m.ID, Incarnation: m.Incarnation, InView: true, Self: m.ID == v.Self, DeclaredQueues: declared[i]}
+			e := cellMember{Member: m.ID, Incarnation: m.Incarnation, PublicURL: m.URL, InView: true, Self: m.ID == v.Self, DeclaredQueues: declared[i]}
 			if e.Self {
 				e.ImplicitQueues = &implicit
 			}

@@ -76,7 +76,7 @@ func TestCellRouteListsMembers(t *testing.T) {
 	v := cell.StaticView(7, self, threeMembers, false)
 	t0 := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
 	rows := []cell.Row{
-		{ID: "10.0.0.1:7000", Incarnation: "aaa", JoinedAt: t0, HeartbeatAt: t0.Add(3 * time.Second), Live: true},
+		{ID: "10.0.0.1:7000", Incarnation: "aaa", JoinedAt: t0, HeartbeatAt: t0.Add(3 * time.Second), Live: true, PublicURL: "http://10.0.0.1:6632"},
 		{ID: "10.0.0.2:7000", Incarnation: "bbb", JoinedAt: t0, HeartbeatAt: t0.Add(4 * time.Second), Live: true},
 		{ID: "10.0.0.3:7000", Incarnation: "ccc", JoinedAt: t0, HeartbeatAt: t0.Add(2 * time.Second), Live: true},
 		{ID: "10.0.0.9:7000", Incarnation: "zzz", JoinedAt: t0, HeartbeatAt: t0.Add(-time.Minute), Live: false},
@@ -131,7 +131,8 @@ func TestCellRouteListsMembers(t *testing.T) {
 	if total != 60 {
 		t.Fatalf("declared queues owned add up to %d, want 60", total)
 	}
-	for _, want := range []string{`"member":"10.0.0.1:7000","incarnation":"aaa","joinedAt":"2026-12-01T05:00:00Z","heartbeatAt":"2026-12-01T05:00:03Z","live":true,"inView":true,"self":false`,
+	for _, want := range []string{`"member":"10.0.0.1:7000","incarnation":"aaa","publicUrl":"http://10.0.0.1:6632","joinedAt":"2026-12-01T05:00:00Z","heartbeatAt":"2026-12-01T05:00:03Z","live":true,"inView":true,"self":false`,
+		`"member":"10.0.0.2:7000","incarnation":"bbb","publicUrl":"",`,
 		`"implicitQueues":null`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("listing lacks %s: %s", want, body)

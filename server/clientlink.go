@@ -209,13 +209,16 @@ func (cs *conn) linkAdmits(req *wire.Request, need identity.Level) bool {
 // loop, and the stand-in is taken back there.
 func (cs *conn) answerLater(resp []byte) {
 	l, id := cs.gateway, cs.gatewayID
+	view := cs.reqRoute == routeCellView // a waiting view read is not counted off the loop (cellview.go)
 	_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		if l.streams[id] == cs {
 			delete(l.streams, id)
 			l.answer(id, resp)
 		}
 		l.ls.putStandIn(cs)
-		l.offLoopDone()
+		if !view {
+			l.offLoopDone()
+		}
 		return nil
 	}))
 }

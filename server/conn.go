@@ -643,6 +643,7 @@ func (cs *conn) closed() {
 	if cs.relayLink != nil {
 		cs.relayLink.cancel(cs) // a relayed pop is let go on the owner
 	}
+	cs.letGoView()
 	if cs.p != nil {
 		cs.p.Reset() // forgets the half-read request: idle again
 		cs.ls.parsers.Put(cs.p)

@@ -229,10 +229,10 @@ const maxLinkOffLoop = 4
 
 // noteOffLoop runs when the request of stream's stand-in cs was not
 // answered on the loop: one served off the loop (not a parked pop, nor one
-// relayed to another member) counts against maxLinkOffLoop until
-// offLoopDone.
+// relayed to another member, nor a parked view read, bounded apart:
+// cellview.go) counts against maxLinkOffLoop until offLoopDone.
 func (l *relayLink) noteOffLoop(cs *conn) {
-	if l.role == linkClient && !cs.parked() && cs.relayLink == l {
+	if l.role == linkClient && !cs.parked() && cs.relayLink == l && cs.reqRoute != routeCellView {
 		l.offLoop++
 	}
 }

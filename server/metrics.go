@@ -44,6 +44,7 @@ const (
 	routeMetrics
 	routeSystem
 	routeGrants
+	routeCellView
 	numRoutes
 )
 
@@ -61,6 +62,7 @@ var routeNames = [numRoutes]string{
 	routeMetrics:     "metrics",
 	routeSystem:      "system",
 	routeGrants:      "grants",
+	routeCellView:    "cell",
 }
 
 // latencyBuckets cover a request served on the loop (tens of microseconds)

@@ -10,7 +10,8 @@ import (
 // TestRouteTable pins the family's route table to the route file and D17:
 // each route's method, the access it needs, and how a cell serves it
 // (push, pop and ack by the queue's owner; configure, reset and delete by
-// every member; the two status reads by the member they land on).
+// every member; the status reads, the cell's view among them, by the member
+// they land on).
 func TestRouteTable(t *testing.T) {
 	type want struct {
 		method wire.Method
@@ -26,6 +27,7 @@ func TestRouteTable(t *testing.T) {
 		"queues":    {wire.MethodGet, identity.Read, servedHere},
 		"queue/":    {wire.MethodDelete, identity.ReadWrite, appliedByAll},
 		"queues/":   {wire.MethodGet, identity.Read, servedHere},
+		"cell":      {wire.MethodGet, identity.Read, servedHere}, // the addition for owner-aware clients (D19)
 	}
 	all := append(append([]ephemeralRoute(nil), fixedRoutes...), deleteRoute, depthRoute)
 	if len(all) != len(wants) {

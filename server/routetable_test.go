@@ -23,10 +23,11 @@ func TestRouteTablePublishesTheFamily(t *testing.T) {
 		{"POST", "/api/v1/ephemeral/configure", "read-write", "none"},
 		{"POST", "/api/v1/ephemeral/reset", "read-write", "none"},
 		{"GET", "/api/v1/ephemeral/queues", "read-only", "none"},
+		{"GET", "/api/v1/ephemeral/cell", "read-only", "none"},
 		{"DELETE", "/api/v1/ephemeral/queue/:queue", "read-write", "none"},
 		{"GET", "/api/v1/ephemeral/queues/:queue/depth", "read-only", "none"},
 	}
-	ids := []routeID{routePush, routePop, routeAck, routeConfigure, routeReset, routeQueues, routeDeleteQueue, routeDepth}
+	ids := []routeID{routePush, routePop, routeAck, routeConfigure, routeReset, routeQueues, routeCellView, routeDeleteQueue, routeDepth}
 	got := RouteTable()
 	if !slices.Equal(got, want) {
 		t.Fatalf("RouteTable:\n got %v\nwant %v", got, want)

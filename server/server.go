@@ -64,6 +64,8 @@ type Server struct {
 
 	sy syncState // following the store's changes (sync.go)
 
+	views viewWaiters // the parked view reads (cellview.go)
+
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 
 	// The cell (cell.go); nil in a cell of one.
@@ -154,6 +156,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	close(s.quit)
 	s.e.ReleaseWaiters()
+	s.views.wake(s, true) // parked view reads answered with the view, as pops are
 	if s.ln == nil {
 		return nil // never started
 	}

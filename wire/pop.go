@@ -106,16 +106,25 @@ func ParsePop(q Query, defaultTimeoutMs int) (PopParams, error) {
 // to most: a value too large to represent is still a non-negative integer,
 // so it clamps rather than refuses.
 func queryInt(name, noun string, v []byte, most int) (int, *Error) {
+	n, err := queryUint(name, noun, v, uint64(most))
+	return int(n), err
+}
+
+// queryUint is queryInt for a uint64: digits only, clamped to most (the
+// digits saturate rather than overflow).
+func queryUint(name, noun string, v []byte, most uint64) (uint64, *Error) {
 	if len(v) == 0 {
 		return 0, shapeError(CodeBadRequest, "%s must be %s, not empty", name, noun)
 	}
-	n := 0
+	var n uint64
 	for _, c := range v {
 		if c < '0' || c > '9' {
 			return 0, shapeError(CodeBadRequest, "%s must be %s, not %s", name, noun, quote(v))
 		}
-		if n <= most {
-			n = n*10 + int(c-'0')
+		if d := uint64(c - '0'); n <= (^uint64(0)-d)/10 {
+			n = n*10 + d
+		} else {
+			n = ^uint64(0)
 		}
 	}
 	return min(n, most), nil

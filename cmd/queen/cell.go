@@ -47,11 +47,15 @@ const testRelayDelay = "QUEEN_TEST_RELAY_DELAY_MS"
 
 // cellConfig reads the QUEEN_CELL_* variables and refuses what cannot run:
 // the cell package's own rules, and a relay port equal to publicPort (PORT,
-// its default applied).
+// its default applied). An unset QUEEN_CELL_PUBLIC_URL is derived from
+// HOST and publicPort when HOST names a dialable address.
 func cellConfig(getenv func(string) string, publicPort string) (cell.Config, error) {
 	cc, err := cell.FromEnv(getenv)
 	if err != nil || !cc.Enabled() {
 		return cc, err
+	}
+	if cc.PublicURL == "" {
+		cc.PublicURL = cell.DerivePublicURL(getenv("HOST"), publicPort)
 	}
 	_, port, err := net.SplitHostPort(cc.Advertise)
 	if err != nil {
@@ -74,6 +78,9 @@ func startCell(cc cell.Config, delay time.Duration, stcfg storeenv.Choice, e *en
 		return nil, err
 	}
 	if w := unreachableRelay(cc); w != "" {
+		log.Warn(w)
+	}
+	if w := noPublicURL(cc); w != "" {
 		log.Warn(w)
 	}
 	// The relay's bounds before authentication are the package's defaults
@@ -125,7 +132,7 @@ func startCell(cc cell.Config, delay time.Duration, stcfg storeenv.Choice, e *en
 		return nil, fmt.Errorf("join the cell: %w", err)
 	}
 	srv.SetMembership(m)
-	log.Info("cell member", "advertise", cc.Advertise, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
+	log.Info("cell member", "advertise", cc.Advertise, "public_url", cc.PublicURL, "heartbeat", cc.Heartbeat, "member_timeout", cc.MemberTimeout)
 	return &cellParts{m: m, rs: rs, rc: rc, ln: ln, log: log}, nil
 }
 
@@ -154,6 +161,17 @@ func unreachableRelay(cc cell.Config) string {
 	}
 	return fmt.Sprintf("the relay listens on %s (QUEEN_CELL_LISTEN, default HOST) but QUEEN_CELL_ADVERTISE=%s: members on other hosts cannot reach it unless something local forwards to it; set QUEEN_CELL_LISTEN to an address they reach",
 		cc.RelayAddr(), cc.Advertise)
+}
+
+// noPublicURL says that a member publishes no public URL (neither
+// QUEEN_CELL_PUBLIC_URL nor a dialable HOST gave one): "" when it does. A
+// warning, not a refusal: the member serves and relays as ever, and
+// clients that route by owner send its queues' calls through any member.
+func noPublicURL(cc cell.Config) string {
+	if !cc.Enabled() || cc.PublicURL != "" {
+		return ""
+	}
+	return "this member publishes no public URL: QUEEN_CELL_PUBLIC_URL is unset and HOST names no address a client can dial (unset, 0.0.0.0 or ::); clients cannot send this member's queues to it directly, and other members relay them. Set QUEEN_CELL_PUBLIC_URL to the URL clients reach this broker's port at, e.g. http://10.0.0.1:6632"
 }
 
 // isLoopback: "localhost" or a loopback address.

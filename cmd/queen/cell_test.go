@@ -107,3 +107,69 @@ func TestUnreachableRelayWarning(t *testing.T) {
 		}
 	}
 }
+
+// QUEEN_CELL_PUBLIC_URL, or its default derived from HOST and PORT, through
+// configFromEnv: the URL published, or none and the warning at start; and
+// the refusals of a bad value.
+func TestPublicURLFromEnv(t *testing.T) {
+	base := map[string]string{
+		"QUEEN_DATABASE_URL":   "postgres://db/q",
+		"QUEEN_CELL_ADVERTISE": "10.0.0.1:7000",
+		"QUEEN_CELL_SECRET":    "0123456789abcdef-cell",
+	}
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		want      string // the URL published; "" = none, and the warning
+		refusedAs string // a refusal containing this
+	}{
+		{"HOST and PORT", map[string]string{"HOST": "10.0.0.1", "PORT": "8080"}, "http://10.0.0.1:8080", ""},
+		{"HOST and the default PORT", map[string]string{"HOST": "broker-a.internal"}, "http://broker-a.internal:6632", ""},
+		{"an IPv6 HOST", map[string]string{"HOST": "fd00::1"}, "http://[fd00::1]:6632", ""},
+		{"loopback HOST", map[string]string{"HOST": "127.0.0.1"}, "http://127.0.0.1:6632", ""},
+		{"HOST unset (every interface)", nil, "", ""},
+		{"HOST 0.0.0.0", map[string]string{"HOST": "0.0.0.0"}, "", ""},
+		{"HOST ::", map[string]string{"HOST": "::"}, "", ""},
+		{"the variable over HOST", map[string]string{"HOST": "10.0.0.1", "QUEEN_CELL_PUBLIC_URL": "https://broker-a.example.com"}, "https://broker-a.example.com", ""},
+		{"the variable with HOST 0.0.0.0", map[string]string{"HOST": "0.0.0.0", "QUEEN_CELL_PUBLIC_URL": "http://10.0.0.1:6632/"}, "http://10.0.0.1:6632", ""},
+		{"a path", map[string]string{"QUEEN_CELL_PUBLIC_URL": "http://10.0.0.1:6632/queen"}, "", "QUEEN_CELL_PUBLIC_URL=\"http://10.0.0.1:6632/queen\" must have no path"},
+		{"no scheme", map[string]string{"QUEEN_CELL_PUBLIC_URL": "10.0.0.1:6632"}, "", "must start with http:// or https://"},
+		{"an unspecified host", map[string]string{"QUEEN_CELL_PUBLIC_URL": "http://0.0.0.0:6632"}, "", "unspecified address"},
+		{"without QUEEN_CELL_ADVERTISE", map[string]string{"QUEEN_CELL_ADVERTISE": "", "QUEEN_CELL_PUBLIC_URL": "http://10.0.0.1:6632"}, "", "QUEEN_CELL_PUBLIC_URL is set without QUEEN_CELL_ADVERTISE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := map[string]string{}
+			for k, v := range base {
+				e[k] = v
+			}
+			for k, v := range tc.env {
+				e[k] = v
+			}
+			c, err := configFromEnv(envOf(e))
+			if tc.refusedAs != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refusedAs) {
+					t.Fatalf("error %v, want one containing %q", err, tc.refusedAs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Cell.PublicURL != tc.want {
+				t.Fatalf("public URL %q, want %q", c.Cell.PublicURL, tc.want)
+			}
+			w := noPublicURL(c.Cell)
+			if (w != "") != (tc.want == "") {
+				t.Fatalf("warning %q with public URL %q", w, c.Cell.PublicURL)
+			}
+			if w != "" && (!strings.Contains(w, "Set QUEEN_CELL_PUBLIC_URL") || strings.Contains(w, "\n")) {
+				t.Fatalf("the warning is not one line naming the variable: %q", w)
+			}
+		})
+	}
+	// A broker outside a cell publishes nothing and warns of nothing.
+	c, err := configFromEnv(envOf(map[string]string{"HOST": "10.0.0.1"}))
+	if err != nil || c.Cell.PublicURL != "" || noPublicURL(c.Cell) != "" {
+		t.Fatalf("outside a cell: %+v %v", c.Cell, err)
+	}
+}

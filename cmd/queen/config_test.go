@@ -89,6 +89,7 @@ var mappedElsewhere = map[string]string{
 	"QUEEN_CELL_HEARTBEAT_MS":             "TestCellSettings below",
 	"QUEEN_CELL_LISTEN":                   "TestRelayListenerFromEnv",
 	"QUEEN_CELL_MEMBER_TIMEOUT_MS":        "TestCellSettings below",
+	"QUEEN_CELL_PUBLIC_URL":               "TestPublicURLFromEnv",
 	"GOMEMLIMIT":                          "read by logLimits at start",
 }
 

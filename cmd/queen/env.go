@@ -25,6 +25,7 @@ var settings = []envconf.Setting{
 	{Name: "QUEEN_CELL_SECRET", Default: "", Help: "with QUEEN_CELL_ADVERTISE: shared secret authenticating member-to-member traffic (at least 16 bytes)"},
 	{Name: "QUEEN_CELL_HEARTBEAT_MS", Default: ms(cell.DefaultHeartbeat), Help: "with QUEEN_CELL_ADVERTISE: how often a member renews its row and reloads the live set"},
 	{Name: "QUEEN_CELL_LISTEN", Default: "", Help: "with QUEEN_CELL_ADVERTISE: the host the relay binds, on the advertised port (default: HOST when set, else every interface)"},
+	{Name: "QUEEN_CELL_PUBLIC_URL", Default: "", Help: "with QUEEN_CELL_ADVERTISE: the URL clients reach this member's public port at (http:// or https://, host, port, no path), given to clients so that they send each queue to its owner (default: http://HOST:PORT when HOST names a dialable address, else none)"},
 	{Name: "QUEEN_CELL_MEMBER_TIMEOUT_MS", Default: ms(cell.DefaultMemberTimeout), Help: "with QUEEN_CELL_ADVERTISE: a member silent this long leaves the cell (and fences itself); at least twice the heartbeat"},
 	{Name: "QUEEN_EPHEMERAL_MAX_BYTES", Default: "268435456", Help: "the broker's total payload budget (256 MiB): 503 ephemeral_unavailable past it"},
 	{Name: "QUEEN_EPHEMERAL_QUEUE_MAX_BYTES", Default: "16777216", Help: "default maxBytes of a queue (16 MiB)"},
