@@ -138,8 +138,8 @@ func (m *Mux) Start(c Caller, method string, target, body []byte) (uint64, error
 
 // StartRequest is Start for a whole Request, identity fields included
 // (the cell's relay carries the identity the landing member established).
-// A request whose payload is over MuxConfig.MaxFrame fails with
-// ErrFrameTooLong, having queued nothing: the server would close the link
+// A request that does not fit in a frame of MuxConfig.MaxFrame
+// (Request.Fits) fails with ErrFrameTooLong, having queued nothing: the server would close the link
 // on it. r's bytes are copied before it returns.
 func (m *Mux) StartRequest(c Caller, r *Request) (uint64, error) {
 	return m.start(c, FrameRequest, r, nil)
@@ -152,7 +152,7 @@ func (m *Mux) SendToken(c Caller, token []byte) (uint64, error) {
 }
 
 func (m *Mux) start(c Caller, typ byte, r *Request, p []byte) (uint64, error) {
-	if r != nil && r.EncodedLen() > m.cfg.MaxFrame || len(p) > m.cfg.MaxFrame {
+	if r != nil && !r.Fits(m.cfg.MaxFrame) || len(p) > m.cfg.MaxFrame {
 		return 0, ErrFrameTooLong
 	}
 	m.mu.Lock()
