@@ -201,12 +201,16 @@ func (c *Client) Go(ctx context.Context, addr string, req *link.Request, done fu
 		return &Error{Addr: addr, Kind: ErrOverloaded}
 	}
 	cl := &call{peer: p, done: done}
+	// Either may fire at once (a context already done): cancelled waits
+	// for cl.mu, so that finish sees both set.
+	cl.mu.Lock()
 	if ctx.Done() != nil {
 		cl.stopCtx = context.AfterFunc(ctx, func() { cl.cancelled(ctx.Err()) })
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		cl.timer = time.AfterFunc(c.cfg.CallTimeout, func() { cl.cancelled(context.DeadlineExceeded) })
 	}
+	cl.mu.Unlock()
 	p.slots[p.rr.Add(1)%uint32(len(p.slots))].submit(cl, req)
 	return nil
 }
