@@ -474,6 +474,20 @@ func TestStalledFrameFailsTheAcceptedLink(t *testing.T) {
 	}
 }
 
+// A frame that stalls inside its header is under the frame timeout too,
+// not only the (here much longer) ping timeout.
+func TestFrameStalledInItsHeaderFailsTheAcceptedLink(t *testing.T) {
+	addr := startAccepting(t, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: time.Minute, FrameTimeout: 300 * time.Millisecond})
+	c := dialMember(t, addr)
+	if _, err := c.Write(link.AppendHeader(nil, link.FrameRequest, 1, 100)[:5]); err != nil {
+		t.Fatal(err)
+	}
+	// 10 s: the frame timeout, generously, and far short of the ping timeout.
+	if took := waitClosed(t, c, 10*time.Second); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the frame timeout", took)
+	}
+}
+
 // A dialled link is pinged every interval even while the owner keeps
 // sending (answers to parked pops, here unasked pongs): the owner fails an
 // accepted link that has sent it nothing for its ping timeout.
