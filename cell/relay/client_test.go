@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"reflect"
 	"strconv"
@@ -241,5 +242,55 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if _, err := NewClient(ClientConfig{}); err == nil {
 		t.Error("NewClient without a secret accepted")
+	}
+}
+
+// A call cancelled while its link is still being dialled (here: a peer
+// that accepts and never says hello) ends at once, and was not sent.
+func TestCallCancelledBeforeItsLinkIsUpWasNotSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c) // until the client gives up its dial
+		}
+	}()
+	c := newClient(t, func(cfg *ClientConfig) { cfg.DialTimeout = 500 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	ends := make(chan error, 2)
+	if err := c.Go(ctx, ln.Addr().String(), req("/x", ""), func(_ link.Response, err error) { ends <- err }); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-ends; !errors.Is(err, ErrCanceled) || MaybeDelivered(err) {
+		t.Fatalf("cancelled while dialling: %v (maybe delivered %v)", err, MaybeDelivered(err))
+	}
+	waitFor(t, "the dial to give up", func() bool { return c.Dials() == 1 && c.Conns(ln.Addr().String()) == 0 })
+	c.Close() // waits for the dial: the call must not end a second time
+	if len(ends) != 0 {
+		t.Fatalf("the call ended again: %v", <-ends)
+	}
+}
+
+// An answer that begins and stalls ends its call at the ping timeout
+// (only a whole frame counts as heard), as unreachable and maybe
+// delivered: the owner had the request.
+func TestStalledAnswerFailsAtThePingTimeout(t *testing.T) {
+	_, addr, o := startServer(t, nil)
+	c := newClient(t, func(cfg *ClientConfig) { cfg.PingInterval = 20 * time.Millisecond; cfg.PingTimeout = 300 * time.Millisecond })
+	ch := goCall(t, c, addr, req("/x", ""))
+	lc := o.next(t)
+	f := nextFrame(t, serve(lc))
+	if _, err := lc.Write(link.AppendHeader(nil, link.FrameAnswer, f.id, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	lc.Write([]byte("HTTP/1.1 200")) // and no more
+	if err := await(t, ch).err; !errors.Is(err, ErrUnreachable) || !errors.Is(err, link.ErrSilent) || !MaybeDelivered(err) {
+		t.Fatalf("stalled answer: %v (maybe delivered %v)", err, MaybeDelivered(err))
 	}
 }
