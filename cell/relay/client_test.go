@@ -282,7 +282,10 @@ func TestCallCancelledBeforeItsLinkIsUpWasNotSent(t *testing.T) {
 // delivered: the owner had the request.
 func TestStalledAnswerFailsAtThePingTimeout(t *testing.T) {
 	_, addr, o := startServer(t, nil)
-	c := newClient(t, func(cfg *ClientConfig) { cfg.PingInterval = 20 * time.Millisecond; cfg.PingTimeout = 300 * time.Millisecond })
+	c := newClient(t, func(cfg *ClientConfig) {
+		cfg.PingInterval = 20 * time.Millisecond
+		cfg.PingTimeout = 300 * time.Millisecond
+	})
 	ch := goCall(t, c, addr, req("/x", ""))
 	lc := o.next(t)
 	f := nextFrame(t, serve(lc))
