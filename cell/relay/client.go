@@ -19,7 +19,11 @@ type ClientConfig struct {
 	// MaxInFlightPerPeer bounds the calls waiting on one peer (default
 	// 65536); one more fails at once with ErrOverloaded.
 	MaxInFlightPerPeer int
-	// MaxFrameBytes bounds one frame (default 80 MiB), as ServerConfig's.
+	// MaxFrameBytes bounds one frame, a request sent or an answer read
+	// (default 80 MiB, link.MaxFrame: the broker's 64 MiB body and its
+	// head, as the owner's loops bound a relay link's frames). A request
+	// over it fails with ErrTooLarge before it is sent; an answer over it
+	// ends the connection (its next frame is unknown), and its calls.
 	MaxFrameBytes int
 	// DialTimeout bounds dial and handshake together (default 2 s).
 	DialTimeout time.Duration
