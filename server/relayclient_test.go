@@ -158,15 +158,21 @@ func TestRelayClientCancellationReachesTheParkedPop(t *testing.T) {
 	}
 	waitUntil(t, "the cancelled pop to be let go", func() bool { return parkedPops(o.e) == 0 })
 
-	dctx, dcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer dcancel()
 	timed := newRelayClient(t, func(cfg *relay.ClientConfig) { cfg.CallTimeout = 200 * time.Millisecond })
-	for name, call := range map[string]func() error{
-		"deadline":    func() error { _, err := rc.Do(dctx, o.addr, parkReq(q, 60000)); return err },
-		"CallTimeout": func() error { _, err := timed.Do(context.Background(), o.addr, parkReq(q, 60000)); return err },
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"deadline", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := rc.Do(ctx, o.addr, parkReq(q, 60000))
+			return err
+		}},
+		{"CallTimeout", func() error { _, err := timed.Do(context.Background(), o.addr, parkReq(q, 60000)); return err }},
 	} {
-		if err := call(); !errors.Is(err, relay.ErrTimeout) || !relay.ForwardFailed(err) || !relay.MaybeDelivered(err) {
-			t.Fatalf("%s: %v", name, err)
+		if err := c.call(); !errors.Is(err, relay.ErrTimeout) || !relay.ForwardFailed(err) || !relay.MaybeDelivered(err) {
+			t.Fatalf("%s: %v", c.name, err)
 		}
 		waitUntil(t, "the timed-out pop to be let go", func() bool { return parkedPops(o.e) == 0 })
 	}

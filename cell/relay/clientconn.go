@@ -141,7 +141,7 @@ func Dial(addr string, secret []byte, timeout time.Duration) (net.Conn, error) {
 }
 
 // dial connects slot s's link and starts its watcher, which forgets the
-// link when it ends.
+// link when it ends, however it ends.
 func (c *Client) dial(s *slot) (*link.Mux, error) {
 	addr := s.p.addr
 	c.dials.Add(1)
@@ -162,6 +162,7 @@ func (c *Client) dial(s *slot) (*link.Mux, error) {
 	go func() {
 		defer c.wg.Done()
 		<-m.Done()
+		m.Close() // waits for the Mux's goroutines: Close's wait covers them
 		c.mu.Lock()
 		delete(c.conns, m)
 		c.mu.Unlock()
