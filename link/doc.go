@@ -8,8 +8,15 @@
 // refusal reasons, the request encoding) and the rule every caller
 // applies when a stream ends without an answer (lost.go): whether the
 // request may have been served, and so may never be sent again by itself.
-// It knows nothing of sockets' owners, identities or queues: the server
-// serves frames on its event loops, cell/relay authenticates members with
-// its handshake before speaking them, and the SDK upgrades an HTTP
-// connection to them.
+// It holds the two ends a caller uses: Mux (mux.go), the client's end for
+// callers on many goroutines, on which the Go SDK's links and the cell
+// relay's Client (the fan-out of reset and delete) run; and Streams
+// (streams.go) with NextFrame (buffered.go), for a caller on one event
+// loop: the broker's links to other members and the gateway's links to
+// its brokers.
+//
+// It knows nothing of sockets' owners, identities or queues: the broker
+// and the gateway serve frames on their event loops, cell/relay
+// authenticates members with its handshake before speaking them, and the
+// SDK upgrades an HTTP connection to them.
 package link

@@ -94,6 +94,13 @@ func (r *Request) EncodedLen() int {
 	return 2 + len(r.Tenant) + 1 + 1 + len(r.Method) + 4 + len(r.Target) + 4 + len(r.Header) + len(r.Body)
 }
 
+// Fits reports whether r encodes into a request frame whose payload is at
+// most limit bytes: its tenant and method within their length fields, and
+// the whole within the limit.
+func (r *Request) Fits(limit int) bool {
+	return len(r.Tenant) <= 0xffff && len(r.Method) <= 0xff && r.EncodedLen() <= limit
+}
+
 var errBadRequest = errors.New("link: malformed request frame")
 
 // AppendRequest encodes r after a frame header for stream id.

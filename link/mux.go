@@ -27,10 +27,13 @@ type Caller interface {
 // StreamError ends a stream without an answer. Served applies the one rule
 // (lost.go): the request may have been served, and must not be sent again
 // by itself. Busy: the server refused it for its bound on streams in
-// flight; it was not served and may be sent again after a pause.
+// flight; it was not served and may be sent again after a pause. Reason
+// is the refuse frame's reason byte (0: the stream was not refused, the
+// Mux ended).
 type StreamError struct {
 	Served bool
 	Busy   bool
+	Reason byte
 	Cause  error
 }
 
@@ -133,6 +136,15 @@ func (m *Mux) Start(c Caller, method string, target, body []byte) (uint64, error
 	return m.start(c, FrameRequest, &r, nil)
 }
 
+// StartRequest is Start for a whole Request, identity fields included
+// (the cell's relay carries the identity the landing member established).
+// A request that does not fit in a frame of MuxConfig.MaxFrame
+// (Request.Fits) fails with ErrFrameTooLong, having queued nothing: the server would close the link
+// on it. r's bytes are copied before it returns.
+func (m *Mux) StartRequest(c Caller, r *Request) (uint64, error) {
+	return m.start(c, FrameRequest, r, nil)
+}
+
 // SendToken queues a token frame (docs/link.md, "Token") on a new stream
 // for c.
 func (m *Mux) SendToken(c Caller, token []byte) (uint64, error) {
@@ -140,6 +152,9 @@ func (m *Mux) SendToken(c Caller, token []byte) (uint64, error) {
 }
 
 func (m *Mux) start(c Caller, typ byte, r *Request, p []byte) (uint64, error) {
+	if r != nil && !r.Fits(m.cfg.MaxFrame) || len(p) > m.cfg.MaxFrame {
+		return 0, ErrFrameTooLong
+	}
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()
@@ -196,22 +211,52 @@ func (m *Mux) Release() {
 // and tells the server (a parked pop is let go). It reports false when the
 // stream has already ended or is ending: its Caller is called or has been.
 func (m *Mux) Cancel(id uint64) bool {
+	cancelled, _ := m.CancelStream(id)
+	return cancelled
+}
+
+// CancelStream is Cancel, and reports too whether the stream's frame had
+// left: sent is false when the frame was still waiting for the writer (a
+// Hold, or a write in progress), and is then taken out of the output
+// rather than followed by a cancel frame, so that the server never sees
+// the request: it was not served (lost.go).
+func (m *Mux) CancelStream(id uint64) (cancelled, sent bool) {
 	m.mu.Lock()
 	if _, ok := m.streams[id]; !ok {
 		m.mu.Unlock()
-		return false
+		return false, false
 	}
 	delete(m.streams, id)
-	m.out = AppendHeader(m.out, FrameCancel, id, 0)
-	m.wakeLocked()
+	sent = id < m.written
+	if sent || !m.unqueueLocked(id) {
+		m.out = AppendHeader(m.out, FrameCancel, id, 0)
+		m.wakeLocked()
+	}
 	m.closeIfDrainedLocked()
 	m.mu.Unlock()
-	return true
+	return true, sent
+}
+
+// unqueueLocked takes the frame that opened stream id out of m.out, where
+// the frames not yet written wait whole; false when it is not there. m.mu
+// is held.
+func (m *Mux) unqueueLocked(id uint64) bool {
+	for off := 0; off+HeaderLen <= len(m.out); {
+		typ, fid, n := ParseHeader(m.out[off:])
+		end := off + HeaderLen + n
+		if fid == id && (typ == FrameRequest || typ == FrameToken) {
+			m.out = append(m.out[:off], m.out[end:]...)
+			return true
+		}
+		off = end
+	}
+	return false
 }
 
 // Written reports whether stream id's frame was taken by the writer (the
-// server may have it), for a caller that cancelled it: a request never
-// written was not served.
+// server may have it). A caller that cancels a stream learns it from
+// CancelStream: a frame taken out of the output is never written, though
+// Written reports true for it once the frames after it are.
 func (m *Mux) Written(id uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -314,7 +359,7 @@ func (m *Mux) writeLoop() {
 
 // readLoop reads frames until the Mux ends. A payload that fits in the
 // read buffer is handed out in place; a longer one is read into a buffer
-// of the Mux's own, reused.
+// of the Mux's own, reused, grown as its bytes arrive (readPayload).
 func (m *Mux) readLoop() {
 	var h [HeaderLen]byte
 	var big []byte
@@ -334,11 +379,8 @@ func (m *Mux) readLoop() {
 		if inPlace {
 			p, err = m.br.Peek(n)
 		} else {
-			if cap(big) < n {
-				big = make([]byte, n)
-			}
-			p = big[:n]
-			_, err = io.ReadFull(m.br, p)
+			p, err = readPayload(m.br, n, big)
+			big = p
 		}
 		if err != nil {
 			m.fail(err)
@@ -373,7 +415,11 @@ func (m *Mux) dispatch(typ byte, id uint64, p []byte) bool {
 		if typ == FrameAnswer {
 			c.Answered(p)
 		} else {
-			c.Ended(&StreamError{Served: RefusalServed(p), Busy: len(p) == 1 && p[0] == RefuseBusy, Cause: ErrRefused})
+			var reason byte
+			if len(p) == 1 {
+				reason = p[0]
+			}
+			c.Ended(&StreamError{Served: RefusalServed(p), Busy: reason == RefuseBusy, Reason: reason, Cause: ErrRefused})
 		}
 	case FramePong:
 	default:

@@ -3,9 +3,12 @@ package link
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -235,7 +238,7 @@ func TestMuxEndsStreamsByTheRule(t *testing.T) {
 	for reason, r := range recs {
 		_, err := r.wait(t)
 		var se *StreamError
-		if !errors.As(err, &se) || se.Served != (reason == RefuseTooLarge || reason == RefuseLost) || se.Busy != (reason == RefuseBusy) {
+		if !errors.As(err, &se) || se.Served != (reason == RefuseTooLarge || reason == RefuseLost) || se.Busy != (reason == RefuseBusy) || se.Reason != reason {
 			t.Fatalf("reason %d: %v (%+v)", reason, err, se)
 		}
 	}
@@ -249,7 +252,7 @@ func TestMuxEndsStreamsByTheRule(t *testing.T) {
 	for what, r := range map[string]*recorder{"written": written, "held": held} {
 		_, err := r.wait(t)
 		var se *StreamError
-		if !errors.As(err, &se) || se.Served != (what == "written") {
+		if !errors.As(err, &se) || se.Served != (what == "written") || se.Reason != 0 {
 			t.Fatalf("%s: %v, want Served=%v", what, err, what == "written")
 		}
 	}
@@ -336,4 +339,109 @@ func TestMuxLargeAnswersAndConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A stream cancelled while its frame still waits for the writer (here
+// under a Hold) is taken out of the output: the server never reads the
+// request, nor a cancel for it, and CancelStream says it was not sent. One
+// cancelled after its frame left is followed by a cancel frame and said
+// sent.
+func TestMuxCancelBeforeTheFrameLeaves(t *testing.T) {
+	m, s := pipe(t, MuxConfig{})
+	m.Hold()
+	before, _ := m.Start(newRecorder(), "POST", []byte("/before"), []byte("b"))
+	held, _ := m.Start(newRecorder(), "POST", []byte("/held"), []byte("h"))
+	after, _ := m.Start(newRecorder(), "POST", []byte("/after"), []byte("a"))
+	if ok, sent := m.CancelStream(held); !ok || sent {
+		t.Fatalf("CancelStream of a held frame: %v, %v; want true, not sent", ok, sent)
+	}
+	m.Release()
+	for _, id := range []uint64{before, after} {
+		if f := s.next(); f.typ != FrameRequest || f.id != id {
+			t.Fatalf("frame %d on stream %d, want the request of %d (the held one, %d, never leaves)", f.typ, f.id, id, held)
+		}
+	}
+	if ok, sent := m.CancelStream(after); !ok || !sent {
+		t.Fatalf("CancelStream of a written frame: %v, %v; want true, sent", ok, sent)
+	}
+	if f := s.next(); f.typ != FrameCancel || f.id != after {
+		t.Fatalf("frame %d on stream %d, want the cancel of %d", f.typ, f.id, after)
+	}
+	if ok, _ := m.CancelStream(held); ok {
+		t.Fatal("a stream cancelled twice")
+	}
+}
+
+// A request over MaxFrame is refused before it is queued (the server
+// would close the link on it); one of exactly MaxFrame leaves.
+func TestMuxRequestOverTheFrameLimit(t *testing.T) {
+	const limit = 4 << 10
+	m, s := pipe(t, MuxConfig{MaxFrame: limit})
+	r := &Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"), Target: []byte("/p")}
+	r.Body = make([]byte, limit-r.EncodedLen()+1)
+	if _, err := m.StartRequest(newRecorder(), r); !errors.Is(err, ErrFrameTooLong) || m.InFlight() != 0 {
+		t.Fatalf("one byte over: %v, %d in flight; want ErrFrameTooLong, none", err, m.InFlight())
+	}
+	r.Body = r.Body[:len(r.Body)-1]
+	id, err := m.StartRequest(newRecorder(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.next()
+	var got Request
+	if f.typ != FrameRequest || f.id != id || len(f.p) != limit || DecodeRequest(f.p, &got) != nil ||
+		string(got.Tenant) != "acme" || got.Access != 3 {
+		t.Fatalf("frame %d on %d of %d bytes, tenant %q access %d", f.typ, f.id, len(f.p), got.Tenant, got.Access)
+	}
+}
+
+// A payload's buffer grows with what arrives: a peer that declares 64 MiB
+// and sends 1 KiB costs about a step (1 MiB), not 64 MiB; a whole one
+// arrives intact, in the caller's buffer when it is large enough.
+func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readPayload(io.LimitReader(zeros{}, 1024), 64<<20, nil)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err %v, want ErrUnexpectedEOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*payloadStep {
+		t.Fatalf("allocated %d bytes for 1 KiB of a 64 MiB frame; want at most %d", got, 2*payloadStep)
+	}
+	want := 5*payloadStep + 123
+	p, err := readPayload(io.LimitReader(&counting{}, int64(want)), want, nil)
+	if err != nil || len(p) != want {
+		t.Fatalf("len %d, %v; want %d bytes", len(p), err, want)
+	}
+	for i, b := range p {
+		if b != byte(i) {
+			t.Fatalf("byte %d is %d, want %d", i, b, byte(i))
+		}
+	}
+	// A reader may return the last bytes together with io.EOF (io.Reader's
+	// contract): the payload is whole, not an error. The buffer given,
+	// large enough, is the one filled.
+	buf := make([]byte, want)
+	p, err = readPayload(iotest.DataErrReader(io.LimitReader(&counting{}, int64(want))), want, buf)
+	if err != nil || len(p) != want || &p[0] != &buf[0] {
+		t.Fatalf("last bytes with io.EOF: len %d, %v; want %d bytes in the buffer given", len(p), err, want)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// counting yields 0, 1, 2, ... 255, 0, ... in reads of at most 7,000 bytes
+// (a network's chunks, not aligned with the buffer's steps).
+type counting struct{ n int }
+
+func (c *counting) Read(p []byte) (int, error) {
+	p = p[:min(len(p), 7000)]
+	for i := range p {
+		p[i] = byte(c.n)
+		c.n++
+	}
+	return len(p), nil
 }

@@ -19,7 +19,16 @@ import (
 
 var pg *storetest.Postgres
 
-func TestMain(m *testing.M) { os.Exit(storetest.MainWithPostgres(m, &pg)) }
+// TestMain starts the throwaway PostgreSQL the store tests use, and
+// doubles as the owner process that the relay Client's kill -9 and
+// SIGSTOP tests start (RELAY_OWNER_ADDR set: relayOwnerProcess).
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("RELAY_OWNER_ADDR"); addr != "" {
+		relayOwnerProcess(addr, os.Getenv("RELAY_OWNER_DIR"))
+		return
+	}
+	os.Exit(storetest.MainWithPostgres(m, &pg))
+}
 
 func startWithStore(t *testing.T, st store.Store) *testServer {
 	return startWith(t, engine.Config{}, st, 1)

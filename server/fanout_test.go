@@ -68,10 +68,10 @@ func TestServeLocal(t *testing.T) {
 	}
 }
 
-// The relay calls its handler on the connection's reader goroutine, which
-// must not block (relay.Handler): a member-local delete waiting for a
-// reconcile (which holds declMu across its store reads) must not hold up
-// the other requests multiplexed on that connection. It answers once the
+// The owner serves relayed requests on its event loop, which must not
+// block: a member-local delete waiting for a reconcile (which holds declMu
+// across its store reads) must not hold up the other requests multiplexed
+// on that link, nor the loop's other connections. It answers once the
 // reconcile is done.
 func TestServeLocalDeleteDoesNotBlockTheRelay(t *testing.T) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})

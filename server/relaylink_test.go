@@ -94,7 +94,7 @@ func twoMembers(peer string) viewer {
 
 // startLanding starts a server that is a member of a cell whose view
 // comes from m, relaying with opts.
-func startLanding(t *testing.T, m viewer, opts RelayOptions) *testServer {
+func startLanding(t testing.TB, m viewer, opts RelayOptions) *testServer {
 	t.Helper()
 	rc, err := relay.NewClient(relay.ClientConfig{Secret: testSecret})
 	if err != nil {
@@ -110,7 +110,7 @@ func startLanding(t *testing.T, m viewer, opts RelayOptions) *testServer {
 
 // queueOf returns a queue name of the default tenant (no identity) that
 // the view gives to owner.
-func queueOf(t *testing.T, v *cell.View, owner string) string {
+func queueOf(t testing.TB, v *cell.View, owner string) string {
 	t.Helper()
 	for i := 0; i < 1000; i++ {
 		q := fmt.Sprintf("q%d", i)
@@ -398,18 +398,7 @@ func TestRelayedAnswersFindTheirCalls(t *testing.T) {
 // wires it; it returns the relay port's address.
 func startAccepting(t *testing.T, opts RelayOptions) string {
 	t.Helper()
-	ts := startLanding(t, twoMembers("127.0.0.1:2"), opts)
-	rs, err := relay.NewServer(relay.ServerConfig{Secret: testSecret, Adopt: ts.s.AdoptRelayConn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go rs.Serve(ln)
-	t.Cleanup(func() { rs.Close() })
-	return ln.Addr().String()
+	return startRelayOwner(t, opts).addr
 }
 
 // dialMember passes the relay's handshake to addr, as another member.
@@ -481,6 +470,20 @@ func TestStalledFrameFailsTheAcceptedLink(t *testing.T) {
 	}
 	every(t, c, 40*time.Millisecond, []byte{0})
 	if took := waitClosed(t, c, 5*time.Second); took < 350*time.Millisecond {
+		t.Fatalf("closed after %v, before the frame timeout", took)
+	}
+}
+
+// A frame that stalls inside its header is under the frame timeout too,
+// not only the (here much longer) ping timeout.
+func TestFrameStalledInItsHeaderFailsTheAcceptedLink(t *testing.T) {
+	addr := startAccepting(t, RelayOptions{PingInterval: 50 * time.Millisecond, PingTimeout: time.Minute, FrameTimeout: 300 * time.Millisecond})
+	c := dialMember(t, addr)
+	if _, err := c.Write(link.AppendHeader(nil, link.FrameRequest, 1, 100)[:5]); err != nil {
+		t.Fatal(err)
+	}
+	// 10 s: the frame timeout, generously, and far short of the ping timeout.
+	if took := waitClosed(t, c, 10*time.Second); took < 250*time.Millisecond {
 		t.Fatalf("closed after %v, before the frame timeout", took)
 	}
 }

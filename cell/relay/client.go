@@ -19,20 +19,22 @@ type ClientConfig struct {
 	// MaxInFlightPerPeer bounds the calls waiting on one peer (default
 	// 65536); one more fails at once with ErrOverloaded.
 	MaxInFlightPerPeer int
-	// MaxFrameBytes bounds one frame (default 80 MiB), as ServerConfig's.
+	// MaxFrameBytes bounds one frame, a request sent or an answer read
+	// (default 80 MiB, link.MaxFrame: the broker's 64 MiB body and its
+	// head, as the owner's loops bound a relay link's frames). A request
+	// over it fails with ErrTooLarge before it is sent; an answer over it
+	// ends the connection (its next frame is unknown), and its calls.
 	MaxFrameBytes int
 	// DialTimeout bounds dial and handshake together (default 2 s).
 	DialTimeout time.Duration
 	// PingInterval: every connection is pinged this often (default 1 s),
-	// so that the server, which closes a connection silent for its own
-	// PingTimeout, keeps it. PingTimeout: one that has read nothing for
-	// this long is closed and its calls fail with ErrUnreachable (default
-	// 5 s, the default member timeout: a paused owner is given up on when
-	// the cell would give up on it).
+	// so that the owner, which closes a connection silent for its own
+	// ping timeout, keeps it. PingTimeout: one that has read no whole
+	// frame for this long is closed and its calls fail with ErrUnreachable
+	// (default 5 s, the default member timeout: a paused owner is given up
+	// on when the cell would give up on it). An answer that begins and
+	// stalls is bounded by it too: only a whole frame counts as heard.
 	PingInterval, PingTimeout time.Duration
-	// FrameTimeout: a connection whose frame, once begun, does not
-	// complete within this long is closed (default 30 s).
-	FrameTimeout time.Duration
 	// CallTimeout bounds a call whose context has no deadline (default
 	// 6 min: a pop waits at most 5).
 	CallTimeout time.Duration
@@ -67,22 +69,22 @@ func (c *ClientConfig) fillDefaults() {
 	if c.PingTimeout <= 0 {
 		c.PingTimeout = defaultPingTimeout
 	}
-	if c.FrameTimeout <= 0 {
-		c.FrameTimeout = defaultFrameTimeout
-	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = defaultCallTimeout
 	}
 }
 
 // Client relays calls to peers, keeping ConnsPerPeer connections to each,
-// dialled on first use and redialled after a loss.
+// dialled on first use and redialled after a loss. Each connection, once
+// past the handshake, is a link.Mux: it coalesces the frames of concurrent
+// calls into one write, hands each answer to its call, pings, and ends
+// its calls by the one rule for a lost answer (package link).
 type Client struct {
 	cfg ClientConfig
 
 	mu     sync.Mutex
 	peers  map[string]*peer
-	conns  map[*clientConn]struct{} // every open connection, forgotten peers' too
+	conns  map[*link.Mux]struct{} // every open connection, forgotten peers' too
 	closed bool
 	wg     sync.WaitGroup
 	dials  atomic.Int64
@@ -94,7 +96,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, errors.New("relay: the cell secret is empty")
 	}
 	cfg.fillDefaults()
-	return &Client{cfg: cfg, peers: map[string]*peer{}, conns: map[*clientConn]struct{}{}}, nil
+	return &Client{cfg: cfg, peers: map[string]*peer{}, conns: map[*link.Mux]struct{}{}}, nil
 }
 
 // Dials is the number of connections dialled so far (handshake included).
@@ -110,11 +112,9 @@ func (c *Client) Conns(addr string) int {
 	}
 	n := 0
 	for _, s := range p.slots {
-		s.mu.Lock()
-		if s.cc != nil {
+		if s.live() != nil {
 			n++
 		}
-		s.mu.Unlock()
 	}
 	return n
 }
@@ -125,22 +125,25 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.peers = map[string]*peer{}
-	conns := make([]*clientConn, 0, len(c.conns))
-	for cc := range c.conns {
-		conns = append(conns, cc)
+	conns := make([]*link.Mux, 0, len(c.conns))
+	for m := range c.conns {
+		conns = append(conns, m)
 	}
 	c.mu.Unlock()
-	for _, cc := range conns {
-		cc.close(errClientClosed)
+	for _, m := range conns {
+		m.Close()
 	}
 	c.wg.Wait()
 	return nil
 }
 
-var (
-	errClientClosed = errors.New("relay: client closed")
-	errForgotten    = errors.New("relay: peer forgotten (it left the cell)")
-)
+// isClosed reports whether Close was called: a call ended by it fails
+// with ErrClosed rather than ErrUnreachable.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
 
 // Forget closes the connections to addr (a member that left the cell): its
 // calls in flight fail with ErrUnreachable now rather than at the ping
@@ -154,11 +157,8 @@ func (c *Client) Forget(addr string) {
 		return
 	}
 	for _, s := range p.slots {
-		s.mu.Lock()
-		cc := s.cc
-		s.mu.Unlock()
-		if cc != nil {
-			cc.close(errForgotten)
+		if m := s.live(); m != nil {
+			m.Close()
 		}
 	}
 }
@@ -180,10 +180,11 @@ func (c *Client) Do(ctx context.Context, addr string, req *link.Request) (link.R
 
 // Go relays req to the member at addr without waiting: done is called once
 // with the answer or the failure, from one of the client's goroutines (or
-// the context's), and must not block. A non-nil return means the call was
-// not started (and done will not be called). req's bytes are copied before
-// Go returns. Cancelling ctx ends the call with ErrCanceled (ErrTimeout for
-// its deadline) and tells the owner to stop.
+// the context's), and must not block; the answer's bytes are the call's
+// own. A non-nil return means the call was not started (and done will not
+// be called). req's bytes are copied before Go returns. Cancelling ctx
+// ends the call with ErrCanceled (ErrTimeout for its deadline) and tells
+// the owner to stop.
 func (c *Client) Go(ctx context.Context, addr string, req *link.Request, done func(link.Response, error)) error {
 	c.mu.Lock()
 	if c.closed {
@@ -196,25 +197,24 @@ func (c *Client) Go(ctx context.Context, addr string, req *link.Request, done fu
 		c.peers[addr] = p
 	}
 	c.mu.Unlock()
-	if req.EncodedLen() > c.cfg.MaxFrameBytes {
+	if !req.Fits(c.cfg.MaxFrameBytes) {
 		return &Error{Addr: addr, Kind: ErrTooLarge}
 	}
 	if p.inflight.Add(1) > int64(c.cfg.MaxInFlightPerPeer) {
 		p.inflight.Add(-1)
 		return &Error{Addr: addr, Kind: ErrOverloaded}
 	}
-	frame, err := link.AppendRequest(make([]byte, 0, link.HeaderLen+req.EncodedLen()), 0, req)
-	if err != nil {
-		p.inflight.Add(-1)
-		return &Error{Addr: addr, Kind: ErrTooLarge, Cause: err}
-	}
-	cl := &call{peer: p, done: done, frame: frame}
+	cl := &call{peer: p, done: done}
+	// Either may fire at once (a context already done): cancelled waits
+	// for cl.mu, so that finish sees both set.
+	cl.mu.Lock()
 	if ctx.Done() != nil {
 		cl.stopCtx = context.AfterFunc(ctx, func() { cl.cancelled(ctx.Err()) })
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		cl.timer = time.AfterFunc(c.cfg.CallTimeout, func() { cl.cancelled(context.DeadlineExceeded) })
 	}
-	p.slots[p.rr.Add(1)%uint32(len(p.slots))].submit(cl)
+	cl.mu.Unlock()
+	p.slots[p.rr.Add(1)%uint32(len(p.slots))].submit(cl, req)
 	return nil
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -11,8 +12,8 @@ import (
 	"github.com/queenmq/ephemeral/link"
 )
 
-// The client's connections: a peer's slots, each dialling its connection on
-// demand, and the calls waiting on each connection.
+// The client's connections: a peer's slots, each dialling its link on
+// demand, and the calls waiting on each.
 
 // peer is one member's address and its connection slots.
 type peer struct {
@@ -31,63 +32,89 @@ func (c *Client) newPeer(addr string) *peer {
 	return p
 }
 
-// slot holds one connection, dialled when a call needs it; calls that
-// arrive while it is being dialled wait in the slot (no goroutine each).
+// slot holds one link, dialled when a call needs it; calls that arrive
+// while it is being dialled wait in the slot (no goroutine each), each
+// with a copy of its request.
 type slot struct {
 	p       *peer
 	mu      sync.Mutex
-	cc      *clientConn
+	m       *link.Mux // nil until dialled; ended ones are cleared by their watcher
 	dialing bool
-	waiters []*call
+	waiters []waiter
 }
 
-func (s *slot) submit(cl *call) {
+type waiter struct {
+	cl  *call
+	req *link.Request
+}
+
+// live is the slot's link, nil when it has none or it has ended.
+func (s *slot) live() *link.Mux {
 	s.mu.Lock()
-	if cc := s.cc; cc != nil {
+	defer s.mu.Unlock()
+	if s.m != nil && s.m.Err() == nil {
+		return s.m
+	}
+	return nil
+}
+
+func (s *slot) submit(cl *call, req *link.Request) {
+	s.mu.Lock()
+	if m := s.m; m != nil && m.Err() == nil {
 		s.mu.Unlock()
-		cc.start(cl)
+		cl.start(m, req)
 		return
 	}
-	s.waiters = append(s.waiters, cl)
-	if !s.dialing {
-		s.dialing = true
-		c := s.p.c
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			s.dialing = false
-			ws := s.waiters
-			s.waiters = nil
-			s.mu.Unlock()
-			for _, w := range ws {
-				w.finish(link.Response{}, &Error{Addr: s.p.addr, Kind: ErrClosed})
-			}
-			return
-		}
-		c.wg.Add(1)
-		c.mu.Unlock()
-		go func() { defer c.wg.Done(); s.dial() }()
+	s.waiters = append(s.waiters, waiter{cl, cloneRequest(req)})
+	if s.dialing {
+		s.mu.Unlock()
+		return
 	}
+	s.dialing = true
+	c := s.p.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		s.dialing = false
+		ws := s.waiters
+		s.waiters = nil
+		s.mu.Unlock()
+		for _, w := range ws {
+			w.cl.finish(link.Response{}, &Error{Addr: s.p.addr, Kind: ErrClosed})
+		}
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
 	s.mu.Unlock()
+	go func() { defer c.wg.Done(); s.dial() }()
 }
 
 func (s *slot) dial() {
-	c := s.p.c
-	cc, err := c.dial(s)
+	m, err := s.p.c.dial(s)
 	s.mu.Lock()
 	ws := s.waiters
 	s.waiters, s.dialing = nil, false
 	if err == nil {
-		s.cc = cc
+		s.m = m
 	}
 	s.mu.Unlock()
 	for _, w := range ws {
 		if err != nil {
-			w.finish(link.Response{}, err)
+			w.cl.finish(link.Response{}, err)
 		} else {
-			cc.start(w)
+			w.cl.start(m, w.req)
 		}
 	}
+}
+
+// cloneRequest copies r, whose bytes are the caller's, for a call that
+// waits for its link: encoded into one buffer and sliced back out of it.
+func cloneRequest(r *link.Request) *link.Request {
+	f, _ := link.AppendRequest(make([]byte, 0, link.HeaderLen+r.EncodedLen()), 0, r) // Go checked r.Fits
+	c := new(link.Request)
+	_ = link.DecodeRequest(f[link.HeaderLen:], c)
+	return c
 }
 
 // Dial connects to the relay at addr and passes the handshake: the
@@ -113,183 +140,103 @@ func Dial(addr string, secret []byte, timeout time.Duration) (net.Conn, error) {
 	return nc, nil
 }
 
-func (c *Client) dial(s *slot) (*clientConn, error) {
+// dial connects slot s's link and starts its watcher, which forgets the
+// link when it ends, however it ends.
+func (c *Client) dial(s *slot) (*link.Mux, error) {
 	addr := s.p.addr
 	c.dials.Add(1)
 	nc, err := Dial(addr, c.cfg.Secret, c.cfg.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
-	cc := &clientConn{slot: s, calls: map[uint64]*call{}}
-	cc.frameConn = newLink(nc, c.cfg.MaxFrameBytes, c.cfg.FrameTimeout)
-	cc.dispatch = cc.onFrame
-	cc.onClose = cc.closed
+	m := link.NewMux(nc, nil, link.MuxConfig{MaxFrame: c.cfg.MaxFrameBytes, PingInterval: c.cfg.PingInterval, PingTimeout: c.cfg.PingTimeout})
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		nc.Close()
+		m.Close()
 		return nil, &Error{Addr: addr, Kind: ErrClosed}
 	}
-	c.conns[cc] = struct{}{}
+	c.conns[m] = struct{}{}
 	c.wg.Add(1)
 	c.mu.Unlock()
-	cc.run(&c.wg)
-	go func() { defer c.wg.Done(); cc.pinger(c.cfg.PingInterval, c.cfg.PingTimeout) }()
-	return cc, nil
+	go func() {
+		defer c.wg.Done()
+		<-m.Done()
+		m.Close() // waits for the Mux's goroutines: Close's wait covers them
+		c.mu.Lock()
+		delete(c.conns, m)
+		c.mu.Unlock()
+		s.mu.Lock()
+		if s.m == m {
+			s.m = nil
+		}
+		s.mu.Unlock()
+	}()
+	return m, nil
 }
 
-// clientConn is one connection to a peer and the calls waiting on it.
-type clientConn struct {
-	*frameConn
-	slot *slot
-
-	cmu   sync.Mutex
-	calls map[uint64]*call
-	next  uint64
-}
-
-// call is one relayed request until its answer or failure.
+// call is one relayed request until its answer or failure: the Caller of
+// its stream (link.Caller).
 type call struct {
 	state   atomic.Uint32 // 0 waiting, 1 finished
-	id      uint64
-	cc      atomic.Pointer[clientConn]
 	peer    *peer
 	done    func(link.Response, error)
-	frame   []byte // the encoded request, until it is queued
 	stopCtx func() bool
 	timer   *time.Timer
+
+	mu   sync.Mutex
+	m    *link.Mux // the link its frame was queued on; nil before
+	id   uint64    // its stream on m
+	gone bool      // cancelled before it was started: start does nothing
 }
 
-// start registers cl on cc and queues its frame.
-func (cc *clientConn) start(cl *call) {
-	cc.cmu.Lock()
-	if cl.state.Load() != 0 {
-		cc.cmu.Unlock()
+// start queues cl's frame on m.
+func (cl *call) start(m *link.Mux, req *link.Request) {
+	cl.mu.Lock()
+	if cl.gone {
+		cl.mu.Unlock()
 		return
 	}
-	if cc.isClosed() {
-		cc.cmu.Unlock()
-		cl.finish(link.Response{}, cc.lostErr())
-		return
+	id, err := m.StartRequest(cl, req)
+	if err == nil {
+		cl.m, cl.id = m, id
 	}
-	cc.next++
-	cl.id = cc.next
-	cc.calls[cl.id] = cl
-	cc.cmu.Unlock()
-	cl.cc.Store(cc)
-	frame := cl.frame
-	cl.frame = nil
-	link.PutHeader(frame[:link.HeaderLen], link.FrameRequest, cl.id, len(frame)-link.HeaderLen)
-	if !cc.send(outFrame{p: frame}) {
-		cc.forget(cl.id)
-		cl.finish(link.Response{}, cc.lostErr())
-		return
-	}
-	// A cancel that ran before cc was stored saw no connection to tell.
-	if cl.state.Load() != 0 && cc.forget(cl.id) {
-		cc.sendCtl(link.FrameCancel, cl.id, nil)
+	cl.mu.Unlock()
+	if err != nil {
+		cl.fail(ErrUnreachable, err, false) // the link ended: nothing was queued
 	}
 }
 
-// forget removes call id; false when it was already gone.
-func (cc *clientConn) forget(id uint64) bool {
-	cc.cmu.Lock()
-	_, ok := cc.calls[id]
-	delete(cc.calls, id)
-	cc.cmu.Unlock()
-	return ok
+// Answered takes the owner's answer (link.Caller); p is the Mux's buffer.
+func (cl *call) Answered(p []byte) {
+	cl.finish(link.Response{Raw: bytes.Clone(p)}, nil)
 }
 
-func (cc *clientConn) lostErr() error {
-	cc.mu.Lock()
-	err := cc.err
-	cc.mu.Unlock()
-	if errors.Is(err, errClientClosed) {
-		return &Error{Addr: cc.slot.p.addr, Kind: ErrClosed}
-	}
-	return &Error{Addr: cc.slot.p.addr, Kind: ErrUnreachable, Cause: err}
-}
-
-func (cc *clientConn) onFrame(typ byte, id uint64, p []byte) {
-	switch typ {
-	case link.FrameAnswer, link.FrameRefuse:
-		cc.cmu.Lock()
-		cl := cc.calls[id]
-		delete(cc.calls, id)
-		cc.cmu.Unlock()
-		if cl == nil {
-			return // cancelled meanwhile
-		}
-		if typ == link.FrameAnswer {
-			cl.finish(link.Response{Raw: p}, nil)
-			return
-		}
-		kind := ErrUnreachable
+// Ended takes the stream's end without an answer (link.Caller): a refusal
+// or the link's end. Sent is the one rule's "may have been served".
+func (cl *call) Ended(err error) {
+	kind, sent := ErrUnreachable, true
+	var se *link.StreamError
+	if errors.As(err, &se) {
+		sent = se.Served
 		switch {
-		case len(p) == 1 && p[0] == link.RefuseBusy:
+		case se.Busy:
 			kind = ErrOverloaded
-		case len(p) == 1 && p[0] == link.RefuseTooLarge:
+		case se.Reason == link.RefuseTooLarge:
 			kind = ErrTooLarge
 		}
-		sent := link.RefusalServed(p)
-		cl.finish(link.Response{}, &Error{Addr: cc.slot.p.addr, Kind: kind, Cause: errors.New("refused by the peer"), Sent: sent})
-	case link.FramePong:
-	default:
-		cc.close(errProtocol)
 	}
+	cl.fail(kind, err, sent)
 }
 
-// closed runs once when the link ends: the slot forgets cc and every call
-// in flight on it fails.
-func (cc *clientConn) closed(error) {
-	c := cc.slot.p.c
-	c.mu.Lock()
-	delete(c.conns, cc)
-	c.mu.Unlock()
-	s := cc.slot
-	s.mu.Lock()
-	if s.cc == cc {
-		s.cc = nil
+// fail ends the call with kind, or ErrClosed when the Client's Close
+// ended it.
+func (cl *call) fail(kind, cause error, sent bool) {
+	if kind == ErrUnreachable && cl.peer.c.isClosed() {
+		kind = ErrClosed
 	}
-	s.mu.Unlock()
-	cc.cmu.Lock()
-	calls := cc.calls
-	cc.calls = map[uint64]*call{}
-	cc.cmu.Unlock()
-	err := cc.lostErr()
-	if e, ok := err.(*Error); ok {
-		sent := *e
-		sent.Sent = true // these calls' frames were queued: the peer may have them
-		err = &sent
-	}
-	for _, cl := range calls {
-		cl.finish(link.Response{}, err)
-	}
+	cl.finish(link.Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: sent})
 }
-
-// pinger pings the connection every interval and closes it when it stays
-// silent for timeout. It pings even while answers arrive: the server
-// closes a connection that has sent it nothing for its own ping timeout
-// (ServerConfig.PingTimeout), and a caller whose calls are all parked
-// sends nothing else.
-func (cc *clientConn) pinger(interval, timeout time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-cc.done:
-			return
-		case now := <-t.C:
-			if now.Sub(time.Unix(0, cc.lastRecv.Load())) >= timeout {
-				cc.close(errPingTimeout)
-				return
-			}
-			cc.sendCtl(link.FramePing, 0, nil)
-		}
-	}
-}
-
-var errPingTimeout = errors.New("relay: the peer stopped answering pings")
 
 func (cl *call) finish(r link.Response, err error) {
 	if !cl.state.CompareAndSwap(0, 1) {
@@ -306,22 +253,25 @@ func (cl *call) finish(r link.Response, err error) {
 }
 
 // cancelled ends the call for its context (or CallTimeout) and tells the
-// owner, when the request already went out.
+// owner, when the request already went out. A request still waiting for
+// its link, or for the link's writer, never leaves: not sent.
 func (cl *call) cancelled(cause error) {
 	kind := ErrCanceled
 	if errors.Is(cause, context.DeadlineExceeded) {
 		kind = ErrTimeout
 	}
-	if !cl.state.CompareAndSwap(0, 1) {
-		return
+	cl.mu.Lock()
+	m, id := cl.m, cl.id
+	if m == nil {
+		cl.gone = true
 	}
-	if cl.timer != nil {
-		cl.timer.Stop()
+	cl.mu.Unlock()
+	sent := false
+	if m != nil {
+		var ok bool
+		if ok, sent = m.CancelStream(id); !ok {
+			return // its answer or its end is on its way to Answered or Ended
+		}
 	}
-	cc := cl.cc.Load()
-	if cc != nil && cc.forget(cl.id) {
-		cc.sendCtl(link.FrameCancel, cl.id, nil)
-	}
-	cl.peer.inflight.Add(-1)
-	cl.done(link.Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: cc != nil})
+	cl.finish(link.Response{}, &Error{Addr: cl.peer.addr, Kind: kind, Cause: cause, Sent: sent})
 }

@@ -1,15 +1,12 @@
 package relay
 
 import (
-	"bufio"
-	"context"
-	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,127 +15,43 @@ import (
 	"go.uber.org/goleak"
 )
 
+// The tests here are the package's own: the handshake, the admission
+// before it, and the Client's side of the frames against a stand-in owner
+// that the test drives frame by frame (standIn). The Client against the
+// broker's owner side, which serves the adopted connections in production
+// (server.AdoptRelayConn), is tested in package server
+// (relayclient_test.go).
+
 var testSecret = []byte("cell-secret-for-tests")
 
-// TestMain checks for leaked goroutines, and doubles as the owner process
-// that the kill -9 and SIGSTOP tests start (RELAY_CHILD_ADDR set).
-func TestMain(m *testing.M) {
-	if addr := os.Getenv("RELAY_CHILD_ADDR"); addr != "" {
-		childOwner(addr)
-		return
-	}
-	goleak.VerifyTestMain(m)
+// TestMain checks for leaked goroutines: none survives a closed Client or
+// Server.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// standIn is an owner whose relay port adopts each authenticated
+// connection into conns, for the test to read and answer.
+type standIn struct {
+	adopted atomic.Int64
+	conns   chan net.Conn
+	mu      sync.Mutex
+	held    []net.Conn
 }
 
-// childOwner serves testOwner's handler on addr and prints "ready <addr>".
-func childOwner(addr string) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		fmt.Println("listen:", err)
-		os.Exit(2)
-	}
-	o := &testOwner{parked: map[string]func(link.Response){}, cancelled: make(chan string, 1024)}
-	srv, _ := NewServer(ServerConfig{Secret: testSecret, Handler: o.handle})
-	fmt.Println("ready", ln.Addr().String())
-	srv.Serve(ln)
-}
-
-// testOwner answers by target: /echo at once with what it received,
-// /park when /release names the same body, /delay/<ms> after that long,
-// /size/<n> with an n-byte answer. It records every cancelled context.
-type testOwner struct {
-	mu        sync.Mutex
-	parked    map[string]func(link.Response)
-	calls     int
-	cancelled chan string
-}
-
-func answer(body string) link.Response {
-	return link.Response{Raw: []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)}
-}
-
-func (o *testOwner) handle(ctx context.Context, req *link.Request, reply func(link.Response)) {
-	o.mu.Lock()
-	o.calls++
-	o.mu.Unlock()
-	target := string(req.Target)
-	switch {
-	case target == "/fixed":
-		reply(fixedAnswer)
-	case target == "/echo":
-		reply(answer(fmt.Sprintf("%s|%d|%s|%s|%q|%s", req.Tenant, req.Access, req.Method, req.Target, req.Header, req.Body)))
-	case target == "/park":
-		key := string(req.Body)
-		o.mu.Lock()
-		o.parked[key] = reply
-		o.mu.Unlock()
-		context.AfterFunc(ctx, func() {
-			o.mu.Lock()
-			delete(o.parked, key)
-			o.mu.Unlock()
-			o.cancelled <- key
-		})
-	case target == "/release":
-		o.mu.Lock()
-		r := o.parked[string(req.Body)]
-		delete(o.parked, string(req.Body))
-		o.mu.Unlock()
-		if r != nil {
-			r(answer("released " + string(req.Body)))
-		}
-		reply(answer("ok"))
-	case strings.HasPrefix(target, "/delay/"):
-		ms, _ := strconv.Atoi(target[len("/delay/"):])
-		time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { reply(answer(string(req.Body))) })
-	case strings.HasPrefix(target, "/size/"):
-		n, _ := strconv.Atoi(target[len("/size/"):])
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte('a' + i%26)
-		}
-		reply(link.Response{Raw: b})
-	default:
-		reply(link.Response{Raw: []byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")})
-	}
-}
-
-// fixedAnswer is a pop's answer of one 100-byte message, about the size
-// the request/reply benchmarks move.
-var fixedAnswer = answer(`{"messages":[{"id":"0000000000000001-0000000000000002","partition":"p","data":"` +
-	strings.Repeat("x", 100) + `","attempts":1}]}`)
-
-// releaseAll answers every parked call.
-func (o *testOwner) releaseAll() {
-	o.mu.Lock()
-	ps := o.parked
-	o.parked = map[string]func(link.Response){}
-	o.mu.Unlock()
-	for _, r := range ps {
-		r(fixedAnswer)
-	}
-}
-
-// callCount is how many requests the handler was given.
-func (o *testOwner) callCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.calls
-}
-
-func (o *testOwner) parkedCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.parked)
-}
-
-func newOwner() *testOwner {
-	return &testOwner{parked: map[string]func(link.Response){}, cancelled: make(chan string, 1<<16)}
-}
-
-// startServer serves o on a loopback port; Close runs at cleanup.
-func startServer(t testing.TB, o *testOwner, mod func(*ServerConfig)) (*Server, string) {
+// startServer serves the relay port on loopback, adopting into a new
+// standIn; both close at cleanup.
+func startServer(t testing.TB, mod func(*ServerConfig)) (*Server, string, *standIn) {
 	t.Helper()
-	cfg := ServerConfig{Secret: testSecret, Handler: o.handle, Logger: slog.New(slog.DiscardHandler)}
+	o := &standIn{conns: make(chan net.Conn, 64)}
+	cfg := ServerConfig{Secret: testSecret, Logger: slog.New(slog.DiscardHandler), Adopt: func(c net.Conn) {
+		o.adopted.Add(1)
+		o.mu.Lock()
+		o.held = append(o.held, c)
+		o.mu.Unlock()
+		select {
+		case o.conns <- c:
+		default:
+		}
+	}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -151,8 +64,93 @@ func startServer(t testing.TB, o *testOwner, mod func(*ServerConfig)) (*Server, 
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return srv, ln.Addr().String()
+	t.Cleanup(func() {
+		srv.Close()
+		o.closeAll()
+	})
+	return srv, ln.Addr().String(), o
+}
+
+// closeAll closes every connection adopted so far (the owner went away).
+func (o *standIn) closeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.held {
+		c.Close()
+	}
+	o.held = nil
+}
+
+// next waits for the next adopted connection.
+func (o *standIn) next(t testing.TB) net.Conn {
+	t.Helper()
+	select {
+	case c := <-o.conns:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection was adopted")
+		return nil
+	}
+}
+
+// frame is one frame the stand-in read.
+type frame struct {
+	typ byte
+	id  uint64
+	p   []byte
+}
+
+// serve reads c's frames on a goroutine of its own, answering pings, and
+// hands every other frame to the channel it returns (closed with c).
+func serve(c net.Conn) <-chan frame {
+	ch := make(chan frame, 1024)
+	go func() {
+		defer close(ch)
+		var h [link.HeaderLen]byte
+		for {
+			if _, err := io.ReadFull(c, h[:]); err != nil {
+				return
+			}
+			typ, id, n := link.ParseHeader(h[:])
+			p := make([]byte, n)
+			if _, err := io.ReadFull(c, p); err != nil {
+				return
+			}
+			if typ == link.FramePing {
+				c.Write(link.AppendHeader(nil, link.FramePong, 0, 0))
+				continue
+			}
+			ch <- frame{typ, id, p}
+		}
+	}()
+	return ch
+}
+
+// nextFrame waits for the next frame on ch.
+func nextFrame(t testing.TB, ch <-chan frame) frame {
+	t.Helper()
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			t.Fatal("the connection closed")
+		}
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatal("no frame came")
+		return frame{}
+	}
+}
+
+// send writes a frame on c.
+func send(t testing.TB, c net.Conn, typ byte, id uint64, p []byte) {
+	t.Helper()
+	if _, err := c.Write(append(link.AppendHeader(nil, typ, id, len(p)), p...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func answer(body string) []byte {
+	return []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }
 
 func newClient(t testing.TB, mod func(*ClientConfig)) *Client {
@@ -185,12 +183,30 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// readReady reads the child's "ready <addr>" line.
-func readReady(t testing.TB, r *bufio.Reader) string {
+// result is how one Client.Go ended.
+type result struct {
+	r   link.Response
+	err error
+}
+
+// goCall starts req on c and returns where its end will arrive.
+func goCall(t testing.TB, c *Client, addr string, r *link.Request) <-chan result {
 	t.Helper()
-	line, err := r.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ready ") {
-		t.Fatalf("child did not start: %q %v", line, err)
+	ch := make(chan result, 1)
+	if err := c.Go(t.Context(), addr, r, func(r link.Response, err error) { ch <- result{r, err} }); err != nil {
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(line[len("ready "):])
+	return ch
+}
+
+// await waits for a call's end.
+func await(t testing.TB, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never ended")
+		return result{}
+	}
 }

@@ -49,11 +49,13 @@ func rogueHandshake(t *testing.T, addr string, reply func(sn, cn []byte) []byte,
 
 // A client whose reply does not prove the secret, and which sends request
 // frames right behind it anyway, is answered the refusal status and
-// closed, and the server's handler never runs: a MAC made with another
-// secret, a MAC recorded from another handshake (the right secret over
-// another server nonce: a replay), and the server's own direction's MAC (a
-// reflection). The same client with the right MAC is served (the control:
-// its frames are well formed, so a refusal is the handshake's doing).
+// closed, and its connection never reaches Adopt (which the broker serves
+// frames on): a MAC made with another secret, a MAC recorded from another
+// handshake (the right secret over another server nonce: a replay), and
+// the server's own direction's MAC (a reflection). The same client with
+// the right MAC is adopted, and the adopter reads its frames whole, those
+// sent right behind the handshake included (the control: its frames are
+// well formed, so a refusal is the handshake's doing).
 func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 	stale := make([]byte, nonceLen) // a server nonce of some earlier handshake
 	for i := range stale {
@@ -68,8 +70,7 @@ func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 		{"the server's direction", func(sn, cn []byte) []byte { return mac(testSecret, 's', sn, cn) }},
 		{"no MAC at all", func(sn, cn []byte) []byte { return make([]byte, macLen) }},
 	}
-	o := newOwner()
-	srv, addr := startServer(t, o, nil)
+	srv, addr, o := startServer(t, nil)
 	for i, r := range rogues {
 		c := rogueHandshake(t, addr, r.reply, 3)
 		status := make([]byte, 1)
@@ -82,8 +83,8 @@ func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 		}
 		waitFor(t, "the refusal counted", func() bool { return srv.Refused() == int64(i+1) })
 	}
-	if n := o.callCount(); n != 0 {
-		t.Fatalf("the handler ran %d times for peers that did not prove the secret", n)
+	if n := o.adopted.Load(); n != 0 {
+		t.Fatalf("%d connections adopted from peers that did not prove the secret", n)
 	}
 
 	c := rogueHandshake(t, addr, func(sn, cn []byte) []byte { return mac(testSecret, 'c', sn, cn) }, 3)
@@ -91,18 +92,55 @@ func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 	if _, err := io.ReadFull(c, ok); err != nil || ok[0] != statusOK {
 		t.Fatalf("the right secret: status %v, %v", ok[:1], err)
 	}
-	for range 3 {
-		var h [link.HeaderLen]byte
-		if _, err := io.ReadFull(c, h[:]); err != nil {
-			t.Fatalf("the right secret: reading an answer: %v", err)
-		}
-		typ, _, n := link.ParseHeader(h[:])
-		if _, err := io.ReadFull(c, make([]byte, n)); err != nil || typ != link.FrameAnswer {
-			t.Fatalf("the right secret: frame type %d, %v; want an answer", typ, err)
+	frames := serve(o.next(t))
+	for i := range 3 {
+		f := nextFrame(t, frames)
+		var r link.Request
+		if f.typ != link.FrameRequest || f.id != uint64(i+1) || link.DecodeRequest(f.p, &r) != nil || string(r.Body) != "rogue" {
+			t.Fatalf("the adopter read frame %d on stream %d (%q); want the request sent behind the handshake on %d", f.typ, f.id, f.p, i+1)
 		}
 	}
-	if n := o.callCount(); n != 3 {
-		t.Fatalf("the handler ran %d times for the client that proved the secret; want 3", n)
+	if n := o.adopted.Load(); n != 1 {
+		t.Fatalf("%d connections adopted, want the one that proved the secret", n)
+	}
+}
+
+// A client with another secret is refused at the handshake and never
+// adopted; so is a peer that skips the handshake and sends a frame. (The
+// honest client stops at the refusal by itself, so the adoption count here
+// shows little: TestRogueClientIgnoringTheRefusalIsNeverServed sends
+// frames behind a bad reply.)
+func TestWrongSecretIsRefused(t *testing.T) {
+	srv, addr, o := startServer(t, nil)
+	c := newClient(t, func(cfg *ClientConfig) { cfg.Secret = []byte("not-the-secret") })
+	_, err := c.Do(t.Context(), addr, req("/echo", "x"))
+	if !errors.Is(err, ErrAuth) || !ForwardFailed(err) || MaybeDelivered(err) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	f, _ := link.AppendRequest(nil, 1, req("/echo", string(make([]byte, 100))))
+	nc.Write(f) // in place of the handshake reply
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	rest, _ := io.ReadAll(nc)
+	if len(rest) != helloLen { // the hello, then closed
+		t.Fatalf("a peer without the handshake read %d bytes: %q", len(rest), rest)
+	}
+	waitFor(t, "two refusals", func() bool { return srv.Refused() == 2 })
+	if n := o.adopted.Load(); n != 0 {
+		t.Fatalf("%d unauthenticated connections adopted", n)
+	}
+}
+
+// A client also refuses a server that does not know the secret.
+func TestServerWithWrongSecretIsRefused(t *testing.T) {
+	_, addr, _ := startServer(t, func(cfg *ServerConfig) { cfg.Secret = []byte("other") })
+	c := newClient(t, nil)
+	if _, err := c.Do(t.Context(), addr, req("/echo", "x")); !errors.Is(err, ErrAuth) {
+		t.Fatalf("got %v", err)
 	}
 }
 
