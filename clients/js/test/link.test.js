@@ -591,3 +591,79 @@ test('frames: random bytes make the reader and the answer parser throw FrameErro
     }
   }
 })
+
+// A TCP proxy to port that counts the connections it is given.
+async function countingProxy (t, port) {
+  const p = { conns: 0, url: '' }
+  const srv = net.createServer((c) => {
+    p.conns++
+    const up = net.connect({ host: '127.0.0.1', port })
+    c.pipe(up)
+    up.pipe(c)
+    c.on('error', () => up.destroy())
+    up.on('error', () => c.destroy())
+    c.on('close', () => up.destroy())
+    up.on('close', () => c.destroy())
+  })
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise((resolve) => { srv.close(resolve); srv.closeAllConnections?.() }))
+  p.url = `http://127.0.0.1:${srv.address().port}`
+  return p
+}
+
+test('a token function: calls over three token lifetimes ride one link, a pop parked before the first exp is answered after the third, the function called once a lifetime', async (t) => {
+  const secret = 'js-link-rotate'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret, QUEEN_METRICS_PUBLIC: 'true' })
+  const proxy = await countingProxy(t, b.port)
+  const exps = []
+  let calls = 0
+  // Async, as a call to an identity provider would be; each token lives
+  // 2 to 3 s (exp has a resolution of a second).
+  const token = async () => {
+    calls++
+    const exp = Math.floor(Date.now() / 1000) + 3
+    exps.push(exp * 1000)
+    return hs256(secret, { tenant: 'acme', role: 'read-write', exp, n: calls })
+  }
+  const e = client(t, proxy.url, { token }).ephemeral
+  assert.deepEqual(await e.push('warm', [0]), { pushed: 1 })
+  const parked = e.pop('parked', { wait: true, timeout: 15000, autoAck: true })
+  await waitFor('the pop parked', async () => (await metrics(b.url)).parked === 1)
+  assert.equal(proxy.conns, 1)
+
+  const end = exps[0] + 6000
+  let pushes = 0
+  while (Date.now() < end) {
+    assert.deepEqual(await e.push('steady', [pushes]), { pushed: 1 }, `push ${pushes}`)
+    pushes++
+    await sleep(50) // the pace of the pushes, not a wait for a condition
+  }
+  assert.deepEqual(await e.push('parked', ['late']), { pushed: 1 })
+  const got = await parked
+  assert.deepEqual(got.messages.map((m) => m.payload), ['late'], 'the pop parked before the first exp')
+  assert.equal(proxy.conns, 1, 'one connection throughout')
+  assert.ok(calls >= 3 && calls <= 8, `the token function was called ${calls} times for ${pushes} pushes over three lifetimes; want once a lifetime or so (3 to 8)`)
+})
+
+test('a token function over HTTP/1.1 (forceHTTP): its token on every request, fetched again only when due; its failure fails the call with nothing sent once the token in use expired', async (t) => {
+  const secret = 'js-http-rotate'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret })
+  let calls = 0
+  let down = false
+  const token = () => {
+    calls++
+    if (down) throw new Error('the identity provider is down')
+    return hs256(secret, { tenant: 'acme', role: 'read-write', exp: Math.floor(Date.now() / 1000) + 2 })
+  }
+  const e = client(t, b.url, { token, forceHTTP: true }).ephemeral
+  for (let i = 0; i < 5; i++) assert.deepEqual(await e.push('h', [i]), { pushed: 1 })
+  assert.equal(calls, 1, 'one call of the function for five requests')
+  down = true
+  const first = e.queen.transport.source.cur
+  await waitFor('the first token expired', () => Date.now() >= first.exp + 1000, 5000)
+  await assert.rejects(e.push('h', [9]), /the token function: the identity provider is down/)
+  down = false
+  assert.deepEqual(await e.push('h', [10]), { pushed: 1 })
+  assert.equal((await e.pop('h', { batch: 100, autoAck: true })).messages.length, 6, 'the push that failed for its token was not sent')
+  assert.equal(e.queen.transport.links.size, 0)
+})
