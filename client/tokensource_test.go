@@ -248,3 +248,43 @@ func TestTokenFuncOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// A token frame the broker refuses (here the function's second token names
+// another tenant: 403) leaves the link its old identity until exp; the
+// link takes no new call from its retirement time, and a fresh link,
+// upgraded with the new token, takes them: pushes paced through the old
+// token's exp all succeed, none lost on the link the broker closes.
+// Without the retirement the first push after exp closes the link and is
+// reported "may have applied".
+func TestTokenFuncRefusedFrameRetiresTheLink(t *testing.T) {
+	t.Parallel()
+	const secret = "client-token-refused-secret"
+	b := startBroker(t, map[string]string{"QUEEN_AUTH_MODE": "jwt", "QUEEN_JWT_SECRET": secret})
+	proxy := forwarder(t, b.Addr())
+	var calls atomic.Int32
+	var firstExp atomic.Int64
+	fn := func(context.Context) (string, error) {
+		tenant := "globex"
+		exp := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		if calls.Add(1) == 1 {
+			tenant = "acme"
+			firstExp.Store(exp.UnixNano())
+		}
+		return hs256(secret, fmt.Sprintf(`{"tenant":%q,"role":"read-write","exp":%d}`, tenant, exp.Unix())), nil
+	}
+	c := newClient(t, proxy.URL(), WithTokenFunc(fn))
+	ctx := testCtx(t)
+	end := time.Unix(0, 0).Add(time.Second) // set after the first call
+	for i := 0; i == 0 || time.Now().Before(end); i++ {
+		if _, err := c.Push(ctx, "q", []any{i}, PushOptions{}); err != nil {
+			t.Fatalf("push %d at %v (the first token's exp %v): %v", i, time.Now().Format("15:04:05.000"), time.Unix(0, firstExp.Load()).Format("15:04:05"), err)
+		}
+		if i == 0 {
+			end = time.Unix(0, firstExp.Load()).Add(time.Second)
+		}
+		time.Sleep(20 * time.Millisecond) // the pace of the pushes, not a wait for a condition
+	}
+	if n := proxy.conns.Load(); n <= linksPerURL {
+		t.Fatalf("%d connections: no fresh link was dialled for the new token", n)
+	}
+}
