@@ -288,3 +288,22 @@ func TestTokenFuncRefusedFrameRetiresTheLink(t *testing.T) {
 		t.Fatalf("%d connections: no fresh link was dialled for the new token", n)
 	}
 }
+
+// A call with a token source costs no allocation while the token is
+// fresh: authorize is an atomic load and a clock read.
+func TestTokenSourceFreshAllocatesNothing(t *testing.T) {
+	tok := hs256("s", fmt.Sprintf(`{"exp":%d}`, time.Now().Add(time.Hour).Unix()))
+	c := &Client{src: newTokenSource(func(context.Context) (string, error) { return tok, nil })}
+	cl := getCall("POST", "/push")
+	defer putCall(cl)
+	ctx := context.Background()
+	if err := c.authorize(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { _ = c.authorize(ctx, cl) }); n != 0 {
+		t.Fatalf("%v allocations per authorized call, want 0", n)
+	}
+	if got := string(cl.authLine()); got != "Authorization: Bearer "+tok+"\r\n" {
+		t.Fatalf("auth line %q", got)
+	}
+}
