@@ -83,18 +83,25 @@ func onLoops(t *testing.T, g *Gateway, f func(ls *loopState)) {
 	})
 }
 
-// Shedding under descriptor pressure (shed.go) closes the clients idle
-// longest, oldest first, up to the number asked; never one with a waiting
-// pop in flight, a request whose head is still arriving, or one idle for
-// less than acceptloop.MinIdle, however long ago their last traffic was.
-func TestShedClosesTheLongestIdleClientsAndKeepsTheBusy(t *testing.T) {
+// startShedGateway starts a gateway before a broker in gateway mode, and
+// returns it and its address.
+func startShedGateway(t *testing.T) (*Gateway, string) {
+	t.Helper()
 	b := brokertest.StartQueen(t, map[string]string{
 		"QUEEN_AUTH_MODE":               "gateway",
 		"QUEEN_GATEWAY_SECRET":          testSecret,
 		"QUEEN_EPHEMERAL_REQUIRE_GRANT": "false",
 	})
 	g := startGatewayTo(t, b.URL(), false)
-	addr := g.Addr().String()
+	return g, g.Addr().String()
+}
+
+// Shedding under descriptor pressure (shed.go) closes the clients idle
+// longest, oldest first, up to the number asked; never one with a waiting
+// pop in flight, a request whose head is still arriving, or one idle for
+// less than acceptloop.MinIdle, however long ago their last traffic was.
+func TestShedClosesTheLongestIdleClientsAndKeepsTheBusy(t *testing.T) {
+	g, addr := startShedGateway(t)
 	health := "GET /health HTTP/1.1\r\nHost: g\r\n\r\n"
 	served := func() *rawClient {
 		r := dialRaw(t, addr)
@@ -193,13 +200,7 @@ func TestShedClosesTheLongestIdleClientsAndKeepsTheBusy(t *testing.T) {
 // flight, nor one that carried a call within acceptloop.MinIdle. What it
 // keeps serves on.
 func TestShedClosesIdleClientLinks(t *testing.T) {
-	b := brokertest.StartQueen(t, map[string]string{
-		"QUEEN_AUTH_MODE":               "gateway",
-		"QUEEN_GATEWAY_SECRET":          testSecret,
-		"QUEEN_EPHEMERAL_REQUIRE_GRANT": "false",
-	})
-	g := startGatewayTo(t, b.URL(), false)
-	addr := g.Addr().String()
+	g, addr := startShedGateway(t)
 	oldest := dialTestLink(t, addr)
 	client := dialRaw(t, addr)
 	client.send("GET /health HTTP/1.1\r\nHost: g\r\n\r\n")

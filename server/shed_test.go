@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -279,64 +278,23 @@ func TestIdleLinkFloodNewClientServed(t *testing.T) {
 	parked := openClientLink(t, addr, "")
 	parked.send(t, "", 0, "GET", "/api/v1/ephemeral/pop?queue=kept&wait=true&timeout=60000", "")
 
-	var (
-		mu    sync.Mutex
-		links []net.Conn
-		wg    sync.WaitGroup
-	)
+	links := brokertest.Hold(addr, flood, func(c net.Conn) bool { return upgraded(c, 3*time.Second) })
 	defer func() {
 		for _, c := range links {
 			c.Close()
 		}
 	}()
-	sem := make(chan struct{}, 32)
-	for range flood {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-			if err != nil {
-				return
-			}
-			if upgraded(c, 3*time.Second) {
-				mu.Lock()
-				links = append(links, c)
-				mu.Unlock()
-			} else {
-				c.Close()
-			}
-		})
-	}
-	wg.Wait()
 	if len(links) < limit/2 {
 		t.Fatalf("only %d of the flood's %d links were upgraded: the flood did not fill the descriptors", len(links), flood)
 	}
-
-	var kept []net.Conn
+	kept, tries := brokertest.NewClients(addr, clients, bound)
 	defer func() {
 		for _, c := range kept {
 			c.Close()
 		}
 	}()
-	tries := 0
-	for i := range clients {
-		start := time.Now()
-		var served net.Conn
-		for served == nil && time.Since(start) < bound {
-			tries++
-			if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
-				if healthOn(c, 2*time.Second) {
-					served = c
-					break
-				}
-				c.Close()
-			}
-			time.Sleep(50 * time.Millisecond) // pace the next try
-		}
-		if served == nil {
-			t.Fatalf("new client %d of %d: not served /health 200 within %v (%d tries so far) while %d idle links are held", i+1, clients, bound, tries, len(links))
-		}
-		kept = append(kept, served)
+	if len(kept) < clients {
+		t.Fatalf("new client %d of %d: not served /health 200 within %v (%d tries so far) while %d idle links are held", len(kept)+1, clients, bound, tries, len(links))
 	}
 	t.Logf("flood: %d links upgraded of %d; %d new clients served in %d tries", len(links), flood, clients, tries)
 
@@ -369,21 +327,4 @@ func upgraded(c net.Conn, d time.Duration) bool {
 		head = append(head, b[0])
 	}
 	return bytes.HasPrefix(head, []byte("HTTP/1.1 101 "))
-}
-
-// healthOn asks GET /health on c and reports whether it was answered 200
-// within d.
-func healthOn(c net.Conn, d time.Duration) bool {
-	_ = c.SetDeadline(time.Now().Add(d))
-	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: b\r\n\r\n"); err != nil {
-		return false
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == 200
 }
