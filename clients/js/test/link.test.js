@@ -667,3 +667,26 @@ test('a token function over HTTP/1.1 (forceHTTP): its token on every request, fe
   assert.equal((await e.pop('h', { batch: 100, autoAck: true })).messages.length, 6, 'the push that failed for its token was not sent')
   assert.equal(e.queen.transport.links.size, 0)
 })
+
+test('a token function whose fresh token the link refuses: the link is retired before exp and a fresh link takes the calls, none lost', async (t) => {
+  const secret = 'js-link-refused'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret })
+  const proxy = await countingProxy(t, b.port)
+  let calls = 0
+  let firstExp = 0
+  // The second token names another tenant: the broker refuses it on the
+  // link (403), and takes it on a new link's upgrade.
+  const token = () => {
+    const exp = Math.floor(Date.now() / 1000) + 3
+    if (++calls === 1) firstExp = exp * 1000
+    return hs256(secret, { tenant: calls === 1 ? 'acme' : 'globex', role: 'read-write', exp })
+  }
+  const e = client(t, proxy.url, { token }).ephemeral
+  assert.deepEqual(await e.push('q', [0]), { pushed: 1 })
+  const end = firstExp + 1000
+  for (let i = 1; Date.now() < end; i++) {
+    assert.deepEqual(await e.push('q', [i]), { pushed: 1 }, `push ${i} at ${Date.now() - firstExp} ms from the first exp`)
+    await sleep(20) // the pace of the pushes, not a wait for a condition
+  }
+  assert.ok(proxy.conns >= 2, `${proxy.conns} connections: no fresh link was dialled for the new token`)
+})
