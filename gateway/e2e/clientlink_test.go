@@ -652,7 +652,7 @@ func TestClientLinkOwnConnectionsReused(t *testing.T) {
 }
 
 // TestClientLinkSDKTokenFunc: the Go SDK with a token function (tokens
-// living 2 to 3 s) through the gateway: its links take fresh tokens in
+// living 4 to 5 s) through the gateway: its links take fresh tokens in
 // token frames, so a pop parked before the first token's exp is answered,
 // after two lifetimes, by a push on the same client, and pushes paced
 // through both exps all succeed.
@@ -663,7 +663,7 @@ func TestClientLinkSDKTokenFunc(t *testing.T) {
 	var calls atomic.Int32
 	var firstExp atomic.Int64
 	fn := func(context.Context) (string, error) {
-		exp := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		exp := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		if calls.Add(1) == 1 {
 			firstExp.Store(exp.UnixNano())
 		}
@@ -688,7 +688,7 @@ func TestClientLinkSDKTokenFunc(t *testing.T) {
 		popped <- res
 	}()
 	p.admin.waitParked(t, "acme", 1)
-	end := time.Unix(0, firstExp.Load()).Add(3 * time.Second)
+	end := time.Unix(0, firstExp.Load()).Add(4 * time.Second)
 	for i := 0; time.Now().Before(end); i++ {
 		if _, err := c.Push(ctx, "steady", []any{i}, sdk.PushOptions{}); err != nil {
 			t.Fatalf("push %d: %v", i, err)
