@@ -652,7 +652,8 @@ func TestClientLinkOwnConnectionsReused(t *testing.T) {
 }
 
 // TestClientLinkSDKTokenFunc: the Go SDK with a token function (tokens
-// living 4 to 5 s) through the gateway: its links take fresh tokens in
+// living 9 to 10 s: shorter ones leave little time between a link's
+// renewal and its retirement on a loaded machine) through the gateway: its links take fresh tokens in
 // token frames, so a pop parked before the first token's exp is answered,
 // after two lifetimes, by a push on the same client, and pushes paced
 // through both exps all succeed.
@@ -663,7 +664,7 @@ func TestClientLinkSDKTokenFunc(t *testing.T) {
 	var calls atomic.Int32
 	var firstExp atomic.Int64
 	fn := func(context.Context) (string, error) {
-		exp := time.Now().Add(5 * time.Second).Truncate(time.Second)
+		exp := time.Now().Add(10 * time.Second).Truncate(time.Second)
 		if calls.Add(1) == 1 {
 			firstExp.Store(exp.UnixNano())
 		}
@@ -681,7 +682,7 @@ func TestClientLinkSDKTokenFunc(t *testing.T) {
 	}
 	popped := make(chan *sdk.PopResult, 1)
 	go func() {
-		res, err := c.Pop(ctx, "parked", sdk.PopOptions{Wait: true, Timeout: 15 * time.Second, AutoAck: true})
+		res, err := c.Pop(ctx, "parked", sdk.PopOptions{Wait: true, Timeout: 30 * time.Second, AutoAck: true})
 		if err != nil {
 			t.Error(err)
 		}
