@@ -30,6 +30,7 @@ type Client struct {
 	http    *http.Client // WithHTTPClient's, nil when not given
 	noLinks bool         // WithHTTPOnly
 	token   string
+	src     *tokenSource // WithTokenFunc's, nil without
 	headers http.Header
 	timeout time.Duration
 	buf     BufferOptions
@@ -57,7 +58,23 @@ func WithURLs(urls ...string) Option {
 }
 
 // WithToken sends "Authorization: Bearer token" on every request.
-func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+func WithToken(token string) Option { return func(c *Client) { c.token, c.src = token, nil } }
+
+// WithTokenFunc takes the bearer token from f, for credentials that rotate
+// (short-lived JWTs): f is called for the first request, and again only
+// when the token it returned nears its end (a JWT's exp, read without
+// verifying it, less a quarter of its lifetime at most 30 s; a token
+// without a readable exp, every minute), never once per request. A link
+// (docs/link.md) carries a token's identity until its exp: before then
+// the client sends it a fresh token from f in a token frame, so that a
+// link, and the pops parked on it, outlive any one token. An error from f
+// fails the call that needed the token (nothing was sent) unless the token
+// in use has not expired yet, which then serves on. f must be safe to call
+// from any goroutine; ctx is the call's, or a 10 s bound when a link
+// refreshes its token. It replaces WithToken.
+func WithTokenFunc(f func(ctx context.Context) (string, error)) Option {
+	return func(c *Client) { c.token, c.src = "", newTokenSource(f) }
+}
 
 // WithHeader sends a header on every request.
 func WithHeader(key, value string) Option {
@@ -151,14 +168,14 @@ func New(url string, opts ...Option) (*Client, error) {
 			}
 			var ep endpoint = &httpEndpoint{hc: hc, base: c.urls[i], token: c.token, headers: c.headers}
 			if c.http == nil && !c.noLinks {
-				ep = newLinkEndpoint(u, append([]byte("Host: "+u.Host+"\r\n"), head...), ep)
+				ep = newLinkEndpoint(u, append([]byte("Host: "+u.Host+"\r\n"), head...), ep, c.src)
 			}
 			c.eps = append(c.eps, ep)
 		default:
 			h := append([]byte("Host: "+u.Host+"\r\n"), head...)
 			var ep endpoint = newPool(u, h)
 			if !c.noLinks {
-				ep = newLinkEndpoint(u, h, ep)
+				ep = newLinkEndpoint(u, h, ep, c.src)
 			}
 			c.eps = append(c.eps, ep)
 		}

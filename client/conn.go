@@ -82,15 +82,17 @@ type answer struct {
 }
 
 // appendRequest writes one request head (and body) to dst. target is the
-// path under the broker's base (the prefix, if any, is in base). extra is
-// the pre-rendered constant headers (Host, identity, the caller's).
-func appendRequest(dst []byte, method string, base string, target []byte, head []byte, body []byte, hasBody bool) []byte {
+// path under the broker's base (the prefix, if any, is in base). head is
+// the pre-rendered constant headers (Host, identity, the caller's), auth
+// the token source's Authorization line (nil without one).
+func appendRequest(dst []byte, method string, base string, target []byte, head, auth []byte, body []byte, hasBody bool) []byte {
 	dst = append(dst, method...)
 	dst = append(dst, ' ')
 	dst = append(dst, base...)
 	dst = append(dst, target...)
 	dst = append(dst, " HTTP/1.1\r\n"...)
 	dst = append(dst, head...)
+	dst = append(dst, auth...)
 	if hasBody {
 		dst = append(dst, "Content-Type: application/json\r\nContent-Length: "...)
 		dst = strconv.AppendInt(dst, int64(len(body)), 10)

@@ -11,7 +11,11 @@
 // broker or is safe to repeat (the listing, the depth read, configure); a
 // push whose answer was lost is an error, never silently repeated. An
 // https:// broker, or any broker when [WithHTTPClient] is given, is reached
-// through net/http instead.
+// through net/http instead. [WithToken] sends a static bearer token;
+// [WithTokenFunc] takes it from a function, for tokens that rotate: cached
+// until shortly before its exp, and sent on each open link in a token frame
+// before the old one expires, so that links and their parked pops outlive
+// it (docs/sdk-transport.md, "Tokens that rotate").
 //
 // A [Client] is built with [New] from one broker URL or several (the others
 // are tried in turn when a broker cannot be reached). Its methods mirror the

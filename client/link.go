@@ -61,6 +61,12 @@ type linkEndpoint struct {
 	upgrade []byte      // the upgrade request, rendered once
 	dialer  net.Dialer
 
+	// With a token source (tokensource.go): the upgrade is rendered at
+	// each dial, the token's line between upgradeHead and upgradeTail, and
+	// each link keeps its identity fresh with token frames (keepFresh).
+	src                      *tokenSource
+	upgradeHead, upgradeTail []byte
+
 	// retryAt: after a refused upgrade, unix nanos before which the calls
 	// go over HTTP.
 	retryAt atomic.Int64
@@ -77,11 +83,14 @@ type linkSlot struct {
 	mux     *link.Mux
 	dialing chan struct{} // closed when the dial under way ends
 	err     error         // that dial's failure
+	// retireAt: unix nanos from which mux takes no new call (its token
+	// nears its exp, no fresher one accepted: tokensource.go); 0 never.
+	retireAt atomic.Int64
 }
 
-func newLinkEndpoint(u *url.URL, head []byte, fallback endpoint) *linkEndpoint {
+func newLinkEndpoint(u *url.URL, head []byte, fallback endpoint, src *tokenSource) *linkEndpoint {
 	port := u.Port()
-	e := &linkEndpoint{http: fallback, dialer: net.Dialer{Timeout: upgradeTimeout}}
+	e := &linkEndpoint{http: fallback, dialer: net.Dialer{Timeout: upgradeTimeout}, src: src}
 	if u.Scheme == "https" {
 		if port == "" {
 			port = "443"
@@ -91,7 +100,9 @@ func newLinkEndpoint(u *url.URL, head []byte, fallback endpoint) *linkEndpoint {
 		port = "80"
 	}
 	e.addr = net.JoinHostPort(u.Hostname(), port)
-	e.upgrade = fmt.Appendf(nil, "GET %s%s/link HTTP/1.1\r\n%sConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n", u.EscapedPath(), apiPrefix, head)
+	e.upgradeHead = fmt.Appendf(nil, "GET %s%s/link HTTP/1.1\r\n%s", u.EscapedPath(), apiPrefix, head)
+	e.upgradeTail = []byte("Connection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n")
+	e.upgrade = append(append([]byte(nil), e.upgradeHead...), e.upgradeTail...)
 	return e
 }
 
@@ -99,17 +110,22 @@ func newLinkEndpoint(u *url.URL, head []byte, fallback endpoint) *linkEndpoint {
 // than 101; the call goes over HTTP.
 var errUpgradeRefused = errors.New("the broker refused the upgrade to a link")
 
-// mux returns a link to the broker, dialling one when its slot has none;
-// bound, when not 0, bounds the dial and upgrade (the call's timeout: a
+// mux returns a link to the broker for c, dialling one when its slot has
+// none, or has one whose token nears its exp (retired: it closes once its
+// calls end); c's timeout, when not 0, bounds the dial and upgrade (a
 // broker that accepts and never answers costs the call no more than its
-// own timeout, as over HTTP).
-func (e *linkEndpoint) mux(ctx context.Context, bound time.Duration) (*link.Mux, error) {
+// own timeout, as over HTTP), and c's token is the upgrade's.
+func (e *linkEndpoint) mux(ctx context.Context, c *call) (*link.Mux, error) {
 	s := &e.slots[e.rr.Add(1)%linksPerURL]
 	for {
 		s.mu.Lock()
 		if m := s.mux; m != nil && m.Err() == nil {
-			s.mu.Unlock()
-			return m, nil
+			if at := s.retireAt.Load(); at == 0 || time.Now().UnixNano() < at {
+				s.mu.Unlock()
+				return m, nil
+			}
+			m.CloseWhenIdle()
+			s.mux = nil
 		}
 		if ch := s.dialing; ch != nil {
 			s.mu.Unlock()
@@ -129,9 +145,14 @@ func (e *linkEndpoint) mux(ctx context.Context, bound time.Duration) (*link.Mux,
 		ch := make(chan struct{})
 		s.dialing, s.mux = ch, nil
 		s.mu.Unlock()
-		m, err := e.dial(ctx, bound)
+		m, err := e.dial(ctx, c.timeout, c.tok)
 		s.mu.Lock()
 		s.mux, s.err, s.dialing = m, err, nil
+		s.retireAt.Store(0)
+		if err == nil && c.tok != nil && c.tok.exp != 0 {
+			s.retireAt.Store(c.tok.retireAt)
+			go e.keepFresh(s, m, c.tok)
+		}
 		s.mu.Unlock()
 		close(ch)
 		if err != nil {
@@ -144,9 +165,10 @@ func (e *linkEndpoint) mux(ctx context.Context, bound time.Duration) (*link.Mux,
 	}
 }
 
-// dial connects, upgrades and starts a Mux. A refused upgrade is
-// remembered (retryAt) and reported as errUpgradeRefused.
-func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration) (*link.Mux, error) {
+// dial connects, upgrades (with tok's Authorization line, when not nil)
+// and starts a Mux. A refused upgrade is remembered (retryAt) and reported
+// as errUpgradeRefused.
+func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration, tok *bearer) (*link.Mux, error) {
 	if bound <= 0 || bound > upgradeTimeout {
 		bound = upgradeTimeout
 	}
@@ -171,7 +193,11 @@ func (e *linkEndpoint) dial(ctx context.Context, bound time.Duration) (*link.Mux
 		_ = nc.SetDeadline(d)
 	}
 	w := newWireConn(nc)
-	if _, err := nc.Write(e.upgrade); err != nil {
+	upgrade := e.upgrade
+	if tok != nil {
+		upgrade = append(append(append(make([]byte, 0, len(e.upgrade)+len(tok.line)), e.upgradeHead...), tok.line...), e.upgradeTail...)
+	}
+	if _, err := nc.Write(upgrade); err != nil {
 		nc.Close()
 		return nil, &connError{err: err, dial: true}
 	}
@@ -208,7 +234,7 @@ func (e *linkEndpoint) do(ctx context.Context, c *call) error {
 	if e.overHTTP(c) {
 		return e.http.do(ctx, c)
 	}
-	m, err := e.mux(ctx, c.timeout)
+	m, err := e.mux(ctx, c)
 	if err != nil {
 		if errors.Is(err, errUpgradeRefused) {
 			return e.http.do(ctx, c)
@@ -225,7 +251,7 @@ func (e *linkEndpoint) pair(ctx context.Context, push, pop *call) error {
 	if e.overHTTP(push) {
 		return e.http.pair(ctx, push, pop)
 	}
-	m, err := e.mux(ctx, push.timeout)
+	m, err := e.mux(ctx, push)
 	if err != nil {
 		if errors.Is(err, errUpgradeRefused) {
 			return e.http.pair(ctx, push, pop)
@@ -259,7 +285,7 @@ func (e *linkEndpoint) batch(ctx context.Context, calls []*call, answered func(*
 	if e.overHTTP(calls[0]) {
 		return e.http.batch(ctx, calls, answered)
 	}
-	m, err := e.mux(ctx, calls[0].timeout)
+	m, err := e.mux(ctx, calls[0])
 	if err != nil {
 		if errors.Is(err, errUpgradeRefused) {
 			return e.http.batch(ctx, calls, answered)

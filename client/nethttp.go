@@ -35,7 +35,9 @@ func (h *httpEndpoint) do(ctx context.Context, c *call) error {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if h.token != "" {
+	if c.tok != nil {
+		req.Header.Set("Authorization", "Bearer "+c.tok.token)
+	} else if h.token != "" {
 		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
 	for k, vs := range h.headers {

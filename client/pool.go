@@ -113,7 +113,7 @@ func (p *pool) do(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	buf := appendRequest(w.wbuf[:0], c.method, p.prefix, c.target, p.head, c.body, c.hasBody)
+	buf := appendRequest(w.wbuf[:0], c.method, p.prefix, c.target, p.head, c.authLine(), c.body, c.hasBody)
 	w.wbuf = buf
 	return p.exchange(ctx, w, reused, buf, c, nil)
 }
@@ -125,8 +125,8 @@ func (p *pool) pair(ctx context.Context, push, pop *call) error {
 	if err != nil {
 		return err
 	}
-	buf := appendRequest(w.wbuf[:0], push.method, p.prefix, push.target, p.head, push.body, push.hasBody)
-	buf = appendRequest(buf, pop.method, p.prefix, pop.target, p.head, pop.body, pop.hasBody)
+	buf := appendRequest(w.wbuf[:0], push.method, p.prefix, push.target, p.head, push.authLine(), push.body, push.hasBody)
+	buf = appendRequest(buf, pop.method, p.prefix, pop.target, p.head, pop.authLine(), pop.body, pop.hasBody)
 	w.wbuf = buf
 	return p.exchange(ctx, w, reused, buf, push, pop)
 }
@@ -143,7 +143,7 @@ func (p *pool) batch(ctx context.Context, calls []*call, answered func(*call)) e
 	}
 	buf := w.wbuf[:0]
 	for _, c := range calls {
-		buf = appendRequest(buf, c.method, p.prefix, c.target, p.head, c.body, c.hasBody)
+		buf = appendRequest(buf, c.method, p.prefix, c.target, p.head, c.authLine(), c.body, c.hasBody)
 	}
 	w.wbuf = buf
 	return p.exchangeAll(ctx, w, reused, buf, calls, false, len(calls)-1, answered)

@@ -139,7 +139,9 @@ func (c *Client) request(ctx context.Context, queue string, payload any, partiti
 		push.timeout = left
 	}
 	pop := c.popCall(inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true})
-	err = c.failover(ctx, push.method, push.prefix, push.route, func(ep endpoint) error { return ep.pair(ctx, push, pop) })
+	if err = c.authorize(ctx, push, pop); err == nil {
+		err = c.failover(ctx, push.method, push.prefix, push.route, func(ep endpoint) error { return ep.pair(ctx, push, pop) })
+	}
 	if err == nil {
 		if e := cellRefusal(push); e != nil {
 			putCall(push)

@@ -192,7 +192,10 @@ func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) er
 		method, route = pop.method, pop.route
 	}
 	s.pop = pop
-	err := c.failover(ctx, method, apiPrefix, route, func(ep endpoint) error { return ep.batch(ctx, calls, s.answered) })
+	err := c.authorize(ctx, calls...)
+	if err == nil {
+		err = c.failover(ctx, method, apiPrefix, route, func(ep endpoint) error { return ep.batch(ctx, calls, s.answered) })
+	}
 	s.pop = nil
 	for _, cl := range replies {
 		switch {

@@ -61,7 +61,7 @@ func (s *sharedConn) send(p *pool, c *call) bool {
 	if s.n == 1 {
 		_ = s.w.nc.SetReadDeadline(c.deadline)
 	}
-	s.wbuf = appendRequest(s.wbuf, c.method, p.prefix, c.target, p.head, c.body, c.hasBody)
+	s.wbuf = appendRequest(s.wbuf, c.method, p.prefix, c.target, p.head, c.authLine(), c.body, c.hasBody)
 	if !s.writing {
 		s.writing = true
 		s.kick <- struct{}{} // never blocks: only a writing=false -> true change sends

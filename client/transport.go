@@ -94,6 +94,10 @@ type call struct {
 	stream uint64
 	timer  *time.Timer
 	busy   bool
+
+	// tok: the token source's token for this call (tokensource.go), nil
+	// without a source.
+	tok *bearer
 }
 
 const (
@@ -123,7 +127,7 @@ func putCall(c *call) {
 	c.hasBody, c.safe, c.exclusive = false, false, false
 	c.timeout, c.deadline = 0, time.Time{}
 	c.ans, c.err = answer{}, nil
-	c.busy = false
+	c.busy, c.tok = false, nil
 	c.state.Store(callWaiting)
 	callPool.Put(c)
 }
@@ -202,6 +206,9 @@ func ioFailure(c *call, err error, started bool) *connError {
 // cl.ans and cl.resp hold the answer. The caller releases cl with
 // release(cl, err).
 func (c *Client) roundTrip(ctx context.Context, cl *call) error {
+	if err := c.authorize(ctx, cl); err != nil {
+		return err
+	}
 	return c.failover(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
 }
 

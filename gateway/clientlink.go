@@ -94,7 +94,11 @@ type clientLink struct {
 	listed bool   // in the loop's list of links to write
 	closed bool
 
-	lastRead     int64 // unix nanos of the last bytes read (the idle timeout)
+	lastRead int64 // unix nanos of the last bytes read (the idle timeout)
+	// lastCall: unix nanos of its last call, a request or token frame
+	// read, or the last tick that found it holding one (tendLinks); pings
+	// do not move it (shed.go, clientLink.idle).
+	lastCall     int64
 	frameSince   int64 // unix nanos since a frame has been arriving, 0 = none (BodyTimeout)
 	reserved     int64 // bytes of Gateway.inflight held for frames arriving or waiting
 	queuedOut    int64 // its answers gnet holds unsent, as counted in Gateway.inflight
@@ -162,6 +166,7 @@ func (cc *clientConn) becomeLink() gnet.Action {
 	cc.g.clients.Add(-1)
 	l.c = c
 	l.lastRead = cc.g.now.Load()
+	l.lastCall = time.Now().UnixNano()
 	c.SetContext(l)
 	cc.ls.clientLinks[l] = struct{}{}
 	cc.g.clientLinks.Add(1)
@@ -280,9 +285,11 @@ func (l *clientLink) request(id uint64, p []byte) bool {
 	if link.DecodeRequest(p, &rq) != nil || len(rq.Tenant) != 0 || rq.Access != 0 {
 		return false
 	}
-	if _, open := l.streams[id]; open || l.expired(time.Now().UnixNano()) {
+	now := time.Now().UnixNano()
+	if _, open := l.streams[id]; open || l.expired(now) {
 		return false
 	}
+	l.lastCall = now
 	if l.pending >= maxLinkStreams {
 		l.refuseStream(id, link.RefuseBusy)
 		return true
@@ -421,9 +428,11 @@ func (l *clientLink) letGo(ex *exchange) {
 // of the link's tenant extends its identity and sets its level; anything
 // else is refused on the frame's stream and changes nothing.
 func (l *clientLink) token(id uint64, p []byte) bool {
-	if l.expired(time.Now().UnixNano()) {
+	now := time.Now().UnixNano()
+	if l.expired(now) {
 		return false
 	}
+	l.lastCall = now
 	tenant, level, until, e := l.g.cfg.Auth.IdentifyToken(p)
 	switch {
 	case e != nil:
@@ -578,7 +587,10 @@ func (l *clientLink) closedConn() {
 // tendLinks runs on the tick: a link idle for the idle timeout, whose
 // identity has ended, whose frame has been arriving for longer than the
 // body timeout, or stalled behind its unread answers for linkStalledFor is
-// closed; the others' unread answers are counted again.
+// closed; the others' unread answers are counted again, and one holding
+// anything counts as carrying a call now, so that shedding finds it idle
+// no sooner than a second after its last answer (the broker's rule:
+// server/clientlink.go, tendClientLinks).
 func (ls *loopState) tendLinks(now int64) {
 	cfg := &ls.g.cfg
 	for l := range ls.clientLinks {
@@ -589,6 +601,9 @@ func (ls *loopState) tendLinks(now int64) {
 			continue
 		}
 		l.countOutbound()
+		if !l.quiet() {
+			l.lastCall = now
+		}
 	}
 }
 

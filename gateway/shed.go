@@ -9,7 +9,8 @@ import (
 // Shedding idle clients when accepting fails for lack of descriptors
 // (docs/gateway.md, "Accepting clients"; internal/acceptloop's shed.go): each
 // loop closes its clients idle longest, so that a new client is served
-// while an idle flood holds the rest.
+// while an idle flood holds the rest. Client links are shed as the broker
+// sheds them (docs/server.md, accepting connections).
 
 // shedIdle closes up to n of the client connections idle longest, each loop
 // its share, and reports how many it closed (acceptloop.Loop.Shed).
@@ -28,23 +29,24 @@ func (g *Gateway) shedIdle(n int) int {
 	})
 }
 
-// shedIdle runs on the loop: it closes up to n of its idle clients
-// (clientConn.idle), those last active earliest first, and counts them
+// shedIdle runs on the loop: it closes up to n of its idle clients, client
+// connections and client links alike (clientConn.idle, clientLink.idle),
+// those last active earliest first, and counts them
 // (here, so that a loop that ran it after the acceptor stopped waiting is
 // counted too).
 func (ls *loopState) shedIdle(n int, now int64) int {
-	oldest := acceptloop.Oldest[*clientConn]{Max: n}
+	oldest := acceptloop.Oldest[gnet.Conn]{Max: n}
 	for cc := range ls.clients {
 		if cc.idle(now) {
-			oldest.Offer(cc, cc.lastActive)
+			oldest.Offer(cc.c, cc.lastActive)
 		}
 	}
-	closed := 0
-	for _, cc := range oldest.Chosen() {
-		if ls.loop.Close(cc.c) == nil { // on the loop: the descriptor is closed now
-			closed++
+	for l := range ls.clientLinks {
+		if l.idle(now) {
+			oldest.Offer(l.c, l.lastCall)
 		}
 	}
+	closed := acceptloop.CloseOn(ls.loop, oldest.Chosen())
 	ls.g.m.idleShed.Add(closed)
 	return closed
 }
@@ -61,4 +63,23 @@ func (cc *clientConn) idle(now int64) bool {
 		cc.headSince == 0 && cc.bodySince == 0 && cc.reserved == 0 && !cc.held && !cc.stalled &&
 		len(cc.out) == 0 && cc.c.OutboundBuffered() == 0 &&
 		acceptloop.IdleLongEnough(cc.lastActive, now)
+}
+
+// idle reports, on its loop, whether a client link may be closed to free
+// its descriptor: no exchange unsettled (a waiting pop, a request whose
+// answer is awaited, a cancelled one's too), no frame partly read or
+// waiting behind its unread answers, nothing waiting to be written, and no
+// call (a request or token frame) for acceptloop.MinIdle. A ping is not a
+// call: a link that only pings is idle (docs/server.md, accepting
+// connections).
+func (l *clientLink) idle(now int64) bool {
+	return l.quiet() && acceptloop.IdleLongEnough(l.lastCall, now)
+}
+
+// quiet reports whether a client link holds nothing that closing it would
+// cut: idle but for the time since its last call.
+func (l *clientLink) quiet() bool {
+	return !l.closed && l.pending == 0 && len(l.streams) == 0 && len(l.out) == 0 &&
+		l.frameSince == 0 && l.reserved == 0 && !l.stalled &&
+		l.c.InboundBuffered() == 0 && l.c.OutboundBuffered() == 0
 }

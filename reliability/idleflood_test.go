@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestIdleFloodNewClientServed: the broker's descriptor limit lowered to
@@ -56,7 +58,7 @@ func TestIdleFloodNewClientServed(t *testing.T) {
 			tries++
 			conn, err := net.DialTimeout("tcp", c.addr, 2*time.Second)
 			if err == nil {
-				if status := healthOn(conn, 2*time.Second); status == 200 {
+				if status := brokertest.HealthOn(conn, 2*time.Second); status == 200 {
 					kept = conn
 					break
 				}
@@ -99,23 +101,6 @@ func TestIdleFloodNewClientServed(t *testing.T) {
 	}
 	conns = nil
 	c.fallback()
-}
-
-// healthOn asks GET /health on conn, waiting at most d, and returns the
-// status (0: no answer).
-func healthOn(conn net.Conn, d time.Duration) int {
-	_ = conn.SetDeadline(time.Now().Add(d))
-	defer conn.SetDeadline(time.Time{})
-	if _, err := conn.Write(request("GET", "/health", nil)); err != nil {
-		return 0
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return 0
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // scrapeOnNewConn reads GET /metrics on a new connection (tried for up to

@@ -101,7 +101,7 @@ func (cs *conn) clientLink(req *wire.Request) {
 		who.until = until.UnixNano()
 	}
 	cs.out = append(cs.out, switchingTo[token]...)
-	cs.toLink = &relayLink{s: s, role: linkClient, who: who}
+	cs.toLink = &relayLink{s: s, role: linkClient, who: who, lastCall: time.Now().UnixNano()}
 }
 
 // pickLinkVersion returns the link protocol to switch to: the newest
@@ -138,6 +138,7 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	if l.expired(l.lastRead) {
 		return false
 	}
+	l.lastCall = l.lastRead
 	if len(l.streams) >= maxLinkStreams || l.offLoopBusy(&rq) {
 		l.refuse(id, link.RefuseBusy)
 		return true
@@ -177,6 +178,7 @@ func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
 	if l.expired(l.lastRead) {
 		return false
 	}
+	l.lastCall = l.lastRead
 	head := wire.Head{Status: 200} // no connection field: a link is not closed by an answer
 	tenant, level, until, werr := s.auth.IdentifyToken(p)
 	switch {
@@ -228,6 +230,11 @@ func (cs *conn) answerLater(resp []byte) {
 // whose frame, begun, is not whole within the body timeout, as an HTTP
 // connection whose body takes longer is (a frame trickled a byte at a time
 // would otherwise hold what it sent for as long as it keeps trickling).
+// A link that holds anything (a parked pop, say) counts as carrying a call
+// now, so that shedding (shed.go) finds it idle only after a second of
+// real silence once the last of its streams is answered (an HTTP
+// connection is idle from its last answer; a link's answers are not
+// timed, which would cost the answer path).
 func (ls *loopScratch) tendClientLinks(context.Context) error {
 	now := time.Now().UnixNano()
 	idle, body := int64(ls.s.cfg.IdleTimeout), int64(ls.s.cfg.BodyTimeout)
@@ -237,6 +244,8 @@ func (ls *loopScratch) tendClientLinks(context.Context) error {
 			l.fail(nil)
 		case l.partialSince != 0 && now-l.partialSince > body:
 			l.failHolding(errFrameStalled)
+		case !l.quiet():
+			l.lastCall = now
 		}
 	}
 	return nil

@@ -64,6 +64,11 @@ type relayLink struct {
 	// start of a frame that is not whole yet (0: none), so that tend can
 	// fail a link whose frame does not complete within the frame timeout.
 	partialSince int64
+	// lastCall: on a client link, unix nanos (the real clock, not the
+	// tick's) of its last call: a request or token frame read, or a stream
+	// found in flight by tendClientLinks. Pings do not move it (shed.go,
+	// relayLink.idle).
+	lastCall int64
 
 	// Dialled links: the calls waiting for an answer, by stream id; if the
 	// link fails, those whose frame was handed to the socket may have been

@@ -102,8 +102,17 @@ export interface BufferOptions {
 }
 
 export interface QueenOptions {
-  /** Sent as `Authorization: Bearer <token>`. */
-  token?: string
+  /**
+   * Sent as `Authorization: Bearer <token>`. A function (sync or async) is a token
+   * source, for credentials that rotate: it is called for the first call, and again
+   * only when its token nears its end (a JWT's `exp`, read without verifying it, less
+   * a quarter of its lifetime, at most 30 s; a token without a readable `exp`, every
+   * minute), never once per call. A link is sent a fresh token from it in a token
+   * frame before its own expires, so that the link and the pops parked on it outlive
+   * any one token. A function that throws fails the call that needed the token
+   * (nothing was sent) unless the token in use has not expired, which serves on.
+   */
+  token?: string | (() => string | Promise<string>)
   headers?: Record<string, string>
   /**
    * Per-request timeout in ms (default 30,000); a waiting pop adds its own timeout.

@@ -192,7 +192,10 @@ export class Queen {
     this.token = options.token
     this.headers = { ...(options.headers ?? {}) }
     this.timeout = options.timeout ?? 30000
-    this.transport = new Transport(this.urls, headerLines(this.headers, this.token), { links: options.forceHTTP ? 0 : 1 })
+    // A token function's token is not a constant header: the transport
+    // caches it and renews it (lib/token.js).
+    const tokenFn = typeof this.token === 'function' ? this.token : undefined
+    this.transport = new Transport(this.urls, headerLines(this.headers, tokenFn ? undefined : this.token), { links: options.forceHTTP ? 0 : 1, token: tokenFn })
     this.closed = false
     this.closeController = new AbortController()
     this.ephemeral = new Ephemeral(this, bufferOptions(options.buffer), options.onFlushError)
@@ -280,6 +283,8 @@ export class Queen {
     let retry = null
     let inbox = newInbox()
     for (;;) {
+      const auth = t.authorize()
+      if (auth !== undefined) await auth
       if (signal?.aborted) throw signal.reason
       const body = { queue, messages: [{ payload: { replyTo: inbox, payload } }] }
       if (partition) body.partition = partition

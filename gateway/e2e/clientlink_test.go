@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -647,5 +648,64 @@ func TestClientLinkOwnConnectionsReused(t *testing.T) {
 	}
 	if n := p.gwMetric(t, "queen_gateway_upstream_dials_total") - dials; n > 1 {
 		t.Fatalf("30 requests on connections of their own dialled %v connections, want at most 1", n)
+	}
+}
+
+// TestClientLinkSDKTokenFunc: the Go SDK with a token function (tokens
+// living 9 to 10 s: shorter ones leave little time between a link's
+// renewal and its retirement on a loaded machine) through the gateway: its links take fresh tokens in
+// token frames, so a pop parked before the first token's exp is answered,
+// after two lifetimes, by a push on the same client, and pushes paced
+// through both exps all succeed.
+func TestClientLinkSDKTokenFunc(t *testing.T) {
+	t.Parallel()
+	p := startPair(t, nil, nil)
+	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	var calls atomic.Int32
+	var firstExp atomic.Int64
+	fn := func(context.Context) (string, error) {
+		exp := time.Now().Add(10 * time.Second).Truncate(time.Second)
+		if calls.Add(1) == 1 {
+			firstExp.Store(exp.UnixNano())
+		}
+		return mint(t, jwt.MapClaims{"tenant": "acme", "role": "read-write", "exp": exp.Unix()}), nil
+	}
+	c, err := sdk.New(p.gw.URL(), sdk.WithTokenFunc(fn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.Push(ctx, "warm", []any{0}, sdk.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	popped := make(chan *sdk.PopResult, 1)
+	go func() {
+		res, err := c.Pop(ctx, "parked", sdk.PopOptions{Wait: true, Timeout: 30 * time.Second, AutoAck: true})
+		if err != nil {
+			t.Error(err)
+		}
+		popped <- res
+	}()
+	p.admin.waitParked(t, "acme", 1)
+	end := time.Unix(0, firstExp.Load()).Add(4 * time.Second)
+	for i := 0; time.Now().Before(end); i++ {
+		if _, err := c.Push(ctx, "steady", []any{i}, sdk.PushOptions{}); err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the pace of the pushes, not a wait for a condition
+	}
+	if _, err := c.Push(ctx, "parked", []any{"late"}, sdk.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-popped; res == nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != `"late"` {
+		t.Fatalf("the pop parked before the first exp: %+v, want the message pushed after the second", res)
+	}
+	if n := p.gwMetric(t, "queen_gateway_client_links"); n < 1 || n > 2 {
+		t.Fatalf("queen_gateway_client_links %v, want 1 or 2 (the SDK's links to one URL)", n)
+	}
+	if n := calls.Load(); n < 2 || n > 6 {
+		t.Fatalf("the token function was called %d times over two lifetimes, want once a lifetime or so", n)
 	}
 }

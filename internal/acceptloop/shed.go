@@ -112,6 +112,19 @@ func (o *Oldest[T]) Chosen() []T {
 	return out
 }
 
+// CloseOn closes conns, connections of loop, from a task of that loop (so
+// that their descriptors are free when it returns), and reports how many
+// it closed.
+func CloseOn(loop gnet.EventLoop, conns []gnet.Conn) int {
+	closed := 0
+	for _, c := range conns {
+		if loop.Close(c) == nil {
+			closed++
+		}
+	}
+	return closed
+}
+
 // IdleLongEnough reports whether a connection last active at last has been
 // idle for MinIdle at now (both from the same clock, unix nanos).
 func IdleLongEnough(last, now int64) bool { return now-last >= int64(MinIdle) }

@@ -20,6 +20,7 @@ export const FRAME_CANCEL = 3 // client → broker: a parked pop is let go
 export const FRAME_REFUSE = 4 // broker → client: one reason byte, no answer
 export const FRAME_PING = 5 // client → broker, stream 0
 export const FRAME_PONG = 6 // broker → client, stream 0
+export const FRAME_TOKEN = 7 // client → broker: a fresh token for the link's identity
 
 export const REFUSE_BUSY = 1 // not served: back off, send again
 export const REFUSE_CLOSING = 2 // not served: send again on another link
@@ -75,6 +76,12 @@ export function writeRequest (buf, off, id, method, target, body, bodyLen) {
 /** Writes a frame with no payload (cancel, ping) and returns the offset after it. */
 export function writeEmpty (buf, off, type, id) {
   return putHeader(buf, off, type, id, 0)
+}
+
+/** Writes a token frame (payload: the token, ASCII) and returns the offset after it. */
+export function writeToken (buf, off, id, token) {
+  off = putHeader(buf, off, FRAME_TOKEN, id, token.length)
+  return off + buf.latin1Write(token, off)
 }
 
 /** One request frame as a Buffer (tests, and clients in other languages to compare with). */

@@ -21,15 +21,24 @@
 //   a fresh link (neither was served).
 // - A ping every `pingEvery` ms keeps an idle link; one that answers
 //   nothing for two pings is closed, and its calls fail as lost.
+// - With a token function (lib/token.js), the link carries its upgrade's
+//   token, which the broker holds it to until exp: at the token's renewal
+//   time the link sends a fresh one from the source in a token frame
+//   (refreshToken), so that it and the pops parked on it outlive the token.
+//   A refusal (401, 403) leaves the old identity until exp; the link takes
+//   no new call from its retirement time (Pool.link: a fresh link, with a
+//   fresh token, takes them) and the broker closes it at exp. A 400 says
+//   the broker has no expiry (not in mode jwt): the link is never retired.
 
 import net from 'node:net'
 import tls from 'node:tls'
-import { ConnectionError, timeoutError } from './call.js'
+import { Call, ConnectionError, timeoutError } from './call.js'
 import { ResponseParser } from './http1.js'
 import {
-  FrameReader, FrameError, parseAnswer, refusalServed, requestFrameLen, writeRequest, writeEmpty,
+  FrameReader, FrameError, parseAnswer, refusalServed, requestFrameLen, writeRequest, writeEmpty, writeToken,
   HEADER_LEN, FRAME_ANSWER, FRAME_REFUSE, FRAME_PONG, FRAME_CANCEL, FRAME_PING, REFUSE_CLOSING, REFUSE_TOO_LARGE
 } from './frames.js'
+import { TOKEN_RETRY } from './token.js'
 
 export const LINK_PROTOCOL = 'queen-link/1'
 export const LINK_PATH = '/api/v1/ephemeral/link'
@@ -74,6 +83,10 @@ export class Link {
     this.reader = new FrameReader(READ_LIMIT, (type, id, p) => this.onFrame(type, id, p))
     this.lastPing = Date.now()
     this.unanswered = 0 // pings sent since the broker last sent anything
+    this.bearer = t.source?.cur ?? null // the token of the upgrade (in t.headers now)
+    this.retireAt = this.bearer?.retireAt ?? 0
+    this.retired = false
+    this.refreshTimer = null
     const s = pool.secure
       ? tls.connect({ host: pool.hostname, port: pool.port, servername: net.isIP(pool.hostname) ? undefined : pool.hostname, ALPNProtocols: ['http/1.1'], ...t.tls })
       : net.connect({ host: pool.hostname, port: pool.port, noDelay: true })
@@ -158,7 +171,57 @@ export class Link {
   idle () {
     if (this.streams.size > 0 || this.queued.length > 0) return
     this.socket.unref()
-    if (this.transport.closed) this.destroy()
+    if (this.transport.closed || this.retired) this.destroy()
+  }
+
+  /** No new call: its token nears its exp. It closes once its calls end. */
+  retire () {
+    this.retired = true
+    this.pool.dropLink(this)
+    this.idle()
+  }
+
+  refreshAt (at) {
+    clearTimeout(this.refreshTimer)
+    this.refreshTimer = setTimeout(() => { this.refreshToken().catch(() => {}) }, Math.max(0, at - Date.now()))
+    this.refreshTimer.unref()
+  }
+
+  /** Sends a fresh token from the source before the link's own expires (see above). */
+  async refreshToken () {
+    const cur = this.bearer
+    if (this.state !== OPEN || Date.now() >= cur.exp) return
+    let next
+    try {
+      next = await this.transport.source.get()
+    } catch {
+      next = null
+    }
+    if (next === null || next.token === cur.token || (next.exp !== 0 && next.exp <= cur.exp)) {
+      this.refreshAt(Date.now() + TOKEN_RETRY)
+      return
+    }
+    if (this.state !== OPEN) return
+    const call = new Call('TOKEN', '', undefined, 10000, undefined, false)
+    call.conn = this
+    const id = this.nextId++
+    call.id = id
+    this.streams.set(id, call)
+    if (this.streams.size === 1) this.socket.ref()
+    this.out.push({ token: next.token, id })
+    this.outLen += HEADER_LEN + next.token.length
+    this.schedule()
+    let status = 0
+    try {
+      status = (await call.promise).status
+    } catch {}
+    if (status === 200) {
+      this.bearer = next
+      this.retireAt = next.retireAt
+      if (next.exp !== 0) this.refreshAt(next.renewAt)
+    } else if (status === 400) {
+      this.retireAt = 0
+    }
   }
 
   onUpgradeData (d) {
@@ -178,6 +241,7 @@ export class Link {
     if (head.latin1Slice(0, 13) === 'HTTP/1.1 101 ') {
       this.state = OPEN
       this.pool.linked()
+      if (this.bearer !== null && this.bearer.exp !== 0) this.refreshAt(this.bearer.renewAt)
       const calls = this.queued
       this.queued = []
       for (const c of calls) if (!c.done) this.write(c)
@@ -289,6 +353,7 @@ export class Link {
   onClose () {
     this.state = DEAD
     clearTimeout(this.upgradeTimer)
+    clearTimeout(this.refreshTimer)
     this.transport.links.delete(this)
     this.pool.dropLink(this)
     const why = this.err?.message ?? 'closed by the broker'
@@ -338,9 +403,9 @@ function flush (link) {
   const buf = Buffer.allocUnsafe(link.outLen)
   let off = 0
   for (const e of link.out) {
-    off = e.control !== undefined
-      ? writeEmpty(buf, off, e.control, e.id)
-      : writeRequest(buf, off, e.id, e.method, e.path, e.body, e.bodyLen > 0 ? e.bodyLen : 0)
+    if (e.control !== undefined) off = writeEmpty(buf, off, e.control, e.id)
+    else if (e.token !== undefined) off = writeToken(buf, off, e.id, e.token)
+    else off = writeRequest(buf, off, e.id, e.method, e.path, e.body, e.bodyLen > 0 ? e.bodyLen : 0)
   }
   link.out = []
   link.outLen = 0

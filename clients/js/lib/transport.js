@@ -31,6 +31,7 @@ import tls from 'node:tls'
 import { ResponseParser, requestHead } from './http1.js'
 import { Call, ConnectionError, timeoutError } from './call.js'
 import { Link, LINK_MAX_BODY } from './link.js'
+import { TokenSource } from './token.js'
 
 export { ConnectionError }
 
@@ -200,8 +201,20 @@ class Pool {
   /** Whether the URL has answered an upgrade 101. */
   get linksSpoken () { return this.linkMode === LINK_YES }
 
-  /** A link for a call: a new one while there are fewer than linksPerURL, else the next in turn. */
+  /**
+   * A link for a call: a new one while there are fewer than linksPerURL, else
+   * the next in turn. A link whose token nears its exp, no fresher one
+   * accepted (lib/link.js, refreshToken), takes no new call: it is retired,
+   * and closes once its calls end.
+   */
   link () {
+    if (this.transport.source !== null) {
+      const now = Date.now()
+      for (let i = this.links.length - 1; i >= 0; i--) {
+        const l = this.links[i]
+        if (l.retireAt !== 0 && now >= l.retireAt) l.retire()
+      }
+    }
     if (this.links.length < this.transport.linksPerURL) {
       const l = new Link(this)
       this.links.push(l)
@@ -295,12 +308,18 @@ export class Transport {
   /**
    * urls: broker URLs (failover order); headers: constant request headers
    * as `name: value\r\n` lines; opts: { pipeline, connections, idle, tls,
-   * links (per URL; 0: HTTP/1.1 only), pingEvery, linkRetry }.
+   * links (per URL; 0: HTTP/1.1 only), pingEvery, linkRetry, token (a
+   * function returning the bearer token, or a Promise of it: lib/token.js) }.
    */
   constructor (urls, headers, opts = {}) {
     this.pools = urls.map((u) => new Pool(this, u))
     this.current = 0
     this.headers = headers
+    // With a token function (lib/token.js): headers are the constant ones
+    // and the current token's line, renewed as the token is.
+    this.source = typeof opts.token === 'function'
+      ? new TokenSource(opts.token, (b) => { this.headers = headers + b.line })
+      : null
     this.pipeline = opts.pipeline ?? 16
     this.connections = opts.connections ?? 4
     this.idle = opts.idle ?? 64
@@ -313,6 +332,15 @@ export class Transport {
     this.links = new Set()
     this.timer = null
     this.closed = false
+  }
+
+  /**
+   * With a token function: undefined when the token in use is not due, else
+   * a Promise that settles once a fresh one is in `headers` (or rejects with
+   * the function's error: nothing was sent). Awaited before a call is made.
+   */
+  authorize () {
+    return this.source === null ? undefined : this.source.ready()
   }
 
   /** Make a call of method on path (under the URL's own path); see roundTrip. */
@@ -332,6 +360,8 @@ export class Transport {
     let repeated = false
     let viaHTTP = false
     for (;;) {
+      const auth = this.authorize()
+      if (auth !== undefined) await auth
       const idx = this.current
       const pool = this.pools[idx]
       if (signal?.aborted) throw signal.reason

@@ -591,3 +591,107 @@ test('frames: random bytes make the reader and the answer parser throw FrameErro
     }
   }
 })
+
+// A TCP proxy to port that counts the connections it is given.
+async function countingProxy (t, port) {
+  const p = { conns: 0, url: '' }
+  const srv = net.createServer((c) => {
+    p.conns++
+    const up = net.connect({ host: '127.0.0.1', port })
+    c.pipe(up)
+    up.pipe(c)
+    c.on('error', () => up.destroy())
+    up.on('error', () => c.destroy())
+    c.on('close', () => up.destroy())
+    up.on('close', () => c.destroy())
+  })
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise((resolve) => { srv.close(resolve); srv.closeAllConnections?.() }))
+  p.url = `http://127.0.0.1:${srv.address().port}`
+  return p
+}
+
+test('a token function: calls over three tokens ride one link, a pop parked before the first exp is answered in the third token, the function called once a token', async (t) => {
+  const secret = 'js-link-rotate'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret, QUEEN_METRICS_PUBLIC: 'true' })
+  const proxy = await countingProxy(t, b.port)
+  const exps = []
+  let calls = 0
+  // Async, as a call to an identity provider would be; each token lives
+  // 9 to 10 s (exp has a resolution of a second). Shorter tokens leave too
+  // little time between a link's renewal, a quarter of the lifetime before
+  // exp, and its retirement, an eighth: on a loaded machine a renewal
+  // answered later than that had the link retired and a second dialled.
+  const token = async () => {
+    calls++
+    const exp = Math.floor(Date.now() / 1000) + 10
+    exps.push(exp * 1000)
+    return hs256(secret, { tenant: 'acme', role: 'read-write', exp, n: calls })
+  }
+  const e = client(t, proxy.url, { token }).ephemeral
+  assert.deepEqual(await e.push('warm', [0]), { pushed: 1 })
+  const parked = e.pop('parked', { wait: true, timeout: 30000, autoAck: true })
+  await waitFor('the pop parked', async () => (await metrics(b.url)).parked === 1)
+  assert.equal(proxy.conns, 1)
+
+  const end = exps[0] + 6000 // past the third token's fetch
+  let pushes = 0
+  while (Date.now() < end) {
+    assert.deepEqual(await e.push('steady', [pushes]), { pushed: 1 }, `push ${pushes}`)
+    pushes++
+    await sleep(50) // the pace of the pushes, not a wait for a condition
+  }
+  assert.deepEqual(await e.push('parked', ['late']), { pushed: 1 })
+  const got = await parked
+  assert.deepEqual(got.messages.map((m) => m.payload), ['late'], 'the pop parked before the first exp')
+  assert.equal(proxy.conns, 1, 'one connection throughout')
+  assert.ok(calls >= 3 && calls <= 8, `the token function was called ${calls} times for ${pushes} pushes over three tokens; want once a token or so (3 to 8)`)
+})
+
+test('a token function over HTTP/1.1 (forceHTTP): its token on every request, fetched again only when due; its failure fails the call with nothing sent once the token in use expired', async (t) => {
+  const secret = 'js-http-rotate'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret })
+  let calls = 0
+  let down = false
+  const token = () => {
+    calls++
+    if (down) throw new Error('the identity provider is down')
+    return hs256(secret, { tenant: 'acme', role: 'read-write', exp: Math.floor(Date.now() / 1000) + 2 })
+  }
+  const e = client(t, b.url, { token, forceHTTP: true }).ephemeral
+  for (let i = 0; i < 5; i++) assert.deepEqual(await e.push('h', [i]), { pushed: 1 })
+  assert.equal(calls, 1, 'one call of the function for five requests')
+  down = true
+  const first = e.queen.transport.source.cur
+  await waitFor('the first token expired', () => Date.now() >= first.exp + 1000, 5000)
+  await assert.rejects(e.push('h', [9]), /the token function: the identity provider is down/)
+  down = false
+  assert.deepEqual(await e.push('h', [10]), { pushed: 1 })
+  assert.equal((await e.pop('h', { batch: 100, autoAck: true })).messages.length, 6, 'the push that failed for its token was not sent')
+  assert.equal(e.queen.transport.links.size, 0)
+})
+
+test('a token function whose fresh token the link refuses: the link is retired before exp and a fresh link takes the calls, none lost', async (t) => {
+  const secret = 'js-link-refused'
+  const b = await startBroker(t, { QUEEN_AUTH_MODE: 'jwt', QUEEN_JWT_SECRET: secret })
+  const proxy = await countingProxy(t, b.port)
+  let calls = 0
+  let firstExp = 0
+  // The second token names another tenant: the broker refuses it on the
+  // link (403), and takes it on a new link's upgrade.
+  // 7 to 8 s: the link retires about a second before exp, room for a push
+  // in flight then to be answered on a loaded machine.
+  const token = () => {
+    const exp = Math.floor(Date.now() / 1000) + 8
+    if (++calls === 1) firstExp = exp * 1000
+    return hs256(secret, { tenant: calls === 1 ? 'acme' : 'globex', role: 'read-write', exp })
+  }
+  const e = client(t, proxy.url, { token }).ephemeral
+  assert.deepEqual(await e.push('q', [0]), { pushed: 1 })
+  const end = firstExp + 1000
+  for (let i = 1; Date.now() < end; i++) {
+    assert.deepEqual(await e.push('q', [i]), { pushed: 1 }, `push ${i} at ${Date.now() - firstExp} ms from the first exp`)
+    await sleep(20) // the pace of the pushes, not a wait for a condition
+  }
+  assert.ok(proxy.conns >= 2, `${proxy.conns} connections: no fresh link was dialled for the new token`)
+})
