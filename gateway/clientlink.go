@@ -61,8 +61,14 @@ const linkHeadRoom = 64 << 10
 var (
 	errLinkVersion = &wire.Error{Status: 426, Code: wire.CodeBadRequest, Msg: "this route upgrades the connection to a link: send " +
 		"Connection: Upgrade and Upgrade: " + linkProtocol + " (the versions this gateway speaks)"}
-	errLinkToken = &wire.Error{Status: 403, Code: codeForbidden, Msg: "a token sent on a link must name the link's tenant"}
+	errLinkToken   = &wire.Error{Status: 403, Code: codeForbidden, Msg: "a token sent on a link must name the link's tenant"}
+	errLinkExpired = &wire.Error{Status: 401, Code: wire.CodeUnauthorized, Msg: "the link's token has expired: send a fresh one in a token frame, or open a new link"}
 )
+
+// expiredGrace bounds how long an expired link is kept for the calls it
+// carried at exp (the broker's rule, server/clientlink.go): the longest a
+// pop may wait, and a little more.
+const expiredGrace = int64(wire.MaxPopTimeoutMs)*int64(time.Millisecond) + int64(10*time.Second)
 
 var (
 	// linkUpgradeLine names, on a refused upgrade, the versions spoken.
@@ -278,16 +284,22 @@ func (l *clientLink) expired(now int64) bool {
 // request judges a request frame as the gateway judges the same HTTP
 // request, then forwards it. It reports false for a frame that breaks the
 // protocol: one that does not decode, names a tenant or an access level
-// (a client link's identity is its upgrade's), reuses an open stream's
-// id, or comes after the link's identity ended.
+// (a client link's identity is its upgrade's) or reuses an open stream's
+// id. After the link's identity ended it is answered 401 on its stream, as
+// HTTP answers a request whose token expired; the link closes once what
+// it carries has ended (tendLinks).
 func (l *clientLink) request(id uint64, p []byte) bool {
 	var rq link.Request
 	if link.DecodeRequest(p, &rq) != nil || len(rq.Tenant) != 0 || rq.Access != 0 {
 		return false
 	}
 	now := time.Now().UnixNano()
-	if _, open := l.streams[id]; open || l.expired(now) {
+	if _, open := l.streams[id]; open {
 		return false
+	}
+	if l.expired(now) {
+		l.streamRefusal(id, errLinkExpired, 0)
+		return true
 	}
 	l.lastCall = now
 	if l.pending >= maxLinkStreams {
@@ -429,9 +441,6 @@ func (l *clientLink) letGo(ex *exchange) {
 // else is refused on the frame's stream and changes nothing.
 func (l *clientLink) token(id uint64, p []byte) bool {
 	now := time.Now().UnixNano()
-	if l.expired(now) {
-		return false
-	}
 	l.lastCall = now
 	tenant, level, until, e := l.g.cfg.Auth.IdentifyToken(p)
 	switch {
@@ -594,7 +603,7 @@ func (l *clientLink) closedConn() {
 func (ls *loopState) tendLinks(now int64) {
 	cfg := &ls.g.cfg
 	for l := range ls.clientLinks {
-		if now-l.lastRead > int64(cfg.IdleTimeout) || l.expired(now) ||
+		if now-l.lastRead > int64(cfg.IdleTimeout) || l.expired(now) && (l.quiet() || now-l.until > expiredGrace) ||
 			l.frameSince != 0 && now-l.frameSince > int64(cfg.BodyTimeout) ||
 			l.stalled && now-l.stalledSince > int64(linkStalledFor) {
 			_ = l.c.Close()

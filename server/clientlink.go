@@ -33,8 +33,12 @@ import (
 // parks holds only its stream; a cancel frame, or the link's end, lets it
 // go (D13).
 //
-// A JWT identity ends at the token's exp: the link is closed then, unless
-// the client sent a fresh token of the same tenant on it (a token frame).
+// A JWT identity ends at the token's exp, unless the client sent a fresh
+// token of the same tenant on it (a token frame). From then on, as over
+// HTTP, a request frame is answered 401 on its stream, while the calls
+// already in flight run to their end (a pop parked before exp is served);
+// the link is closed as soon as it carries nothing, and at the latest
+// expiredGrace after exp. A token frame still restores it meanwhile.
 // A link that sent nothing, not even a ping, for the idle timeout is
 // closed, as an idle HTTP connection is.
 
@@ -53,9 +57,15 @@ const (
 // RefuseBusy, which the SDKs back off on.
 const maxLinkStreams = 1 << 16
 
+// expiredGrace bounds how long an expired link is kept for the calls it
+// carried at exp: the longest a pop may wait, and a little more for the
+// answer of one parked right before exp.
+const expiredGrace = int64(wire.MaxPopTimeoutMs)*int64(time.Millisecond) + int64(10*time.Second)
+
 var (
 	errLinkVersion = &wire.Error{Status: 426, Code: codeBadRequest, Msg: "this route upgrades the connection to a link: send Connection: Upgrade and Upgrade: " + linkProtocolV1 + " (the versions this broker speaks)"}
 	errLinkToken   = &wire.Error{Status: 403, Code: codeForbidden, Msg: "a token sent on a link must name the link's tenant"}
+	errLinkExpired = &wire.Error{Status: 401, Code: codeUnauthorized, Msg: "the link's token has expired: send a fresh one in a token frame, or open a new link"}
 )
 
 // upgradeLines names, on a refused upgrade, the versions spoken.
@@ -136,7 +146,10 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 		return false
 	}
 	if l.expired(l.lastRead) {
-		return false
+		// As HTTP answers a request whose token has expired; the link
+		// closes once what it carries has ended (tendClientLinks).
+		l.answer(id, s.appendError(nil, wire.Head{Status: 401}, errLinkExpired))
+		return true
 	}
 	l.lastCall = l.lastRead
 	if len(l.streams) >= maxLinkStreams || l.offLoopBusy(&rq) {
@@ -175,9 +188,6 @@ func (l *relayLink) expired(now int64) bool {
 // token's); anything else is refused on the frame's stream and changes
 // nothing. The answer is an HTTP answer, as a request frame's.
 func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
-	if l.expired(l.lastRead) {
-		return false
-	}
 	l.lastCall = l.lastRead
 	head := wire.Head{Status: 200} // no connection field: a link is not closed by an answer
 	tenant, level, until, werr := s.auth.IdentifyToken(p)
@@ -240,7 +250,7 @@ func (ls *loopScratch) tendClientLinks(context.Context) error {
 	idle, body := int64(ls.s.cfg.IdleTimeout), int64(ls.s.cfg.BodyTimeout)
 	for l := range ls.clientLinks {
 		switch {
-		case now-l.lastRead > idle || l.expired(now):
+		case now-l.lastRead > idle || l.expired(now) && (l.quiet() || now-l.who.until > expiredGrace):
 			l.fail(nil)
 		case l.partialSince != 0 && now-l.partialSince > body:
 			l.failHolding(errFrameStalled)

@@ -245,6 +245,37 @@ func TestClientLinkTokenExpiryAndRefresh(t *testing.T) {
 	}
 }
 
+// After exp, as over HTTP: a new frame is answered 401 unauthorized on its
+// stream, a pop parked before exp is still served, and the link closes once
+// it carries nothing.
+func TestClientLinkAfterExp(t *testing.T) {
+	secret := []byte("link-secret")
+	ts := startConfigured(t, Config{Loops: 1, Auth: jwtAuth(t, secret)})
+	tok := func(exp time.Time) string {
+		return hs256(t, secret, jwt.MapClaims{"tenant": "acme", "role": "read-write", "exp": exp.Unix()})
+	}
+	soon := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	l := openClientLink(t, ts.addr, "Authorization: Bearer "+tok(soon)+"\r\n")
+	pusher := openClientLink(t, ts.addr, "Authorization: Bearer "+tok(time.Now().Add(time.Hour))+"\r\n")
+	popID := l.send(t, "", 0, "GET", "/api/v1/ephemeral/pop?queue=late&wait=true&timeout=30000&autoAck=true", "")
+	time.Sleep(time.Until(soon) + 100*time.Millisecond) // exp is the rule here: a time
+	l.send(t, "", 0, "POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`)
+	if _, status, body := l.answer(t); status != 401 || !strings.Contains(body, `"code":"unauthorized"`) {
+		t.Fatalf("a frame after exp: %d %s, want 401 unauthorized", status, body)
+	}
+	pusher.send(t, "", 0, "POST", "/api/v1/ephemeral/push", `{"queue":"late","messages":[{"payload":"served"}]}`)
+	if _, status, _ := pusher.answer(t); status != 201 {
+		t.Fatalf("push: %d, want 201", status)
+	}
+	if id, status, body := l.answer(t); id != popID || status != 200 || !strings.Contains(body, `"served"`) {
+		t.Fatalf("the pop parked before exp: stream %d, %d %s; want stream %d, 200 with the message", id, status, body, popID)
+	}
+	l.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := l.c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the expired link carrying nothing is still open")
+	}
+}
+
 // The kill switch and the access level apply per frame.
 func TestClientLinkGatesPerFrame(t *testing.T) {
 	secret := []byte("link-secret")

@@ -343,7 +343,8 @@ func TestClientLinkSlots(t *testing.T) {
 }
 
 // TestClientLinkTokenExpiry: a link opened with a JWT that expires is
-// closed when it does; one given a fresh token of its tenant in a token
+// closed when it does (once what it carries has ended: a pop parked
+// before exp is served, a frame after exp is 401); one given a fresh token of its tenant in a token
 // frame before then stays open past the first token's exp. A token of
 // another tenant is 403 forbidden on its stream and changes nothing.
 func TestClientLinkTokenExpiry(t *testing.T) {
@@ -355,7 +356,9 @@ func TestClientLinkTokenExpiry(t *testing.T) {
 
 	ends := dialLink(t, p.gw.URL(), short)
 	kept := dialLink(t, p.gw.URL(), short)
+	parked := dialLink(t, p.gw.URL(), short)
 	want(t, "push", ends.call("POST", "/api/v1/ephemeral/push", pushBody("q", 1)), 201, "")
+	pop := parked.send("GET", "/api/v1/ephemeral/pop?queue=late&wait=true&timeout=30000&autoAck=true", "")
 
 	kept.frame(frToken, 0, []byte("Bearer "+token(t, "other", "read-write")))
 	wantLink(t, "a token of another tenant", kept.await(0, nil), 403, "forbidden")
@@ -367,6 +370,15 @@ func TestClientLinkTokenExpiry(t *testing.T) {
 		t.Fatal("the link was not closed at its token's exp")
 	}
 	time.Sleep(time.Until(exp.Add(1500 * time.Millisecond))) // past the first token's exp, with the tick's second
+	// The link that carries a pop parked before exp: a new frame is 401, as
+	// over HTTP; the pop is still served, and then the link closes.
+	wantLink(t, "a push after exp", parked.await(parked.send("POST", "/api/v1/ephemeral/push", pushBody("q", 1)), nil), 401, "unauthorized")
+	pusher := dialLink(t, p.gw.URL(), token(t, "acme", "read-write"))
+	want(t, "push to the parked pop", pusher.call("POST", "/api/v1/ephemeral/push", pushBody("late", 1)), 201, "")
+	wantLink(t, "the pop parked before exp", parked.await(pop, nil), 200, "")
+	if !parked.closed(5 * time.Second) {
+		t.Fatal("the expired link was not closed once its pop was answered")
+	}
 	// Open, with the new token's level: read-only.
 	wantLink(t, "a push with the fresh read-only token", kept.await(kept.send("POST", "/api/v1/ephemeral/push", pushBody("q", 1)), nil), 403, "forbidden")
 	wantLink(t, "depth", kept.await(kept.send("GET", "/api/v1/ephemeral/queues/q/depth", ""), nil), 200, "")
