@@ -45,7 +45,7 @@ func (e *linkEndpoint) keepFresh(s *linkSlot, m *link.Mux, cur *bearer) {
 		ctx, cancel := context.WithTimeout(context.Background(), tokenFetchTimeout)
 		next, err := e.src.get(ctx)
 		cancel()
-		if err != nil || next.token == cur.token || next.exp != 0 && next.exp <= cur.exp {
+		if err != nil || sameToken(next.token, cur.token) || next.exp != 0 && next.exp <= cur.exp {
 			at = now + int64(tokenRetry)
 			continue
 		}

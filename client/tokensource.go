@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -93,7 +94,7 @@ func (s *tokenSource) get(ctx context.Context) (*bearer, error) {
 		err = checkToken(tok)
 	}
 	switch {
-	case err == nil && (old == nil || tok != old.token):
+	case err == nil && (old == nil || !sameToken(tok, old.token)):
 		b := newBearer(tok, now)
 		s.cur.Store(b)
 		return b, nil
@@ -179,4 +180,12 @@ func (c *Client) authorize(ctx context.Context, calls ...*call) error {
 		cl.tok = b
 	}
 	return nil
+}
+
+// sameToken compares two credentials in constant time: a token is a
+// secret, and whether a fresh one differs from the one in use is no
+// reason to leak how much of it matched (internal/secretcmp checks that
+// no secret is compared otherwise).
+func sameToken(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
