@@ -205,6 +205,10 @@ func TestDashboardInChromium(t *testing.T) {
 	t.Logf("dash-orders showed depth %d %v after the push", after, time.Since(pushed).Round(time.Millisecond))
 
 	checkBytesParts(t, ctx, api.payload())
+	// A single broker's listing is the broker's: no member's scope line.
+	if scope := evalString(t, ctx, `document.getElementById('queues-scope').textContent`); scope != "" {
+		t.Errorf("a single broker's queue table says %q; want no scope line (that is for a cell member)", scope)
+	}
 
 	shot(t, ctx, filepath.Join(artifacts, "dashboard.png"))
 

@@ -337,11 +337,13 @@
       items.push(dt, dd);
     }
     $('bytes-parts').replaceChildren(...items);
-    if (!parts.length) note.textContent = '';
+    // A cell member's bytes are its own (docs/cell.md, "Status routes").
+    const whose = state.cellSelf ? 'this member\'s footprint; ' : '';
+    if (!parts.length) note.textContent = whose;
     else if (tenants != null) {
-      note.textContent = 'the table\'s Bytes are payloads; the broker also charges every object it keeps and every open connection';
+      note.textContent = whose + 'the table\'s Bytes are payloads; the broker also charges every object it keeps and every open connection';
     } else {
-      note.textContent = 'from the listing\'s cellBytes; /metrics would split the rest';
+      note.textContent = whose + 'from the listing\'s cellBytes; /metrics would split the rest';
     }
   }
 
