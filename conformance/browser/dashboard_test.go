@@ -351,12 +351,16 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 		"QUEEN_JWT_SECRET":      secret,
 		"QUEEN_OPERATOR_TENANT": "ops",
 	})
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"tenant": "ops", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(),
-	}).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
+	mint := func(tenant, role string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"tenant": tenant, "role": role, "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
 	}
+	tok := mint("ops", "admin")
 	api := &apiClient{t: t, base: b.URL(), token: tok}
 	api.push("jwt-orders", 4)
 
@@ -367,6 +371,13 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('queues-note').textContent.includes('401')`,
 		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
 		t.Fatalf("without a token the queue panel does not say 401: %v", err)
+	}
+	// Refused, the table says so rather than counting no queues.
+	if got := evalString(t, ctx, `document.getElementById('queue-count').textContent + ' ' + document.getElementById('queues-empty').dataset.reason`); got != "(not listed) refused" {
+		t.Errorf("without a token the queue count and empty row are %q; want (not listed) refused", got)
+	}
+	if empty := evalString(t, ctx, `document.getElementById('queues-empty').textContent`); !strings.Contains(empty, "401 unauthorized") {
+		t.Errorf("without a token the table says %q; want the listing's 401 unauthorized", empty)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("token"), tok),
@@ -394,6 +405,30 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 		if !strings.Contains(l.line, "401") {
 			t.Errorf("browser log: %s", l.line)
 		}
+	}
+
+	// A tenant that is not the operator reads neither /metrics nor the kill
+	// switch: the switch is inferred from the listing, and the bytes are
+	// the listing's cellBytes in two parts, its payload and the rest.
+	acme := &apiClient{t: t, base: b.URL(), token: mint("acme", "read-write")}
+	acme.push("acme-orders", 3)
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("token"), acme.token),
+		chromedp.Click(chromedp.CSS(`#auth button[type="submit"]`)),
+	); err != nil {
+		t.Fatalf("typing the tenant's token: %v", err)
+	}
+	waitDepth(t, ctx, "acme-orders", 3, 3*time.Second)
+	parts := fmt.Sprintf(`(() => { const p = [...document.querySelectorAll('#bytes-parts dd')];
+		return p.map((d) => d.dataset.part).join(',') === 'payload,rest' && p[0].dataset.value === %q &&
+			p.reduce((a, d) => a + Number(d.dataset.value), 0) === Number(document.getElementById('bytes').dataset.value); })()`, fmt.Sprint(acme.payload()))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](parts, chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Errorf("a tenant without /metrics: the bytes parts are not its payload and the rest of cellBytes: %v (shown: %s)", err,
+			evalString(t, ctx, `document.getElementById('bytes-parts').textContent`))
+	}
+	ks := evalString(t, ctx, `document.getElementById('killswitch').dataset.state + ' · ' + document.getElementById('killswitch-note').textContent`)
+	if !strings.HasPrefix(ks, "serving · ") || !strings.Contains(ks, "from the queue listing (kill switch: 403") {
+		t.Errorf("a tenant's reader: the kill switch panel is %q; want serving, inferred from the listing", ks)
 	}
 }
 
