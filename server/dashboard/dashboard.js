@@ -19,8 +19,8 @@
   const ROWS_MAX = 500;
   const DEPTH_READS = 32;
   const HISTORY = 120; // chart points: two minutes
-  // The broker publishes no byte budget today (docs/dashboard.md): the
-  // panel draws the bar once /metrics carries this gauge.
+  // The byte budget (QUEEN_EPHEMERAL_MAX_BYTES) beside queen_ephemeral_bytes;
+  // a broker too old to publish it gets no bar.
   const BUDGET_SERIES = 'queen_ephemeral_max_bytes';
   const TOKEN_KEY = 'queen.dashboard.token';
 
@@ -41,8 +41,9 @@
     // since (when this page first saw the pause), seenStart (whether it
     // saw the broker serving just before, so since is within a poll).
     killSwitch: { name: 'unknown', since: null, seenStart: false },
-    // The last listing answer's status and code; 0 before the first.
-    listingStatus: 0,
+    // The last listing answer's status (0: unreachable; null before the
+    // first), its code, and the refusal in words.
+    listingStatus: null,
     listingCode: '',
     listingWhy: '',
     // This member's address in a cell ('' outside one): its listing is
@@ -493,7 +494,7 @@
       }
       return tr;
     });
-    if (!out.length && state.listingStatus !== 0) out.push(emptyRow());
+    if (!out.length && state.listingStatus !== null) out.push(emptyRow());
     body.replaceChildren(...out);
     document.querySelectorAll('#queues th').forEach((th) => {
       if (th.dataset.key === state.sortKey) th.setAttribute('aria-sort', state.sortDir > 0 ? 'ascending' : 'descending');
@@ -512,7 +513,7 @@
   // answered it. "(0)" over a paused broker's refusal read as "no queues".
   function queueCount() {
     const n = state.queues.length;
-    if (state.listingStatus === 0) return '';
+    if (state.listingStatus === null) return '';
     if (state.listingOK) return n > ROWS_MAX ? '(' + fmtInt(n) + ', the first ' + ROWS_MAX + ' shown)' : '(' + fmtInt(n) + ')';
     if (pausedListing()) return n ? '(' + fmtInt(n) + ' as read before the pause)' : '(not listed while paused)';
     return n ? '(' + fmtInt(n) + ' as last read)' : '(not listed)';
