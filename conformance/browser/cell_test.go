@@ -1,7 +1,6 @@
 package browser
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -87,14 +86,7 @@ func TestDashboardOnACellMember(t *testing.T) {
 		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
 		t.Errorf("the cell panel does not list this member: %v (shown: %s)", err, evalString(t, ctx, `document.getElementById('cell-members').textContent`))
 	}
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(800, 900)); err != nil {
-		t.Fatal(err)
-	}
-	var over []string
-	if err := json.Unmarshal([]byte(evalString(t, ctx, overflowJS)), &over); err != nil {
-		t.Fatal(err)
-	}
-	if len(over) > 0 {
+	if over := overflowAt(t, ctx, 800); len(over) > 0 {
 		t.Errorf("a cell member's page at 800 px: %d boxes overflow:\n  %s", len(over), strings.Join(over, "\n  "))
 	}
 	shot(t, ctx, filepath.Join(artifactsDir(t), "dashboard-cell-member.png"))

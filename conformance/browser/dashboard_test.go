@@ -270,6 +270,10 @@ func TestDashboardInChromium(t *testing.T) {
 	if ks := evalString(t, ctx, `document.getElementById('killswitch').textContent`); !strings.HasPrefix(ks, "paused since before ") {
 		t.Errorf("reopened while paused: the kill switch panel says %q; want \"paused since before <time>\"", ks)
 	}
+	// The paused panels fit the narrowest window too.
+	if over := overflowAt(t, ctx, 800); len(over) > 0 {
+		t.Errorf("paused, at 800 px: %d boxes overflow:\n  %s", len(over), strings.Join(over, "\n  "))
+	}
 	shot(t, ctx, filepath.Join(artifacts, "dashboard-paused-reopened.png"))
 
 	// Paused, the listing answers 503 and the browser logs that load as

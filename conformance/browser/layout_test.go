@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -76,13 +77,7 @@ func TestDashboardFitsAtThreeWidths(t *testing.T) {
 	}
 	first, last := shotWidths[0], shotWidths[len(shotWidths)-1]
 	for w := first; w <= last; w += layoutStep {
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900)); err != nil {
-			t.Fatalf("a window %d px wide: %v", w, err)
-		}
-		var over []string
-		if err := json.Unmarshal([]byte(evalString(t, ctx, overflowJS)), &over); err != nil {
-			t.Fatal(err)
-		}
+		over := overflowAt(t, ctx, w)
 		where := ""
 		if slices.Contains(shotWidths, w) {
 			path := filepath.Join(artifacts, fmt.Sprintf("dashboard-%d.png", w))
@@ -97,4 +92,18 @@ func TestDashboardFitsAtThreeWidths(t *testing.T) {
 	for _, e := range errs {
 		t.Errorf("console: %s", e)
 	}
+}
+
+// overflowAt sets the window w px wide and lists what overflows there
+// (overflowJS).
+func overflowAt(t *testing.T, ctx context.Context, w int64) []string {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900)); err != nil {
+		t.Fatalf("a window %d px wide: %v", w, err)
+	}
+	var over []string
+	if err := json.Unmarshal([]byte(evalString(t, ctx, overflowJS)), &over); err != nil {
+		t.Fatal(err)
+	}
+	return over
 }
