@@ -118,8 +118,10 @@ func (c *consoleLog) snapshot() (errs []string, browser []timedLine) {
 
 // The dashboard in a browser: it loads with no console error, lists the
 // queues the test made with their depths, sorts by a column on a click,
-// shows a push within two seconds, shows the pause once the kill switch is
-// set through the API, and leaves screenshots behind.
+// shows a push within two seconds, splits the broker's bytes into parts
+// that add up to them, shows "serving" and then "paused since …" once the
+// kill switch is set through the API, says why a paused broker's table is
+// empty, and leaves screenshots behind.
 func TestDashboardInChromium(t *testing.T) {
 	chrome := findChromium(t)
 	artifacts := artifactsDir(t)
@@ -177,8 +179,10 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("sorted by depth ascending, the last row is %q; want dash-bulk", last)
 	}
 
-	if state := evalString(t, ctx, `document.getElementById('killswitch').dataset.state`); state != "enabled" {
-		t.Fatalf("kill switch panel: %q before any pause; want enabled", state)
+	// The broker's state, not the switch's: "enabled" read as "the switch
+	// is engaged".
+	if ks := evalString(t, ctx, `(() => { const el = document.getElementById('killswitch'); return el.dataset.state + ' ' + el.textContent; })()`); ks != "serving serving" {
+		t.Fatalf("kill switch panel: %q before any pause; want state serving, text serving", ks)
 	}
 	// The charts come from /metrics, which loopback may read in mode none.
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('pushed-rate').dataset.value !== ""`,
@@ -199,6 +203,12 @@ func TestDashboardInChromium(t *testing.T) {
 	pushed := time.Now()
 	waitDepth(t, ctx, "dash-orders", after, 2*time.Second)
 	t.Logf("dash-orders showed depth %d %v after the push", after, time.Since(pushed).Round(time.Millisecond))
+
+	checkBytesParts(t, ctx, api.payload())
+	// A single broker's listing is the broker's: no member's scope line.
+	if scope := evalString(t, ctx, `document.getElementById('queues-scope').textContent`); scope != "" {
+		t.Errorf("a single broker's queue table says %q; want no scope line (that is for a cell member)", scope)
+	}
 
 	shot(t, ctx, filepath.Join(artifacts, "dashboard.png"))
 
@@ -221,6 +231,11 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("the kill switch panel does not show the pause: %v", err)
 	}
 	t.Logf("paused state shown %v after the POST", time.Since(paused).Round(time.Millisecond))
+	// The page saw the broker serving a poll before, so it knows when the
+	// pause began within a poll: "paused since <time>", not "before".
+	if ks := evalString(t, ctx, `document.getElementById('killswitch').textContent`); !strings.HasPrefix(ks, "paused since ") || strings.Contains(ks, "before") {
+		t.Errorf("paused: the kill switch panel says %q; want \"paused since <time>\"", ks)
+	}
 	// The table keeps the last rows it read: the broker still holds them.
 	if n := evalString(t, ctx, `String(document.querySelectorAll('#queues tbody tr').length)`); n != fmt.Sprint(len(want)) {
 		t.Errorf("paused: %s rows in the table; want the %d last read", n, len(want))
@@ -230,7 +245,36 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
 		t.Errorf("paused: the table is not marked stale: %v", err)
 	}
+	// The count says the rows are the last read, not that there are none.
+	if count := evalString(t, ctx, `document.getElementById('queue-count').textContent`); count != fmt.Sprintf("(%d as read before the pause)", len(want)) {
+		t.Errorf("paused: the queue count says %q; want (%d as read before the pause)", count, len(want))
+	}
 	shot(t, ctx, filepath.Join(artifacts, "dashboard-paused.png"))
+
+	// A page opened during the pause has no rows to keep: the table says
+	// the broker is paused rather than "QUEUES (0)", and the kill switch
+	// cannot know when the pause began.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dashboard")); err != nil {
+		t.Fatalf("reloading /dashboard: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const td = document.getElementById('queues-empty'); return td !== null && td.dataset.reason === 'paused'; })()`,
+		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Fatalf("reopened while paused: the queue table does not say the broker is paused: %v", err)
+	}
+	if count := evalString(t, ctx, `document.getElementById('queue-count').textContent`); count != "(not listed while paused)" {
+		t.Errorf("reopened while paused: the queue count says %q; want (not listed while paused)", count)
+	}
+	if empty := evalString(t, ctx, `document.getElementById('queues-empty').textContent`); !strings.Contains(empty, "paused") || !strings.Contains(empty, "kept") {
+		t.Errorf("reopened while paused: the table says %q; want why it is empty (paused, contents kept)", empty)
+	}
+	if ks := evalString(t, ctx, `document.getElementById('killswitch').textContent`); !strings.HasPrefix(ks, "paused since before ") {
+		t.Errorf("reopened while paused: the kill switch panel says %q; want \"paused since before <time>\"", ks)
+	}
+	// The paused panels fit the narrowest window too.
+	if over := overflowAt(t, ctx, 800); len(over) > 0 {
+		t.Errorf("paused, at 800 px: %d boxes overflow:\n  %s", len(over), strings.Join(over, "\n  "))
+	}
+	shot(t, ctx, filepath.Join(artifacts, "dashboard-paused-reopened.png"))
 
 	// Paused, the listing answers 503 and the browser logs that load as
 	// failed (its own log, not the page's console): expected. The page
@@ -311,12 +355,16 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 		"QUEEN_JWT_SECRET":      secret,
 		"QUEEN_OPERATOR_TENANT": "ops",
 	})
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"tenant": "ops", "role": "admin", "exp": time.Now().Add(time.Hour).Unix(),
-	}).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
+	mint := func(tenant, role string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"tenant": tenant, "role": role, "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
 	}
+	tok := mint("ops", "admin")
 	api := &apiClient{t: t, base: b.URL(), token: tok}
 	api.push("jwt-orders", 4)
 
@@ -328,6 +376,13 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
 		t.Fatalf("without a token the queue panel does not say 401: %v", err)
 	}
+	// Refused, the table says so rather than counting no queues.
+	if got := evalString(t, ctx, `document.getElementById('queue-count').textContent + ' ' + document.getElementById('queues-empty').dataset.reason`); got != "(not listed) refused" {
+		t.Errorf("without a token the queue count and empty row are %q; want (not listed) refused", got)
+	}
+	if empty := evalString(t, ctx, `document.getElementById('queues-empty').textContent`); !strings.Contains(empty, "401 unauthorized") {
+		t.Errorf("without a token the table says %q; want the listing's 401 unauthorized", empty)
+	}
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("token"), tok),
 		chromedp.Click(chromedp.CSS(`#auth button[type="submit"]`)),
@@ -337,7 +392,7 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 	waitDepth(t, ctx, "jwt-orders", 4, 3*time.Second)
 	// The operator tenant's admin reads /metrics and the kill switch too.
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
-		`document.getElementById('killswitch').dataset.state === "enabled" && document.getElementById('parked').dataset.value === "0"`,
+		`document.getElementById('killswitch').dataset.state === "serving" && document.getElementById('parked').dataset.value === "0"`,
 		chromedp.WithPollingTimeout(3*time.Second))); err != nil {
 		t.Fatalf("with the operator's token, the kill switch and parked pops panels stay empty: %v", err)
 	}
@@ -354,6 +409,30 @@ func TestDashboardTokenInJWTMode(t *testing.T) {
 		if !strings.Contains(l.line, "401") {
 			t.Errorf("browser log: %s", l.line)
 		}
+	}
+
+	// A tenant that is not the operator reads neither /metrics nor the kill
+	// switch: the switch is inferred from the listing, and the bytes are
+	// the listing's cellBytes in two parts, its payload and the rest.
+	acme := &apiClient{t: t, base: b.URL(), token: mint("acme", "read-write")}
+	acme.push("acme-orders", 3)
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("token"), acme.token),
+		chromedp.Click(chromedp.CSS(`#auth button[type="submit"]`)),
+	); err != nil {
+		t.Fatalf("typing the tenant's token: %v", err)
+	}
+	waitDepth(t, ctx, "acme-orders", 3, 3*time.Second)
+	parts := fmt.Sprintf(`(() => { const p = [...document.querySelectorAll('#bytes-parts dd')];
+		return p.map((d) => d.dataset.part).join(',') === 'payload,rest' && p[0].dataset.value === %q &&
+			p.reduce((a, d) => a + Number(d.dataset.value), 0) === Number(document.getElementById('bytes').dataset.value); })()`, fmt.Sprint(acme.payload()))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](parts, chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Errorf("a tenant without /metrics: the bytes parts are not its payload and the rest of cellBytes: %v (shown: %s)", err,
+			evalString(t, ctx, `document.getElementById('bytes-parts').textContent`))
+	}
+	ks := evalString(t, ctx, `document.getElementById('killswitch').dataset.state + ' · ' + document.getElementById('killswitch-note').textContent`)
+	if !strings.HasPrefix(ks, "serving · ") || !strings.Contains(ks, "from the queue listing (kill switch: 403") {
+		t.Errorf("a tenant's reader: the kill switch panel is %q; want serving, inferred from the listing", ks)
 	}
 }
 
@@ -454,4 +533,69 @@ func (a *apiClient) depths() map[string]int64 {
 		out[q.Queue] = q.Depth
 	}
 	return out
+}
+
+// payload sums the listed queues' bytes: their payloads.
+func (a *apiClient) payload() int64 {
+	a.t.Helper()
+	var l struct {
+		Queues []struct {
+			Bytes int64 `json:"bytes"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal(a.do("GET", "/api/v1/ephemeral/queues", "", 200), &l); err != nil {
+		a.t.Fatal(err)
+	}
+	var n int64
+	for _, q := range l.Queues {
+		n += q.Bytes
+	}
+	return n
+}
+
+// checkBytesParts waits until the broker bytes panel lists its parts with
+// the payload the listing sums (payload), and checks that they are the
+// payload, the object charges and the connections with the arena's slack,
+// and that they add up to the broker's bytes shown above them.
+func checkBytesParts(t *testing.T, ctx context.Context, payload int64) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const d = document.querySelector('#bytes-parts dd[data-part="payload"]'); return d !== null && d.dataset.value === %q; })()`, fmt.Sprint(payload))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Fatalf("the broker bytes panel does not show the payload part %d (the listing's sum): %v; parts: %s", payload, err,
+			evalString(t, ctx, `document.getElementById('bytes-parts').textContent`))
+	}
+	var got struct {
+		Total int64
+		Parts []struct {
+			Key, Label string
+			Value      int64
+		}
+	}
+	raw := evalString(t, ctx, `JSON.stringify({
+		Total: Number(document.getElementById('bytes').dataset.value),
+		Parts: [...document.querySelectorAll('#bytes-parts dd')].map((dd) => ({
+			Key: dd.dataset.part, Label: dd.previousElementSibling.textContent, Value: Number(dd.dataset.value) })) })`)
+	if err := json.Unmarshal([]byte(raw), &got); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var sum int64
+	for _, p := range got.Parts {
+		keys = append(keys, p.Key)
+		sum += p.Value
+	}
+	if strings.Join(keys, ",") != "payload,objects,rest" {
+		t.Fatalf("bytes parts %v; want payload, objects, rest", got.Parts)
+	}
+	if sum != got.Total {
+		t.Errorf("the bytes parts %v add up to %d; the broker's bytes shown are %d", got.Parts, sum, got.Total)
+	}
+	if got.Parts[1].Value <= 0 {
+		t.Errorf("object charges %d with queues held; want > 0", got.Parts[1].Value)
+	}
+	// At least the page's own connection is open, charged 2048 bytes by
+	// default (QUEEN_CONNECTION_CHARGE_BYTES).
+	if rest := got.Parts[2]; rest.Value < 2048 || !strings.Contains(rest.Label, "connection") {
+		t.Errorf("the last part is %q %d; want the connections (at least the page's, 2048 bytes) and the slack", rest.Label, rest.Value)
+	}
 }

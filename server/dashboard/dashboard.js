@@ -19,8 +19,8 @@
   const ROWS_MAX = 500;
   const DEPTH_READS = 32;
   const HISTORY = 120; // chart points: two minutes
-  // The broker publishes no byte budget today (docs/dashboard.md): the
-  // panel draws the bar once /metrics carries this gauge.
+  // The byte budget (QUEEN_EPHEMERAL_MAX_BYTES) beside queen_ephemeral_bytes;
+  // a broker too old to publish it gets no bar.
   const BUDGET_SERIES = 'queen_ephemeral_max_bytes';
   const TOKEN_KEY = 'queen.dashboard.token';
 
@@ -37,6 +37,18 @@
     pushed: [],
     delivered: [],
     cellMembers: null,
+    // The kill switch as last seen: name ('serving', 'paused', 'unknown'),
+    // since (when this page first saw the pause), seenStart (whether it
+    // saw the broker serving just before, so since is within a poll).
+    killSwitch: { name: 'unknown', since: null, seenStart: false },
+    // The last listing answer's status (0: unreachable; null before the
+    // first), its code, and the refusal in words.
+    listingStatus: null,
+    listingCode: '',
+    listingWhy: '',
+    // This member's address in a cell ('' outside one): its listing is
+    // what it owns (docs/cell.md, "What a member's listing shows").
+    cellSelf: '',
   };
 
   // ---- the credential -------------------------------------------------
@@ -216,53 +228,123 @@
     return h;
   }
 
+  // renderKillSwitch shows the broker's state, "serving" or "paused since
+  // …", rather than the switch's: "enabled" in green read as "the switch is
+  // engaged". The broker keeps no time of the pause, so "since" is when
+  // this page first saw it: within a poll when it saw the broker serving
+  // before, "before" the first poll that saw it otherwise.
   function renderKillSwitch(ks, listing) {
     const el = $('killswitch');
     const note = $('killswitch-note');
     let stateName = 'unknown';
     let retry = null;
+    let from = '';
     if (ks.status === 200 && ks.body) {
-      stateName = ks.body.enabled ? 'enabled' : 'paused';
+      stateName = ks.body.enabled ? 'serving' : 'paused';
       retry = ks.body.retryAfterSeconds;
-      note.textContent = '';
     } else if (listing.status === 503 && listing.body && listing.body.code === 'ephemeral_disabled') {
       // A credential that may not read the switch still sees the pause in
       // the listing's refusal.
       stateName = 'paused';
-      note.textContent = 'from the queue listing (' + why(ks, 'kill switch') + ')';
+      from = 'from the queue listing (' + why(ks, 'kill switch') + ')';
     } else if (listing.status === 200) {
-      stateName = 'enabled';
-      note.textContent = 'from the queue listing (' + why(ks, 'kill switch') + ')';
-    } else {
-      note.textContent = why(ks, 'kill switch');
+      stateName = 'serving';
+      from = 'from the queue listing (' + why(ks, 'kill switch') + ')';
     }
+    const ksState = state.killSwitch;
+    if (stateName === 'paused' && ksState.name !== 'paused') {
+      ksState.since = new Date();
+      ksState.seenStart = ksState.name === 'serving';
+    }
+    ksState.name = stateName;
     el.dataset.state = stateName;
-    el.textContent = stateName === 'paused' ? 'PAUSED' : stateName === 'enabled' ? 'enabled' : '–';
-    if (stateName === 'paused' && retry != null) {
-      note.textContent = 'every family route answers 503 ephemeral_disabled, Retry-After ' + Math.max(1, retry) + ' s';
+    if (stateName === 'paused') {
+      const at = ksState.since.toLocaleTimeString();
+      const since = document.createElement('span');
+      since.className = 'since';
+      since.textContent = 'since ' + (ksState.seenStart ? at : 'before ' + at);
+      el.replaceChildren('paused ', since);
+      note.textContent = 'every family route answers 503 ephemeral_disabled' +
+        (retry != null ? ', Retry-After ' + Math.max(1, retry) + ' s' : '') +
+        '; the queues and their messages are kept' +
+        (ksState.seenStart ? '' : ' (this page opened during the pause; the broker does not record when it began)') +
+        (from ? ' · ' + from : '');
+    } else if (stateName === 'serving') {
+      el.textContent = 'serving';
+      note.textContent = 'every family route is served: the kill switch has not paused the broker' + (from ? ' · ' + from : '');
+    } else {
+      el.textContent = '–';
+      note.textContent = why(ks, 'kill switch');
     }
   }
 
-  function renderBytes(metrics, listing) {
+  // bytesParts splits the broker's bytes into parts that add up to them
+  // (docs/dashboard.md, "Broker bytes"): the listing's Bytes column sums
+  // payloads only, while the broker also charges every queue, partition,
+  // group, cursor, ring slot and parked pop, every open connection, and
+  // counts the arena's slack (docs/engine.md, "What the budgets count").
+  // total is the broker's bytes; tenants the queen_ephemeral_tenant_bytes
+  // samples (null without /metrics); payload the listed queues' bytes (null
+  // without a listing); conns the open connections (null without /metrics).
+  // The last part is what the others leave, so the sum is exact.
+  function bytesParts(total, tenants, payload, conns) {
+    const parts = [];
+    const connWord = conns == null ? 'connections' : fmtInt(conns) + (conns === 1 ? ' connection' : ' connections');
+    if (tenants != null) {
+      const t = tenants.reduce((a, x) => a + x.value, 0);
+      const others = tenants.length > 1;
+      if (payload != null) {
+        parts.push({ key: 'payload', label: others ? 'payload of your queues' : 'payload', value: payload });
+        parts.push({ key: 'objects', label: others ? 'object charges and other tenants\' queues' : 'object charges', value: t - payload });
+      } else {
+        parts.push({ key: 'queues', label: 'queues: payload and object charges', value: t });
+      }
+      parts.push({ key: 'rest', label: connWord + ' and arena slack', value: total - t });
+    } else if (payload != null) {
+      parts.push({ key: 'payload', label: 'payload', value: payload });
+      parts.push({ key: 'rest', label: 'object charges, connections, slack', value: total - payload });
+    }
+    return parts;
+  }
+
+  function renderBytes(metrics, listed) {
     let bytes = metrics ? pick(metrics, 'queen_ephemeral_bytes', 'scope', 'cell') : null;
-    if (bytes == null && listing.status === 200 && listing.body) bytes = listing.body.cellBytes;
+    if (bytes == null && listed) bytes = listed.cellBytes;
     const budget = metrics ? pick(metrics, BUDGET_SERIES) : null;
     setText($('bytes'), fmtBytes(bytes), bytes);
     const bar = $('bytes-bar');
     const note = $('bytes-note');
     if (budget && bytes != null) {
       const f = bytes / budget;
-      $('budget').textContent = 'of ' + fmtBytes(budget) + ' (' + (100 * f).toFixed(1) + ' %)';
+      $('budget').textContent = 'of ' + fmtBytes(budget) + ' budget · ' + (100 * f).toFixed(1) + ' %';
       bar.firstElementChild.style.width = Math.min(100, 100 * f).toFixed(2) + '%';
       bar.className = 'bar' + (f >= 0.9 ? ' bad' : f >= 0.75 ? ' warn' : '');
       bar.hidden = false;
-      note.textContent = '';
     } else {
-      $('budget').textContent = '';
+      $('budget').textContent = metrics ? 'the broker publishes no budget (queen_ephemeral_max_bytes)' : 'the budget needs /metrics';
       bar.hidden = true;
-      note.textContent = metrics
-        ? 'the broker does not publish its budget (QUEEN_EPHEMERAL_MAX_BYTES) yet'
-        : 'from the listing\'s cellBytes; the budget needs /metrics';
+    }
+    const tenants = metrics ? metrics.get('queen_ephemeral_tenant_bytes') || [] : null;
+    const payload = listed ? (listed.queues || []).reduce((a, q) => a + (q.bytes || 0), 0) : null;
+    const conns = metrics ? pick(metrics, 'queen_ephemeral_connections') : null;
+    const parts = bytes == null ? [] : bytesParts(bytes, tenants, payload, conns);
+    const items = [];
+    for (const p of parts) {
+      const dt = document.createElement('dt');
+      dt.textContent = p.label;
+      const dd = document.createElement('dd');
+      dd.dataset.part = p.key;
+      setText(dd, fmtBytes(p.value), p.value);
+      items.push(dt, dd);
+    }
+    $('bytes-parts').replaceChildren(...items);
+    // A cell member's bytes are its own (docs/cell.md, "Status routes").
+    const whose = state.cellSelf ? 'this member\'s footprint; ' : '';
+    if (!parts.length) note.textContent = whose;
+    else if (tenants != null) {
+      note.textContent = whose + 'the table\'s Bytes are payloads; the broker also charges every object it keeps and every open connection';
+    } else {
+      note.textContent = whose + 'from the listing\'s cellBytes; /metrics would split the rest';
     }
   }
 
@@ -346,6 +428,22 @@
 
   // ---- the queue table ------------------------------------------------
 
+  // renderScope says whose queues the table lists. On a cell member it is
+  // this member's listing, not the cell's: the status reads are never
+  // relayed, so a queue shows its contents on its owner's page only.
+  function renderScope() {
+    const el = $('queues-scope');
+    if (!state.cellSelf) {
+      el.textContent = '';
+      delete el.dataset.scope;
+      return;
+    }
+    el.dataset.scope = 'member';
+    el.textContent = 'This member\'s listing (' + state.cellSelf + '): the implicit queues it owns, and every declared queue, ' +
+      'with zero contents where another member owns it. The cell\'s whole is the sum of every member\'s listing: ' +
+      'open each member\'s dashboard; the Cell panel counts the queues each one owns.';
+  }
+
   function rowOf(q) {
     const d = q.drops || {};
     return {
@@ -396,15 +494,54 @@
       }
       return tr;
     });
+    if (!out.length && state.listingStatus !== null) out.push(emptyRow());
     body.replaceChildren(...out);
     document.querySelectorAll('#queues th').forEach((th) => {
       if (th.dataset.key === state.sortKey) th.setAttribute('aria-sort', state.sortDir > 0 ? 'ascending' : 'descending');
       else th.removeAttribute('aria-sort');
     });
-    const n = state.queues.length;
-    $('queue-count').textContent = n > ROWS_MAX ? '(' + fmtInt(n) + ', the first ' + ROWS_MAX + ' shown)' : '(' + fmtInt(n) + ')';
+    $('queue-count').textContent = queueCount();
     $('queues').classList.toggle('stale', !state.listingOK);
     return rows;
+  }
+
+  function pausedListing() {
+    return state.listingStatus === 503 && state.listingCode === 'ephemeral_disabled';
+  }
+
+  // queueCount is the heading's count: a number only when the listing
+  // answered it. "(0)" over a paused broker's refusal read as "no queues".
+  function queueCount() {
+    const n = state.queues.length;
+    if (state.listingStatus === null) return '';
+    if (state.listingOK) return n > ROWS_MAX ? '(' + fmtInt(n) + ', the first ' + ROWS_MAX + ' shown)' : '(' + fmtInt(n) + ')';
+    if (pausedListing()) return n ? '(' + fmtInt(n) + ' as read before the pause)' : '(not listed while paused)';
+    return n ? '(' + fmtInt(n) + ' as last read)' : '(not listed)';
+  }
+
+  // emptyRow says why the table has no rows: none exist, the broker is
+  // paused, or the listing refused the credential.
+  function emptyRow() {
+    const tr = document.createElement('tr');
+    const td = document.createElement('td');
+    td.colSpan = COLS.length;
+    td.className = 'empty';
+    td.id = 'queues-empty';
+    if (state.listingOK) {
+      td.dataset.reason = 'none';
+      td.textContent = state.cellSelf
+        ? 'No queues on this member: a push or a configure creates one (an implicit queue lands on the member that owns it).'
+        : 'No queues yet: a push or a configure creates one.';
+    } else if (pausedListing()) {
+      td.dataset.reason = 'paused';
+      td.textContent = 'The broker is paused: its listing answers 503 ephemeral_disabled until the kill switch is set back to serving ' +
+        '(POST /api/v1/system/ephemeral {"enabled":true}). The queues and their messages are kept; they show here once it serves again.';
+    } else {
+      td.dataset.reason = 'refused';
+      td.textContent = 'The listing was not read: ' + state.listingWhy + '.';
+    }
+    tr.appendChild(td);
+    return tr;
   }
 
   function setupSort() {
@@ -464,19 +601,33 @@
       if (h && h.cell && readCell) cellResp = await get('/api/v1/system/cell');
 
       const metrics = metricsResp.status === 200 ? parseMetrics(metricsResp.text) : null;
-      renderKillSwitch(ks, listing);
-      renderBytes(metrics, listing);
-      renderRates(metrics, metricsResp);
-      renderCell(h, cellResp);
-
       if (listing.status === 200 && listing.body) {
         state.queues = listing.body.queues || [];
         state.listingOK = true;
-        $('queues-note').textContent = '';
       } else if (listing.status !== -1) {
         // Keep the last rows, greyed: a paused broker still holds them.
         state.listingOK = false;
-        $('queues-note').textContent = why(listing, 'queue listing') + (state.queues.length ? ' · showing the last rows read' : '');
+      }
+      if (listing.status !== -1) {
+        state.listingStatus = listing.status;
+        state.listingCode = listing.body && listing.body.code ? listing.body.code : '';
+        state.listingWhy = why(listing, 'queue listing');
+      }
+      state.cellSelf = h && h.cell ? h.cell.self : '';
+      // The payloads are the rows' bytes: this poll's listing, or the last
+      // one while a long listing is read every LISTING_SLOW polls.
+      const listed = listing.status === 200 && listing.body ? listing.body
+        : listing.status === -1 && state.listingOK ? { queues: state.queues, cellBytes: null } : null;
+      renderKillSwitch(ks, listing);
+      renderBytes(metrics, listed);
+      renderRates(metrics, metricsResp);
+      renderCell(h, cellResp);
+      renderScope();
+      if (state.listingOK) $('queues-note').textContent = '';
+      else if (listing.status !== -1) {
+        $('queues-note').textContent = pausedListing()
+          ? 'paused: ' + state.listingWhy + (state.queues.length ? ' · the rows read before the pause, greyed' : '')
+          : state.listingWhy + (state.queues.length ? ' · showing the last rows read' : '');
       }
       const rows = renderTable();
       if (state.listingOK) {
