@@ -551,6 +551,9 @@ func (a *realAPI) call(method, target string, hdr map[string]string, body any, s
 	}
 	tmpl := opKey[1]
 	key := method + " " + tmpl
+	if j, ok := body.(map[string]any); ok && opKey[0] == method {
+		a.checkRequest(what, method, tmpl, op, j, resp.StatusCode)
+	}
 	if a.seen[key] == nil {
 		a.seen[key] = map[string]bool{}
 	}
@@ -590,6 +593,39 @@ func (a *realAPI) call(method, target string, hdr map[string]string, body any, s
 		t.Errorf("%s: the answer does not match docs/openapi.yaml (%s): %#v\n%s", what, ptr, err, got)
 	}
 	return resp, got
+}
+
+// checkRequest holds a request body to the operation's documented one: a
+// body the broker accepted must be valid against it, and one it refused
+// with 400 must not be (a schema that admitted it would lead a generated
+// client to send what the broker refuses).
+func (a *realAPI) checkRequest(what, method, tmpl string, op, body map[string]any, status int) {
+	t := a.t
+	t.Helper()
+	rb, ptr := a.d.deref(op["requestBody"], "#/paths/"+escapePtr(tmpl)+"/"+strings.ToLower(method)+"/requestBody")
+	if rb == nil {
+		t.Errorf("%s: the request has a body; the operation documents none", what)
+		return
+	}
+	sch, err := a.d.compiler.Compile(openapiURL + ptr + "/content/application~1json/schema")
+	if err != nil {
+		t.Fatalf("%s: compiling the request schema at %s: %v", what, ptr, err)
+	}
+	j, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sch.Validate(v)
+	switch {
+	case status < 300 && err != nil:
+		t.Errorf("%s: the broker accepted %s, which the documented request body (%s) refuses: %#v", what, j, ptr, err)
+	case status == http.StatusBadRequest && err == nil:
+		t.Errorf("%s: the broker refused %s with 400, which the documented request body (%s) admits", what, j, ptr)
+	}
 }
 
 // TestOpenAPIRealAnswers starts a broker in mode jwt, grants required and
