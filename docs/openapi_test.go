@@ -629,7 +629,9 @@ func (a *realAPI) checkRequest(what, method, tmpl string, op, body map[string]an
 }
 
 // TestOpenAPIRealAnswers starts a broker in mode jwt, grants required and
-// an admin token set, and sends each route of the document a request that
+// an admin token set, and one in mode gateway (its gateway link, the
+// gateway's headers, X-Queen-Delivered), and sends each route of the
+// document a request that
 // succeeds and requests that meet its documented refusals: each answer's
 // status and code are the ones wanted, its status is documented for the
 // operation, and its body validates against the documented schema. Every
@@ -678,13 +680,25 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 	a.call("GET", "/dashboard", nil, nil, 200, "")
 	a.call("HEAD", "/dashboard", nil, nil, 200, "")
 
-	// The gateway link, on a broker in gateway mode.
-	gw := brokertest.StartQueen(t, map[string]string{"QUEEN_AUTH_MODE": "gateway", "QUEEN_GATEWAY_SECRET": "openapi-gw"})
+	// A broker in gateway mode: the gateway link, the gateway's headers as
+	// the document's security schemes name them, and a pop's
+	// X-Queen-Delivered.
+	gw := brokertest.StartQueen(t, map[string]string{"QUEEN_AUTH_MODE": "gateway", "QUEEN_GATEWAY_SECRET": "openapi-gw",
+		"QUEEN_ADMIN_TOKEN": admin})
 	g := &realAPI{t: t, d: a.d, url: gw.URL(), seen: a.seen, hc: a.hc}
 	secretHdr := map[string]string{"X-Queen-Gateway-Secret": "openapi-gw"}
 	g.call("GET", "/api/v1/system/gateway-link", merge(secretHdr, map[string]string{"Connection": "Upgrade", "Upgrade": "queen-link/1"}), nil, 101, "")
 	g.call("GET", "/api/v1/system/gateway-link", map[string]string{"Upgrade": "queen-link/1"}, nil, 401, "unauthorized")
 	g.call("GET", "/api/v1/system/gateway-link", secretHdr, nil, 400, "bad_request")
+	viaGateway := merge(secretHdr, map[string]string{"X-Queen-Tenant": "acme", "X-Queen-Access": "read-write"})
+	g.call("POST", server.RouteFamily+"/push", viaGateway, map[string]any{"queue": "g", "messages": []any{map[string]any{"payload": 1}}}, 403, "feature_gated")
+	g.call("PUT", "/api/v1/system/ephemeral/grants/acme", op, map[string]any{}, 200, "")
+	g.call("POST", server.RouteFamily+"/push", viaGateway, map[string]any{"queue": "g", "messages": []any{map[string]any{"payload": 1}}}, 201, "")
+	resp, _ := g.call("GET", server.RouteFamily+"/pop?queue=g&batch=5", viaGateway, nil, 200, "")
+	if got := resp.Header.Get("X-Queen-Delivered"); got != "1" {
+		t.Errorf("a pop in gateway mode: X-Queen-Delivered %q, want 1", got)
+	}
+	g.call("GET", server.RouteFamily+"/queues", map[string]string{"X-Queen-Tenant": "acme", "X-Queen-Access": "read-write"}, nil, 401, "unauthorized")
 
 	// push
 	a.call("POST", fam+"/push", wo, map[string]any{"queue": "jobs", "messages": []any{
@@ -704,7 +718,7 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		twenty = append(twenty, map[string]any{"payload": i})
 	}
 	a.call("POST", fam+"/push", rate, map[string]any{"queue": "r", "messages": twenty}, 201, "")
-	resp, _ := a.call("POST", fam+"/push", rate, map[string]any{"queue": "r", "messages": two}, 429, "rate_limited")
+	resp, _ = a.call("POST", fam+"/push", rate, map[string]any{"queue": "r", "messages": two}, 429, "rate_limited")
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("rate_limited without Retry-After")
 	}
