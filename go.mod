@@ -14,6 +14,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/puzpuzpuz/xsync/v4 v4.5.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0

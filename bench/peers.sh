@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench-peers: every scenario against the broker, Redis and NATS in one
-# run, on private loopback ports, and one table with the ratios broker/peer.
+# run, on private loopback ports, and one table with the ratios broker/peer
+# (table.txt) and a chart of request/reply (chart.svg).
 #
 # Installs redis-server and nats-server from Debian's packages when missing
 # (needs root). For each scenario it starts a fresh broker, redis-server
@@ -70,6 +71,6 @@ done
 echo
 echo "== all scenarios (results in $OUT)"
 files=("$OUT"/*.json)
-"$tmp/queenbench" -table "${files[@]}" | tee "$OUT/table.txt"
+"$tmp/queenbench" -table -svg "$OUT/chart.svg" "${files[@]}" | tee "$OUT/table.txt"
 echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $status

@@ -16,7 +16,8 @@
 # one client run at a time.
 #
 # Each client runs ROUNDS times, the order rotated between rounds; the table
-# gives each figure's median, and the goals met or missed.
+# gives each figure's median, and the goals met or missed (table.md); chart.svg
+# draws its round trips/s and CPU per round trip, ours against the peers'.
 #
 # Knobs (environment): D (measured seconds per run, 5), WARMUP (seconds, 1),
 # ROUNDS (3), CLIENTS (a subset of: js-queen js-nats js-ioredis js-undici go-sdk go-sdk-http
@@ -159,6 +160,6 @@ done
 
 echo
 echo "== request/reply through each language's clients, medians of $ROUNDS rounds (results in $OUT)"
-"$tmp/queenbench" -sdk-table "$OUT"/*.json | tee "$OUT/table.md"
+"$tmp/queenbench" -sdk-table -svg "$OUT/chart.svg" "$OUT"/*.json | tee "$OUT/table.md"
 echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $status

@@ -2,8 +2,9 @@
 // and every other .md file): the shell recipes marked runnable run as
 // written against real processes, from the root of a copy of the checkout
 // (recipes_test.go), no sh block puts go run in the background (same
-// file), every relative link resolves (links_test.go), and development.md's
-// Layout names every directory (layout_test.go).
+// file), every relative link resolves (links_test.go), development.md's
+// Layout names every directory (layout_test.go), and openapi.yaml describes
+// the routes the broker serves, as it answers them (openapi_test.go).
 //
 // A runnable recipe is a ```sh block preceded, on the line just before its
 // fence, by an HTML comment that GitHub does not render:

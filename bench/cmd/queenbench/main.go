@@ -33,6 +33,7 @@ func main() {
 		out       = flag.String("out", "", "write the JSON report here")
 		table     = flag.Bool("table", false, "print the comparison table of the JSON reports named as arguments, and run nothing")
 		sdkTable  = flag.Bool("sdk-table", false, "print the SDK table (make bench-sdk) of the reports and JavaScript result lines named as arguments, and run nothing")
+		svg       = flag.String("svg", "", "with -table or -sdk-table: also write the request/reply chart (round trips/s and CPU per round trip, ours against the peers') to this SVG file")
 		quiet     = flag.Bool("q", false, "no progress line")
 		cpuProf   = flag.String("cpuprofile", "", "write the load tool's own CPU profile here (to see what a client costs)")
 		gwTable   = flag.Bool("gateway-table", false, "print the gateway table (make bench-gateway) of the JSON reports named as arguments, and run nothing")
@@ -70,10 +71,10 @@ func main() {
 	flag.Parse()
 
 	if *table {
-		os.Exit(printTables(flag.Args()))
+		os.Exit(printTables(flag.Args(), *svg))
 	}
 	if *sdkTable {
-		os.Exit(printSDKTable(flag.Args()))
+		os.Exit(printSDKTable(flag.Args(), *svg))
 	}
 	if *gwTable {
 		os.Exit(printGatewayTable(flag.Args()))
@@ -185,7 +186,7 @@ func summary(r *bench.Result) {
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-func printTables(files []string) int {
+func printTables(files []string, svg string) int {
 	if len(files) == 0 {
 		fatal("-table needs JSON reports as arguments")
 	}
@@ -202,10 +203,10 @@ func printTables(files []string) int {
 		all = append(all, r.Results...)
 	}
 	bench.PrintTable(os.Stdout, all)
-	return 0
+	return writeSVG(svg, func(f *os.File) error { return bench.WritePeersChart(f, all) })
 }
 
-func printSDKTable(files []string) int {
+func printSDKTable(files []string, svg string) int {
 	if len(files) == 0 {
 		fatal("-sdk-table needs queenbench reports or JavaScript result files as arguments")
 	}
@@ -218,6 +219,28 @@ func printSDKTable(files []string) int {
 		all = append(all, runs...)
 	}
 	bench.PrintSDKTable(os.Stdout, all)
+	return writeSVG(svg, func(f *os.File) error { return bench.WriteSDKChart(f, all) })
+}
+
+// writeSVG writes a table's chart to path with write (nothing when path is
+// empty), removing the file when write fails.
+func writeSVG(path string, write func(*os.File) error) int {
+	if path == "" {
+		return 0
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fatal(err.Error())
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		fmt.Fprintln(os.Stderr, "queenbench: -svg:", err)
+		return 1
+	}
 	return 0
 }
 
