@@ -302,13 +302,9 @@ func (d *apiDoc) pathParams(t *testing.T, where string, params any) []string {
 	return out
 }
 
-// The family's routes the document adds to the table: the link's upgrade
-// is no route of the table by design (a gateway answers it as its own);
-// the cell's view read is in the table from the release that serves it.
-const (
-	linkPath = server.RouteFamily + "/link"
-	cellPath = server.RouteFamily + "/cell"
-)
+// The family's route the document adds to the table: the link's upgrade
+// is no route of the table by design (a gateway answers it as its own).
+const linkPath = server.RouteFamily + "/link"
 
 // templateOf is a route table pattern as an OpenAPI path: {queue} for :queue.
 func templateOf(pattern string) string { return strings.ReplaceAll(pattern, ":queue", "{queue}") }
@@ -323,8 +319,7 @@ var accessOf = map[string]string{"write": "write-only", "read-write": "read-writ
 // route table (server.RouteTable, which gateway/routes is generated from):
 // every route of the table is in the document, with the access the table
 // gives it, and every family route of the document is in the table, but
-// for the link's upgrade (never in the table) and the cell's view read on
-// a broker that predates it.
+// for the link's upgrade (never in the table).
 func TestOpenAPIRouteTable(t *testing.T) {
 	d := loadAPIDoc(t)
 	ops := d.operations()
@@ -352,7 +347,7 @@ func TestOpenAPIRouteTable(t *testing.T) {
 		if !strings.HasPrefix(key[1], server.RouteFamily+"/") || inTable[key] {
 			continue
 		}
-		if key != [2]string{"GET", linkPath} && key != [2]string{"GET", cellPath} {
+		if key != [2]string{"GET", linkPath} {
 			t.Errorf("%s %s is in docs/openapi.yaml, not in the route table", key[0], key[1])
 		}
 	}
@@ -772,16 +767,11 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 	a.call("GET", fam+"/link", rw, nil, 426, "ephemeral_bad_request")
 	a.call("GET", fam+"/link", up, nil, 401, "unauthorized")
 
-	// the cell's view read, on a broker that serves it; one that predates
-	// it answers 404 not_found, as the document says.
-	if tableHas("GET", cellPath) {
-		a.call("GET", fam+"/cell", ro, nil, 200, "")
-		a.call("GET", fam+"/cell?after=0&timeout=0", ro, nil, 200, "")
-		a.call("GET", fam+"/cell?after=x", ro, nil, 400, "ephemeral_bad_request")
-		a.call("GET", fam+"/cell", nil, nil, 401, "unauthorized")
-	} else {
-		a.call("GET", fam+"/cell", ro, nil, 404, "not_found")
-	}
+	// the cell's view read (a single broker: generation 0, no members)
+	a.call("GET", fam+"/cell", ro, nil, 200, "")
+	a.call("GET", fam+"/cell?after=0&timeout=0", ro, nil, 200, "")
+	a.call("GET", fam+"/cell?after=x", ro, nil, 400, "ephemeral_bad_request")
+	a.call("GET", fam+"/cell", nil, nil, 401, "unauthorized")
 
 	// the kill switch: the family pauses, the system routes do not
 	a.call("GET", "/api/v1/system/ephemeral", acmeAdmin, nil, 200, "")
@@ -804,9 +794,6 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		byPath[key[1]] = append(byPath[key[1]], key[0])
 	}
 	for tmpl, ms := range byPath {
-		if tmpl == cellPath && !tableHas("GET", cellPath) {
-			continue
-		}
 		target := strings.NewReplacer("{queue}", "jobs", "{tenant}", "acme").Replace(tmpl)
 		resp, _ := a.call("PATCH", target, op, nil, 405, "method_not_allowed")
 		var allow []string
@@ -823,9 +810,6 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 	// Every operation answered a success.
 	for key := range a.d.operations() {
 		k := key[0] + " " + key[1]
-		if key[1] == cellPath && !tableHas("GET", cellPath) {
-			continue
-		}
 		ok := false
 		for st := range a.seen[k] {
 			ok = ok || st[0] == '2' || st == "101"
@@ -834,16 +818,6 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 			t.Errorf("%s: no request of this test succeeded (answered %v)", k, a.seen[k])
 		}
 	}
-}
-
-// tableHas reports whether the broker's route table has the route.
-func tableHas(method, path string) bool {
-	for _, r := range server.RouteTable() {
-		if r.Method == method && r.Path == path {
-			return true
-		}
-	}
-	return false
 }
 
 func merge(ms ...map[string]string) map[string]string {
