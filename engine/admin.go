@@ -218,7 +218,7 @@ func (q *Queue) retire(idle int64, move bool) (dropped int64, ok bool) {
 		}
 	}
 	q.dead.Store(true)
-	q.t.reclaimers.Delete(q) // it holds nothing now, and joins nothing again
+	q.t.reclaimers.remove(q) // it holds nothing now, and joins nothing again
 	unlockAll()
 	q.mu.Unlock()
 	q.waitMu.Lock()

@@ -469,7 +469,7 @@ func TestEarlyCollectionHoldsAfterThePressure(t *testing.T) {
 	}
 	inbox("first")
 	h.e.cfg.MaxBytes = h.e.CellBytes() * 5 / 4 // under pressure
-	h.advance(2 * time.Second)                // quiet for 2 s: collected
+	h.advance(2 * time.Second)                 // quiet for 2 s: collected
 	if h.listed("first") {
 		t.Fatal("an inbox quiet for 2 s under pressure was kept")
 	}

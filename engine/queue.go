@@ -54,6 +54,11 @@ type Queue struct {
 	// Where the sweeper's dueIndex files the queue; guarded by its mutex.
 	dueTick int64
 	dueSlot int32
+
+	// The queue's place on its tenant's reclaimers list; guarded by the
+	// list's mutex (reclaimset.go).
+	reclaimPrev, reclaimNext *Queue
+	reclaimLinked            bool
 }
 
 // indexAt is the partition count from which lookups use the index map.

@@ -16,7 +16,8 @@ package engine
 // the entry. A pass takes a queue out of the set before it clears the flag
 // and reads the count after: a queue that gained reclaimable messages in
 // between either found the flag clear and joined again, or is seen by the
-// pass, which puts it back. Passes over one tenant run one at a time
+// pass, which puts it back. A pass takes every queue out at once
+// (takeAll) and then looks at each. Passes over one tenant run one at a time
 // (tenant.reclaimMu), so no pass takes out an entry another just put back.
 
 // noteReclaimable puts q in its tenant's reclaimers set after its
@@ -26,7 +27,7 @@ func (q *Queue) noteReclaimable() {
 	// The plain load first: a queue in the set (the common case, under a
 	// steady consumer) costs no locked instruction.
 	if !q.reclaimer.Load() && !q.dead.Load() && q.reclaimer.CompareAndSwap(false, true) {
-		q.t.reclaimers.Store(q, struct{}{})
+		q.t.reclaimers.add(q)
 	}
 }
 
@@ -43,18 +44,27 @@ func (q *Queue) reclaimAll() {
 func (t *tenant) reclaimAll() {
 	t.reclaimMu.Lock()
 	defer t.reclaimMu.Unlock()
-	t.reclaimers.Range(func(q *Queue, _ struct{}) bool {
+	took := t.reclaimers.takeAll(t.reclaimScratch[:0])
+	for i, q := range took {
+		took[i] = nil
 		if !q.dead.Load() {
 			q.reclaimAll()
 		}
-		t.reclaimers.Delete(q)
 		q.reclaimer.Store(false)
 		if q.reclaimableMsgs.Load() > 0 {
 			q.noteReclaimable()
 		}
-		return true
-	})
+	}
+	if cap(took) <= maxReclaimScratch {
+		t.reclaimScratch = took[:0]
+	} else {
+		t.reclaimScratch = nil
+	}
 }
+
+// maxReclaimScratch: a pass's list of queues grown past this many is not
+// kept for the next pass.
+const maxReclaimScratch = 1 << 12
 
 // reclaimAll frees every reclaimable message of the broker (D3: the broker
 // never refuses while reclaimable bytes could make the room).

@@ -9,10 +9,7 @@ import (
 // reclaimersOf lists the queue names in a tenant's reclaimers set.
 func reclaimersOf(e *Engine, tenant string) map[string]bool {
 	out := map[string]bool{}
-	e.tenant(tenant).reclaimers.Range(func(q *Queue, _ struct{}) bool {
-		out[q.name] = true
-		return true
-	})
+	e.tenant(tenant).reclaimers.each(func(q *Queue) { out[q.name] = true })
 	return out
 }
 

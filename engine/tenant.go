@@ -17,13 +17,15 @@ type tenant struct {
 	reclaimableBytes atomic.Int64 // payload bytes of reclaimable messages
 	reclaimableMsgs  atomic.Int64 // reclaimable messages, empty ones too
 	// reclaimers are the queues that may hold reclaimable messages, what a
-	// reclaim pass visits (reclaim.go); reclaimMu: one pass at a time.
-	reclaimers *xsync.Map[*Queue, struct{}]
-	reclaimMu  sync.Mutex
-	nqueues    atomic.Int64 // every queue, declared and implicit
-	ndeclared  atomic.Int64 // the declared ones among them
-	maxBytes   atomic.Int64 // 0 = unlimited
-	maxQueues  atomic.Int64 // 0 = unlimited
+	// reclaim pass visits (reclaim.go); reclaimMu: one pass at a time, and
+	// reclaimScratch, the queues a pass took, is its own.
+	reclaimers     reclaimSet
+	reclaimMu      sync.Mutex
+	reclaimScratch []*Queue
+	nqueues        atomic.Int64 // every queue, declared and implicit
+	ndeclared      atomic.Int64 // the declared ones among them
+	maxBytes       atomic.Int64 // 0 = unlimited
+	maxQueues      atomic.Int64 // 0 = unlimited
 	// queueShare is the member count the implicit queues' part of maxQueues
 	// is divided by (D17; docs/engine.md, "The queue allowance"); 1 (or
 	// less): undivided, one count for both kinds, as in a cell of one.
@@ -43,7 +45,7 @@ func (e *Engine) tenant(name string) *tenant {
 	}
 	name = strings.Clone(name) // callers may pass views of request buffers
 	t, _ := e.tenants.LoadOrCompute(name, func() (*tenant, bool) {
-		t := &tenant{e: e, name: name, queues: xsync.NewMap[string, *Queue](), reclaimers: xsync.NewMap[*Queue, struct{}]()}
+		t := &tenant{e: e, name: name, queues: xsync.NewMap[string, *Queue]()}
 		t.maxBytes.Store(e.cfg.TenantMaxBytes)
 		t.maxQueues.Store(e.cfg.TenantMaxQueues)
 		return t, false
