@@ -72,6 +72,22 @@ func warmOwners(t *testing.T, g *gateway, ms []*cellMember, queues []string, rea
 	return pushed
 }
 
+// warmCellLinks opens every gateway loop's link to every member of ms
+// (warmOwners, on queues named warm-*) and returns the messages pushed.
+func warmCellLinks(t *testing.T, g *gateway, ms []*cellMember) int {
+	t.Helper()
+	queues := make([]string, len(ms))
+	reach := make([]bool, len(ms))
+	for i, m := range ms {
+		queues[i], reach[i] = queueOwnedBy(t, memberIDs(ms), "acme", "warm", m.id), true
+	}
+	n := 0
+	for _, k := range warmOwners(t, g, ms, queues, reach) {
+		n += k
+	}
+	return n
+}
+
 // ackBody acks every message of p on queue.
 func ackBody(queue string, p popped) string {
 	var b strings.Builder
