@@ -39,7 +39,7 @@ import (
 
 const (
 	// viewWaitMs is how long a view read waits for a change.
-	viewWaitMs = 30000
+	viewWaitMs = 10000
 	// notCellRecheck: a broker that answered "not a cell" is asked again
 	// after this long (a broker restarted into a cell is then learned).
 	notCellRecheck = 5 * time.Minute
@@ -119,7 +119,7 @@ func (g *Gateway) watchCell() {
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: g.cfg.DialTimeout, KeepAlive: 15 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 1,
-	}, Timeout: viewWaitMs*time.Millisecond + 10*time.Second}
+	}, Timeout: viewWaitMs*time.Millisecond + 2*time.Second}
 	defer hc.CloseIdleConnections()
 	w := &g.watch
 	from, have := 0, false // the configured member asked; whether gen is its

@@ -179,7 +179,7 @@ func TestCellWatch(t *testing.T) {
 		t.Fatalf("the learned address: %+v", a)
 	}
 	waitFor(t, "no waiting read", func() bool { return f.read(2) != nil })
-	if q := f.read(2).URL.RawQuery; q != "after=3&timeout=30000" {
+	if q := f.read(2).URL.RawQuery; q != "after=3&timeout=10000" {
 		t.Fatalf("the waiting read's query: %q", q)
 	}
 	close(f.change)
