@@ -76,16 +76,36 @@ func warmOwners(t *testing.T, g *gateway, ms []*cellMember, queues []string, rea
 // (warmOwners, on queues named warm-*) and returns the messages pushed.
 func warmCellLinks(t *testing.T, g *gateway, ms []*cellMember) int {
 	t.Helper()
-	queues := make([]string, len(ms))
 	reach := make([]bool, len(ms))
-	for i, m := range ms {
-		queues[i], reach[i] = queueOwnedBy(t, memberIDs(ms), "acme", "warm", m.id), true
+	for i := range reach {
+		reach[i] = true
 	}
 	n := 0
-	for _, k := range warmOwners(t, g, ms, queues, reach) {
+	for _, k := range warmOwners(t, g, ms, queuesOfEach(t, ms, "warm"), reach) {
 		n += k
 	}
 	return n
+}
+
+// queuesOfEach is a fresh queue of tenant acme for each member of ms, in
+// order: queue i owned by ms[i].
+func queuesOfEach(t *testing.T, ms []*cellMember, prefix string) []string {
+	t.Helper()
+	queues := make([]string, len(ms))
+	for i, m := range ms {
+		queues[i] = queueOwnedBy(t, memberIDs(ms), "acme", prefix, m.id)
+	}
+	return queues
+}
+
+// gatewayFor starts a gateway in front of upstreams with tenant acme on an
+// unlimited plan, and returns it with its operator.
+func gatewayFor(t *testing.T, upstreams ...string) (*gateway, *client) {
+	t.Helper()
+	g := startGateway(t, upstreams, nil)
+	admin := g.as(t, "ops", "admin")
+	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
+	return g, admin
 }
 
 // ackBody acks every message of p on queue.
@@ -112,14 +132,8 @@ func ackBody(queue string, p popped) string {
 func TestGatewayRoutesToOwners(t *testing.T) {
 	t.Parallel()
 	ms := startCell(t, 3)
-	ids := memberIDs(ms)
-	g := startGateway(t, []string{ms[0].URL()}, nil)
-	admin := g.as(t, "ops", "admin")
-	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
-	queues := make([]string, len(ms))
-	for i, m := range ms {
-		queues[i] = queueOwnedBy(t, ids, "acme", "own", m.id)
-	}
+	g, admin := gatewayFor(t, ms[0].URL())
+	queues := queuesOfEach(t, ms, "own")
 	pushed := warmOwners(t, g, ms, queues, []bool{true, true, true})
 	if n := gwMetric(t, g, "queen_gateway_cell_members", ""); n != 3 {
 		t.Fatalf("the gateway's view has %v members, want 3", n)
@@ -180,14 +194,8 @@ func TestGatewayOwnerUnreachable(t *testing.T) {
 	t.Parallel()
 	closed := "http://127.0.0.1:" + strconv.Itoa(closedPort(t))
 	ms := startCell(t, 3, nil, nil, map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})
-	ids := memberIDs(ms)
-	g := startGateway(t, []string{ms[0].URL()}, nil)
-	admin := g.as(t, "ops", "admin")
-	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
-	queues := make([]string, len(ms))
-	for i, m := range ms {
-		queues[i] = queueOwnedBy(t, ids, "acme", "far", m.id)
-	}
+	g, _ := gatewayFor(t, ms[0].URL())
+	queues := queuesOfEach(t, ms, "far")
 	warmOwners(t, g, ms, queues, []bool{true, true, false})
 
 	relayed := perMember(t, ms, "queen_ephemeral_relayed_total", "")
@@ -274,15 +282,9 @@ func TestGatewaySingleBrokerAsksOnce(t *testing.T) {
 func TestGatewayOwnerStopped(t *testing.T) {
 	t.Parallel()
 	ms := startCell(t, 3)
-	ids := memberIDs(ms)
 	urls := []string{ms[0].URL(), ms[1].URL(), ms[2].URL()}
-	g := startGateway(t, urls, nil)
-	admin := g.as(t, "ops", "admin")
-	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
-	queues := make([]string, len(ms))
-	for i, m := range ms {
-		queues[i] = queueOwnedBy(t, ids, "acme", "mv", m.id)
-	}
+	g, _ := gatewayFor(t, urls...)
+	queues := queuesOfEach(t, ms, "mv")
 	warmOwners(t, g, ms, queues, []bool{true, true, true})
 
 	ld := startLoad(t, g, queues)
