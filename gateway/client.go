@@ -52,9 +52,9 @@ type clientConn struct {
 	upIdx      int         // the broker this client's requests go to first
 	up         *upConn     // where its requests in flight are
 	own        *upConn     // its own connection, once it needed one (upstream.go)
-	// On the link (link.go): the link its requests in flight are on, those
-	// requests in order, and whether the last is a waiting pop (the next
-	// request waits behind it).
+	// On links (link.go): the last link its requests in flight went on (nil
+	// while they are on HTTP connections), those requests in order, and
+	// whether the last is a waiting pop (the next request waits behind it).
 	link        *linkConn
 	onLink      []*exchange
 	linkWaiting bool
@@ -120,8 +120,9 @@ type exchange struct {
 	lost      bool   // its answer was lost after its request was written (lose)
 
 	// Of a client link's stream (clientlink.go): the link and the stream,
-	// the broker link it went on or the broker connection of its own it
-	// holds, and whether the client cancelled it (its answer is dropped).
+	// the broker link it went on (a client connection's exchange on a link
+	// too) or the broker connection of its own it holds, and whether the
+	// client cancelled it (its answer is dropped).
 	cl        *clientLink
 	clID      uint64
 	bl        *linkConn
@@ -417,9 +418,11 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 
 // forwardOnLink forwards a push, pop or ack on link l (link.go): after the
 // client's answers in flight on HTTP connections, or behind its waiting
-// pop, it waits.
+// pop, it waits. Its requests in flight may be on links to several
+// members (each to its queue's owner, owners.go): their answers are given
+// in the client's order whichever link they come on (giveInOrder).
 func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant string, level identity.Level, ts *tenantState, plan *catalog.Plan, kind exchangeKind, wait bool, items int, how routedHow, now int64) bool {
-	if cc.inFlight > 0 && (cc.link != l || cc.linkWaiting || cc.inFlight >= maxInFlight) {
+	if cc.inFlight > 0 && (cc.link == nil || cc.linkWaiting || cc.inFlight >= maxInFlight) {
 		return false
 	}
 	ex := cc.ls.newExchange()
@@ -429,6 +432,7 @@ func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant strin
 		return cc.refuse(req, e, after)
 	}
 	l.send(ex, req, tenant, level)
+	ex.bl = l
 	cc.link = l
 	cc.onLink = append(cc.onLink, ex)
 	cc.linkWaiting = wait
@@ -694,8 +698,8 @@ func (cc *clientConn) closed() {
 			ex.slot = false
 			ex.ts.parked.Add(-1)
 		}
-		if ex.wait && !ex.done && cc.link != nil {
-			cc.link.cancel(ex.linkID) // the broker lets its parked pop go
+		if ex.wait && !ex.done && ex.bl != nil {
+			ex.bl.cancel(ex.linkID) // the broker lets its parked pop go
 		}
 	}
 	cc.onLink, cc.link = nil, nil

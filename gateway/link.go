@@ -27,13 +27,13 @@ import (
 // opened or after a broker refused it (an older broker, not in gateway mode),
 // go over HTTP as before.
 //
-// Order: a client's requests in flight are all on the link or all on HTTP
-// connections, never both. The broker serves a link's frames in order, so
-// a client's answers come back in its order but for a pop that parks; the
-// client's next request waits unread behind a waiting pop until it is
-// answered, as it does at the broker itself. An answer that arrives
-// before an earlier one of its client anyway is kept until that one has
-// been given.
+// Order: a client's requests in flight are all on links (in front of a
+// cell, on the links to their queues' owners: owners.go) or all on HTTP
+// connections, never both. The client's next request waits unread behind a
+// waiting pop until it is answered, as it does at the broker itself. An
+// answer that arrives before an earlier one of its client (a pop that
+// parked, or another member's answer) is kept until that one has been
+// given.
 
 // linkRetry: after a broker refused the link, its loop asks again only
 // after this long (the broker may be upgraded meanwhile).

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,6 +186,54 @@ func TestGatewayRoutesToOwners(t *testing.T) {
 	}
 	if n := gwMetric(t, g, "queen_gateway_owner_routed_total", `how="fallback"`); n != fallback {
 		t.Errorf("the gateway counted %v calls relayed through another member, want 0", n-fallback)
+	}
+
+	// Pipelined on one connection, requests for the three owners go on
+	// three links at once; their answers come back in the client's order.
+	tok := token(t, "acme", "read-write")
+	pops := func(q string) string { return "/api/v1/ephemeral/pop?queue=" + q + "&batch=10&autoAck=true" }
+	pipelined := []struct {
+		raw   string
+		check string
+	}{
+		{rawRequest("POST", "/api/v1/ephemeral/push", tok, pushBody(queues[0], 2)), `"pushed":2`},
+		{rawRequest("POST", "/api/v1/ephemeral/push", tok, pushBody(queues[1], 1)), `"pushed":1`},
+		{rawRequest("POST", "/api/v1/ephemeral/push", tok, pushBody(queues[2], 3)), `"pushed":3`},
+		{rawRequest("GET", pops(queues[1]), tok, ""), `"queue":"` + queues[1] + `"`},
+		{rawRequest("GET", pops(queues[2])+"&wait=true&timeout=5000", tok, ""), `"queue":"` + queues[2] + `"`},
+		{rawRequest("POST", "/api/v1/ephemeral/push", tok, pushBody(queues[0], 1)), `"pushed":1`},
+		{rawRequest("GET", pops(queues[0]), tok, ""), `"queue":"` + queues[0] + `"`},
+	}
+	conn, err := net.Dial("tcp", g.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	var all strings.Builder
+	for _, r := range pipelined {
+		all.WriteString(r.raw)
+	}
+	if _, err := conn.Write([]byte(all.String())); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	counts := []int{-1, -1, -1, 1, 3, -1, 3}
+	for i, r := range pipelined {
+		resp, err := http.ReadResponse(rd, nil)
+		if err != nil {
+			t.Fatalf("pipelined answer %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 || !strings.Contains(string(body), r.check) || counts[i] >= 0 && strings.Count(string(body), `"payload"`) != counts[i] {
+			t.Fatalf("pipelined answer %d (%s): %d %s, want %s", i, strings.SplitN(r.raw, "\r\n", 2)[0], resp.StatusCode, body, r.check)
+		}
+	}
+	for i, m := range ms {
+		if n := brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", ""); n != relayed[i] {
+			t.Errorf("after the pipelined requests member %s relayed %v", m.id, n-relayed[i])
+		}
 	}
 }
 
