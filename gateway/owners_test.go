@@ -194,3 +194,19 @@ func TestCellWatch(t *testing.T) {
 		t.Fatalf("the read a refresh asked for: query %q, want none", q)
 	}
 }
+
+// TestOwnershipMovedCodes: the answers that make the gateway read the
+// cell's view again are a member's owner_moved and ephemeral_forward_failed,
+// and no other 503.
+func TestOwnershipMovedCodes(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"error":"ownership moved","code":"owner_moved"}`:                             true,
+		`{"error":"the owner could not be reached","code":"ephemeral_forward_failed"}`: true,
+		`{"error":"paused","code":"ephemeral_disabled"}`:                               false,
+		`{"error":"full","code":"ephemeral_unavailable"}`:                              false,
+	} {
+		if got := ownershipMoved([]byte(body)); got != want {
+			t.Errorf("%s: %v, want %v", body, got, want)
+		}
+	}
+}

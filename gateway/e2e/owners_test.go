@@ -359,10 +359,12 @@ func TestGatewayOwnerStopped(t *testing.T) {
 		eventually(t, 15*time.Second, "the gateway's view never dropped "+v.id+" ("+step.how+")", func() bool {
 			return gwMetric(t, g, "queen_gateway_cell_members", "") == float64(left)
 		})
+		viewAfter := time.Since(t0)
 		eventually(t, 15*time.Second, "queue "+q+" was not served again after its owner's "+step.how, func() bool {
 			return g.as(t, "acme", "read-write").push(t, q, 1).status == 201
 		})
-		t.Logf("%s of %s: served again after %v; %d calls served meanwhile", step.how, v.id, time.Since(t0).Round(time.Millisecond), ld.served()-before)
+		t.Logf("%s of %s: the gateway's view dropped it after %v, its queue served again after %v; %d calls served meanwhile",
+			step.how, v.id, viewAfter.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), ld.served()-before)
 
 		// From now on every call goes to its owner: nothing is relayed.
 		var rest []*cellMember
@@ -413,6 +415,8 @@ type load struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	ok     int
+	lost   int            // answers lost (the transport's error)
+	moved  int            // 503 ephemeral_forward_failed or owner_moved
 	seen   map[string]int // payload → times delivered
 	bad    []string
 }
@@ -464,10 +468,12 @@ func (ld *load) check(what string, r reply, err error, ok int, ctx context.Conte
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
+		ld.lost++
 	case r.status == ok:
 		ld.ok++
 		return true
 	case r.status == 503 && (r.code() == "ephemeral_forward_failed" || r.code() == "owner_moved"):
+		ld.moved++
 	default:
 		ld.bad = append(ld.bad, what+": "+r.String())
 	}
@@ -501,5 +507,5 @@ func (ld *load) checkNoDuplicates(t *testing.T) {
 			t.Fatalf("message %s delivered %d times", p, n)
 		}
 	}
-	t.Logf("%d calls served, %d messages delivered once each", ld.ok, len(ld.seen))
+	t.Logf("%d calls served, %d refused 503 (nothing applied), %d answers lost; %d messages delivered once each", ld.ok, ld.moved, ld.lost, len(ld.seen))
 }
