@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // Routing to owners (docs/gateway.md, "Routing to owners"): in front of a
@@ -392,6 +394,48 @@ func TestGatewayOwnerStopped(t *testing.T) {
 				t.Errorf("after the %s, member %s relayed %v calls while nothing moved", step.how, m.id, n-relayed[i])
 			}
 		}
+	}
+	ld.stop(t)
+	ld.checkNoDuplicates(t)
+}
+
+// TestGatewayMemberJoins: under load through a gateway given one member
+// of a cell of two, a third member joins: the callers see only what the
+// contract allows, the gateway learns the new member (its address, which
+// the gateway was never given) and sends the queues it now owns to it, with
+// nothing relayed.
+func TestGatewayMemberJoins(t *testing.T) {
+	t.Parallel()
+	ms := startCell(t, 2)
+	g, _ := gatewayFor(t, ms[0].URL())
+	warmCellLinks(t, g, ms)
+	ld := startLoad(t, g, queuesOfEach(t, ms, "jn"))
+	ld.waitServed(t, 50)
+
+	env := merge(ms[0].env, nil)
+	env["QUEEN_CELL_ADVERTISE"] = "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
+	ms = append(ms, &cellMember{id: env["QUEEN_CELL_ADVERTISE"], env: env, Broker: startBroker(t, env)})
+	eventually(t, 15*time.Second, "the gateway's view never had the new member", func() bool {
+		return gwMetric(t, g, "queen_gateway_cell_members", "") == 3
+	})
+	q := queuesOfEach(t, ms, "joined")[2]
+	eventually(t, 15*time.Second, "the gateway never held links to the new member", func() bool {
+		g.as(t, "acme", "read-write").mustPush(t, q, 1)
+		return brokerMetric(t, ms[2].Broker, "queen_ephemeral_gateway_links", "") == 2
+	})
+	relayed := perMember(t, ms, "queen_ephemeral_relayed_total", "")
+	landed := brokerMetric(t, ms[2].Broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`)
+	c := g.as(t, "acme", "read-write")
+	for range 10 {
+		c.mustPush(t, q, 1)
+	}
+	for i, m := range ms {
+		if n := brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", ""); n != relayed[i] {
+			t.Errorf("after the join, member %s relayed %v calls", m.id, n-relayed[i])
+		}
+	}
+	if n := brokerMetric(t, ms[2].Broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`) - landed; n < 10 {
+		t.Errorf("the new member served %v pushes of its queue, want 10", n)
 	}
 	ld.stop(t)
 	ld.checkNoDuplicates(t)

@@ -112,10 +112,12 @@ func TestOneUpstreamDown(t *testing.T) {
 	admin.wantUsage(t, "acme", 6, 6)
 }
 
-// cellMember is a broker of a cell and its advertised address.
+// cellMember is a broker of a cell, its advertised address and the
+// environment it was started with.
 type cellMember struct {
 	*brokertest.Broker
-	id string
+	id  string
+	env map[string]string
 }
 
 // startCell starts n brokers in gateway mode on one fresh PostgreSQL schema
@@ -138,7 +140,7 @@ func startCell(t *testing.T, n int, extra ...map[string]string) []*cellMember {
 		if i < len(extra) {
 			env = merge(env, extra[i])
 		}
-		ms[i] = &cellMember{id: id, Broker: startBroker(t, env)}
+		ms[i] = &cellMember{id: id, env: env, Broker: startBroker(t, env)}
 	}
 	for _, m := range ms {
 		eventually(t, 20*time.Second, m.id+" never counted "+strconv.Itoa(n)+" members", func() bool {
