@@ -208,10 +208,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.cli, g.ln = cli, ln
 	<-g.booted
-	g.bg.Add(3)
+	g.bg.Add(2)
 	go g.watchCatalog()
 	go g.flushEvery()
-	go g.watchCell()
+	if !g.cfg.NoLink {
+		// Owners are reached on links only (owners.go): without them
+		// there is nothing to route by.
+		g.bg.Add(1)
+		go g.watchCell()
+	}
 	g.accept.Add(1)
 	go g.acceptLoop()
 	return nil

@@ -253,6 +253,9 @@ func testCell(t *testing.T, link bool) {
 		if landed == 0 || (relayed == 0) != link {
 			t.Fatalf("member %s: %v pushes landed, %v requests relayed; want pushes, and relays %s", m.id, landed, relayed, map[bool]string{true: "none (the link routes to owners)", false: "above 0 (HTTP relays)"}[link])
 		}
+		if n := brokerMetric(t, m.Broker, "queen_ephemeral_request_duration_seconds_count", `route="cell"`); (n > 0) != link && i == 0 {
+			t.Fatalf("member %s served %v view reads of the gateway, with the gateway's link on: %v (without links there is nothing to route by)", m.id, n, link)
+		}
 		if links := brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", ""); (links > 0) != link {
 			t.Fatalf("member %s holds %v gateway links, with the gateway's link on: %v", m.id, links, link)
 		}
