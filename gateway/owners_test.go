@@ -57,8 +57,8 @@ func TestOwnerViewVectors(t *testing.T) {
 	}
 }
 
-// TestOwnerRoutingAllocs: reading a push's queue and choosing its owner's
-// link allocate nothing per request.
+// TestOwnerRoutingAllocs: reading a push's or an ack's queue and choosing
+// its owner's link allocate nothing per request.
 func TestOwnerRoutingAllocs(t *testing.T) {
 	g := &Gateway{}
 	g.upstreams = make([]upstreamAddr, 3)
@@ -82,6 +82,18 @@ func TestOwnerRoutingAllocs(t *testing.T) {
 	route()
 	if n := testing.AllocsPerRun(1000, route); n != 0 {
 		t.Fatalf("%v allocations per routed push, want 0", n)
+	}
+	var ack wire.Request
+	ack.Body = []byte(`{"queue":"orders-17","acks":[{"id":"e:1:Default:0"},{"id":"e:1:Default:1","status":"failed"}]}`)
+	routeAck := func() {
+		q, _ := ls.queueOf(exOther, true, &ack, nil)
+		if l, how := ls.ownerLink("acme", q, now); l == nil || how != routedOwner || string(q) != "orders-17" {
+			t.Fatalf("ack of %q routed to %v (%d)", q, l, how)
+		}
+	}
+	routeAck()
+	if n := testing.AllocsPerRun(1000, routeAck); n != 0 {
+		t.Fatalf("%v allocations per routed ack, want 0", n)
 	}
 }
 
