@@ -67,10 +67,18 @@ type cellWatch struct {
 	learned map[string]int
 }
 
-// offerTenant gives the watcher a tenant to ask as, when it wants one.
+// offerTenant gives the watcher a tenant to ask as, when it wants one: on
+// every push, pop and ack, so the check is one atomic load and nothing
+// escapes unless it is taken (giveTenant).
 func (g *Gateway) offerTenant(tenant string) {
+	if g.watch.wantTenant.Load() {
+		g.giveTenant(tenant)
+	}
+}
+
+func (g *Gateway) giveTenant(tenant string) {
 	w := &g.watch
-	if !w.wantTenant.Load() || !w.wantTenant.CompareAndSwap(true, false) {
+	if !w.wantTenant.CompareAndSwap(true, false) {
 		return
 	}
 	w.tenant.Store(&tenant)

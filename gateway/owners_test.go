@@ -74,6 +74,7 @@ func TestOwnerRoutingAllocs(t *testing.T) {
 	req.Body = []byte(`{"queue":"orders-17","messages":[{"payload":{"n":1}},{"payload":"two"}]}`)
 	now := time.Now().UnixNano()
 	route := func() {
+		g.offerTenant("acme")
 		q, items := ls.queueOf(exPush, false, &req, nil)
 		if l, how := ls.ownerLink("acme", q, now); l == nil || how != routedOwner || items != 2 {
 			t.Fatalf("routed to %v (%d), %d items", l, how, items)
