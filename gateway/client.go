@@ -52,9 +52,9 @@ type clientConn struct {
 	upIdx      int         // the broker this client's requests go to first
 	up         *upConn     // where its requests in flight are
 	own        *upConn     // its own connection, once it needed one (upstream.go)
-	// On the link (link.go): the link its requests in flight are on, those
-	// requests in order, and whether the last is a waiting pop (the next
-	// request waits behind it).
+	// On links (link.go): the last link its requests in flight went on (nil
+	// while they are on HTTP connections), those requests in order, and
+	// whether the last is a waiting pop (the next request waits behind it).
 	link        *linkConn
 	onLink      []*exchange
 	linkWaiting bool
@@ -120,8 +120,9 @@ type exchange struct {
 	lost      bool   // its answer was lost after its request was written (lose)
 
 	// Of a client link's stream (clientlink.go): the link and the stream,
-	// the broker link it went on or the broker connection of its own it
-	// holds, and whether the client cancelled it (its answer is dropped).
+	// the broker link it went on (a client connection's exchange on a link
+	// too) or the broker connection of its own it holds, and whether the
+	// client cancelled it (its answer is dropped).
 	cl        *clientLink
 	clID      uint64
 	bl        *linkConn
@@ -317,22 +318,25 @@ func (cc *clientConn) gate(req *wire.Request) (passed, *wire.Error) {
 	return passed{tenant: tenant, level: level, route: r, ts: ts, plan: plan}, nil
 }
 
-// forward applies the gates to a request of the family and forwards it.
 // kindOf says what a request of a route metered as meter is (a push, a
-// pop or neither) and whether it is a pop that may wait.
-func kindOf(meter string, req *wire.Request) (kind exchangeKind, wait bool) {
+// pop or neither), whether it is a pop that may wait, and a pop's queue
+// (nil when its query does not parse: the broker refuses it).
+func kindOf(meter string, req *wire.Request) (kind exchangeKind, wait bool, popQueue []byte) {
 	switch meter {
 	case routes.MeterMessages:
-		return exPush, false
+		return exPush, false, nil
 	case routes.MeterDeliveries:
 		if pp, err := wire.ParsePop(req.Query(), 0); err == nil {
-			wait = pp.Wait
+			wait, popQueue = pp.Wait, pp.Queue
 		}
-		return exPop, wait
+		return exPop, wait, popQueue
 	}
-	return exOther, false
+	return exOther, false, nil
 }
 
+// forward applies the gates to a request of the family and forwards it: a
+// push, pop or ack on the link to its queue's owner in front of a cell
+// (owners.go), else as before, to the client's broker.
 func (cc *clientConn) forward(req *wire.Request) bool {
 	g := cc.g
 	gp, e := cc.gate(req)
@@ -343,8 +347,9 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	if r.Path == cellViewPath {
 		return cc.local(req, func() { cc.out = cellViewAnswer(cc.out, req, req.Head(200), tenant) }) // answered here (cellview.go)
 	}
-	kind, wait := kindOf(r.Meter, req)
-	dedicated := wait || (kind == exOther && r.Path != ackPath)
+	kind, wait, queue := kindOf(r.Meter, req)
+	isAck := r.Path == ackPath
+	dedicated := wait || (kind == exOther && !isAck)
 
 	// The broker this request goes to, and whether order lets it go now.
 	// The clock is read here, not taken from the tick (g.now, up to a
@@ -352,6 +357,16 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	// usage writer rolls to (it reads the clock), and a broker is passed
 	// over for downFor after a failed dial, not for up to a second more.
 	now := time.Now().UnixNano()
+	var items int
+	how := routedNone
+	if kind != exOther || isAck {
+		g.offerTenant(tenant) // the cell's view is asked as a tenant that is served (cellwatch.go)
+		queue, items = cc.ls.queueOf(kind, isAck, req, queue)
+		var l *linkConn
+		if l, how = cc.ls.ownerLink(tenant, queue, now); l != nil {
+			return cc.forwardOnLink(l, req, tenant, level, ts, plan, kind, wait, items, how, now)
+		}
+	}
 	up := cc.upIdx
 	if cc.own != nil {
 		up = cc.own.up
@@ -361,9 +376,9 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 		}
 		cc.upIdx = up
 	}
-	if kind != exOther || r.Path == ackPath {
+	if kind != exOther || isAck {
 		if l := cc.ls.linkFor(up, now); l != nil {
-			return cc.forwardOnLink(l, req, tenant, level, ts, plan, kind, wait, now)
+			return cc.forwardOnLink(l, req, tenant, level, ts, plan, kind, wait, items, how, now)
 		}
 	}
 	if cc.inFlight > 0 && cc.link != nil {
@@ -377,7 +392,7 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	ex := cc.ls.newExchange()
 	*ex = exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive}
 	unixNow := now / int64(time.Second)
-	if e, after := cc.ls.admit(ex, req.Body, wait, unixNow); e != nil {
+	if e, after := cc.ls.admit(ex, items, wait, unixNow); e != nil {
 		cc.ls.recycle(ex)
 		return cc.refuse(req, e, after)
 	}
@@ -398,39 +413,43 @@ func (cc *clientConn) forward(req *wire.Request) bool {
 	u.send(ex)
 	cc.up = u
 	cc.inFlight++
-	g.m.forwarded.Inc()
+	g.m.sent(how)
 	return true
 }
 
 // forwardOnLink forwards a push, pop or ack on link l (link.go): after the
 // client's answers in flight on HTTP connections, or behind its waiting
-// pop, it waits.
-func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant string, level identity.Level, ts *tenantState, plan *catalog.Plan, kind exchangeKind, wait bool, now int64) bool {
-	if cc.inFlight > 0 && (cc.link != l || cc.linkWaiting || cc.inFlight >= maxInFlight) {
+// pop, it waits. Its requests in flight may be on links to several
+// members (each to its queue's owner, owners.go): their answers are given
+// in the client's order whichever link they come on (giveInOrder).
+func (cc *clientConn) forwardOnLink(l *linkConn, req *wire.Request, tenant string, level identity.Level, ts *tenantState, plan *catalog.Plan, kind exchangeKind, wait bool, items int, how routedHow, now int64) bool {
+	if cc.inFlight > 0 && (cc.link == nil || cc.linkWaiting || cc.inFlight >= maxInFlight) {
 		return false
 	}
 	ex := cc.ls.newExchange()
 	*ex = exchange{cc: cc, ts: ts, plan: plan, kind: kind, close: !req.KeepAlive, wait: wait, resp: ex.resp}
-	if e, after := cc.ls.admit(ex, req.Body, wait, now/int64(time.Second)); e != nil {
+	if e, after := cc.ls.admit(ex, items, wait, now/int64(time.Second)); e != nil {
 		cc.ls.recycle(ex)
 		return cc.refuse(req, e, after)
 	}
 	l.send(ex, req, tenant, level)
+	ex.bl = l
 	cc.link = l
 	cc.onLink = append(cc.onLink, ex)
 	cc.linkWaiting = wait
 	cc.inFlight++
-	cc.g.m.forwarded.Inc()
+	cc.g.m.sent(how)
 	return true
 }
 
 // admit applies the plan's allowance, rate and slots to a request about
-// to be forwarded (body is its body); the refusal's int is its
-// Retry-After.
-func (ls *loopState) admit(ex *exchange, body []byte, wait bool, now int64) (*wire.Error, int) {
+// to be forwarded (items: a push's item count, 0 for a body the broker
+// will refuse, which then meters nothing; queueOf); the refusal's int is
+// its Retry-After.
+func (ls *loopState) admit(ex *exchange, items int, wait bool, now int64) (*wire.Error, int) {
 	switch ex.kind {
 	case exPush:
-		ex.items = ls.countItems(body)
+		ex.items = items
 		return admitPush(ex.ts, ex.plan, ex.items, now)
 	case exPop:
 		if e, after := admitPop(ex.ts, ex.plan, now); e != nil {
@@ -680,8 +699,8 @@ func (cc *clientConn) closed() {
 			ex.slot = false
 			ex.ts.parked.Add(-1)
 		}
-		if ex.wait && !ex.done && cc.link != nil {
-			cc.link.cancel(ex.linkID) // the broker lets its parked pop go
+		if ex.wait && !ex.done && ex.bl != nil {
+			ex.bl.cancel(ex.linkID) // the broker lets its parked pop go
 		}
 	}
 	cc.onLink, cc.link = nil, nil

@@ -354,10 +354,19 @@ func (l *clientLink) gate(req *wire.Request) (passed, *wire.Error) {
 func (l *clientLink) forward(id uint64, req *wire.Request, gp passed) {
 	g, ls := l.g, l.ls
 	r := gp.route
-	kind, wait := kindOf(r.Meter, req)
+	kind, wait, queue := kindOf(r.Meter, req)
+	isAck := r.Path == ackPath
 	now := time.Now().UnixNano()
+	var items int
+	var bl *linkConn
+	how := routedNone
+	if kind != exOther || isAck {
+		g.offerTenant(gp.tenant) // the cell's view is asked as a tenant that is served (cellwatch.go)
+		queue, items = ls.queueOf(kind, isAck, req, queue)
+		bl, how = ls.ownerLink(gp.tenant, queue, now)
+	}
 	up := l.upIdx
-	if up < 0 || ls.downUntil[up] > now {
+	if bl == nil && (up < 0 || ls.downUntil[up] > now) {
 		if up = ls.pick(now); up < 0 {
 			l.streamRefusal(id, errForwardFailed, 1)
 			return
@@ -366,23 +375,26 @@ func (l *clientLink) forward(id uint64, req *wire.Request, gp passed) {
 	}
 	ex := ls.newExchange()
 	*ex = exchange{ts: gp.ts, plan: gp.plan, kind: kind, wait: wait, cl: l, clID: id, resp: ex.resp}
-	if e, after := ls.admit(ex, req.Body, wait, now/int64(time.Second)); e != nil {
+	if e, after := ls.admit(ex, items, wait, now/int64(time.Second)); e != nil {
 		ls.recycle(ex)
 		l.streamRefusal(id, e, after)
 		return
 	}
 	l.streams[id] = ex
 	l.pending++
-	g.m.forwarded.Inc()
-	if kind != exOther || r.Path == ackPath {
-		if bl := ls.linkFor(up, now); bl != nil {
+	g.m.sent(how)
+	if kind != exOther || isAck {
+		if bl == nil {
+			bl = ls.linkFor(up, now)
+		}
+		if bl != nil {
 			bl.send(ex, req, gp.tenant, gp.level)
 			ex.bl = bl
 			return
 		}
 	}
 	var u *upConn
-	if wait || kind == exOther && r.Path != ackPath {
+	if wait || kind == exOther && !isAck {
 		u = ls.dedicatedConn(up)
 		ex.own = u
 	} else {

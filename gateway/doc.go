@@ -26,8 +26,10 @@
 // (a client connection: parsing, the gates, ordering), body.go (a request's
 // head and body: the gate on the head, reading the body, the in-flight
 // bound, timeouts), outbound.go (answers a client has not read),
-// upstream.go (the connections to the brokers), forward.go (the request as
-// forwarded), response.go (framing the brokers' answers), tenants.go (plans
+// upstream.go (the connections to the brokers), link.go (the link to a
+// broker), owners.go (routing push, pop and ack to their queue's owner in
+// front of a cell), cellwatch.go (the cell's view the gateway routes by),
+// forward.go (the request as forwarded), response.go (framing the brokers' answers), tenants.go (plans
 // and tenants in memory), meter.go (allowance, rate, slots and usage),
 // admin.go (the admin routes), adminscope.go (who may use them),
 // refusals.go (the gateway's own answers).

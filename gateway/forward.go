@@ -36,15 +36,3 @@ func appendForward(dst []byte, req *wire.Request, host, tenant string, level ide
 	dst = append(dst, "\r\n\r\n"...)
 	return append(dst, req.Body...)
 }
-
-// countItems is a push body's item count, read with the loop's decoder
-// without decoding the payloads; 0 for a body the broker will refuse (it
-// then meters nothing).
-func (ls *loopState) countItems(body []byte) int {
-	if err := ls.push.Decode(body); err != nil {
-		return 0
-	}
-	n := len(ls.push.Payloads)
-	clear(ls.push.Payloads)
-	return n
-}

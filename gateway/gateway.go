@@ -123,8 +123,17 @@ func (c *Config) fillDefaults() {
 // Gateway is the proxy. Start serves; Shutdown stops.
 type Gateway struct {
 	gnet.BuiltinEventEngine
-	cfg       Config
-	upstreams []upstreamAddr
+	cfg Config
+	// upstreams are the configured brokers (the first nConfigured), then
+	// the cell members' addresses learned from views (cellwatch.go),
+	// room for maxLearned of them; a learned entry is written once, before
+	// the view naming it is published.
+	upstreams   []upstreamAddr
+	nConfigured int
+	// owners is the view of the cell behind the gateway that push, pop
+	// and ack are routed by (owners.go); nil: not a cell, or not known yet.
+	owners atomic.Pointer[ownerView]
+	watch  cellWatch
 
 	view     atomic.Pointer[catalogView]
 	revision atomic.Int64
@@ -145,7 +154,7 @@ type Gateway struct {
 	quit        chan struct{}
 	stopping    atomic.Bool
 	booted      chan struct{}
-	bg          sync.WaitGroup // the catalog watcher and the usage writer
+	bg          sync.WaitGroup // the catalog watcher, the usage writer, the cell's watcher
 	accept      sync.WaitGroup
 }
 
@@ -167,6 +176,7 @@ func New(cfg Config) (*Gateway, error) {
 		loops:   xsync.NewMap[gnet.EventLoop, *loopState](),
 		quit:    make(chan struct{}),
 		booted:  make(chan struct{}),
+		watch:   cellWatch{offered: make(chan struct{}, 1), refresh: make(chan struct{}, 1)},
 	}
 	for _, u := range cfg.Upstreams {
 		a, err := parseUpstream(u)
@@ -175,6 +185,8 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		g.upstreams = append(g.upstreams, a)
 	}
+	g.nConfigured = len(g.upstreams)
+	g.upstreams = append(g.upstreams, make([]upstreamAddr, maxLearned)...)
 	g.initMetrics()
 	return g, nil
 }
@@ -199,6 +211,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.bg.Add(2)
 	go g.watchCatalog()
 	go g.flushEvery()
+	if !g.cfg.NoLink {
+		// Owners are reached on links only (owners.go): without them
+		// there is nothing to route by.
+		g.bg.Add(1)
+		go g.watchCell()
+	}
 	g.accept.Add(1)
 	go g.acceptLoop()
 	return nil
@@ -253,8 +271,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 type loopState struct {
 	g    *Gateway
 	loop gnet.EventLoop
-	// shared are the pipelined connections per upstream (index as in
-	// Gateway.upstreams); idle the spare dedicated ones.
+	// shared are the pipelined connections per configured upstream (index
+	// as in Gateway.upstreams); idle the spare dedicated ones.
 	shared [][]*upConn
 	idle   [][]*upConn
 	// downUntil: after a failed dial, an upstream is skipped until then
@@ -262,7 +280,8 @@ type loopState struct {
 	downUntil []int64
 	next      int // round robin over the upstreams for new clients
 
-	// links are the links per upstream (link.go), nil when there is none;
+	// links are the links per upstream (link.go), nil when there is none,
+	// to the configured upstreams and the members learned (owners.go);
 	// linkRetryAt: a link is not asked for again before then (unix nanos).
 	links       []*linkConn
 	linkRetryAt []int64
@@ -281,7 +300,8 @@ type loopState struct {
 	linksToWrite []*clientLink
 	stalledLinks []*clientLink
 	parsers      wire.ParserPool // lends parsers to the loop's clients
-	push         wire.PushBody   // counts a push's items (countItems)
+	push         wire.PushBody   // a push's items and queue (queueOf)
+	ack          wire.AckBody    // an ack's queue, in front of a cell (queueOf)
 	spareEx      []*exchange     // settled exchanges for reuse
 
 	// Clients stalled behind their unread answers (outbound.go), and the
@@ -293,8 +313,8 @@ type loopState struct {
 
 func (g *Gateway) loopOf(loop gnet.EventLoop) *loopState {
 	ls, _ := g.loops.LoadOrCompute(loop, func() (*loopState, bool) {
-		n := len(g.upstreams)
-		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, n), linkRetryAt: make([]int64, n), clients: map[*clientConn]struct{}{}, clientLinks: map[*clientLink]struct{}{}}
+		n, all := g.nConfigured, len(g.upstreams)
+		ls := &loopState{g: g, loop: loop, shared: make([][]*upConn, n), idle: make([][]*upConn, n), downUntil: make([]int64, n), links: make([]*linkConn, all), linkRetryAt: make([]int64, all), clients: map[*clientConn]struct{}{}, clientLinks: map[*clientLink]struct{}{}}
 		ls.parsers.Limits = wire.Limits{MaxBody: g.cfg.MaxBodyBytes}
 		ls.flushTask = ls.flush
 		ls.stallTask = ls.checkStalled

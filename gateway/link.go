@@ -27,13 +27,13 @@ import (
 // opened or after a broker refused it (an older broker, not in gateway mode),
 // go over HTTP as before.
 //
-// Order: a client's requests in flight are all on the link or all on HTTP
-// connections, never both. The broker serves a link's frames in order, so
-// a client's answers come back in its order but for a pop that parks; the
-// client's next request waits unread behind a waiting pop until it is
-// answered, as it does at the broker itself. An answer that arrives
-// before an earlier one of its client anyway is kept until that one has
-// been given.
+// Order: a client's requests in flight are all on links (in front of a
+// cell, on the links to their queues' owners: owners.go) or all on HTTP
+// connections, never both. The client's next request waits unread behind a
+// waiting pop until it is answered, as it does at the broker itself. An
+// answer that arrives before an earlier one of its client (a pop that
+// parked, or another member's answer) is kept until that one has been
+// given.
 
 // linkRetry: after a broker refused the link, its loop asks again only
 // after this long (the broker may be upgraded meanwhile).
@@ -95,11 +95,21 @@ func (l *linkConn) dial(addr upstreamAddr, timeout time.Duration) {
 		}
 	}
 	_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-		l.ls.linkRetryAt[l.up] = time.Now().Add(downFor).UnixNano()
+		retry := downFor
+		if l.up >= l.ls.g.nConfigured {
+			retry = learnedDownFor
+		}
+		l.ls.linkRetryAt[l.up] = time.Now().Add(retry).UnixNano()
 		l.failed()
 		return nil
 	}))
 }
+
+// learnedDownFor: after a failed dial, a member learned from the cell's
+// view (owners.go) is not dialled again by the loop for this long; its
+// queues meanwhile go through the configured members, which relay them. A
+// public URL the gateway cannot reach so costs a dial a second per loop.
+const learnedDownFor = time.Second
 
 // opened runs on the loop when the connection is there: it asks for the
 // upgrade.
@@ -199,6 +209,9 @@ func (l *linkConn) answered(id uint64, raw []byte) *clientConn {
 	_, done, err := rr.feed(raw)
 	if err != nil || !done {
 		return ex.linkLose()
+	}
+	if rr.status == 503 && ownershipMoved(raw[rr.bodyFrom:]) {
+		l.ls.g.refreshView()
 	}
 	delivered := rr.delivered
 	if ex.kind == exPop && delivered < 0 && rr.status == 200 {
@@ -357,4 +370,12 @@ func (cc *clientConn) giveInOrder(ex *exchange) *clientConn {
 		cc.link = nil
 	}
 	return last
+}
+
+// ownershipMoved reports whether a 503's body is a member's owner_moved or
+// ephemeral_forward_failed: the gateway's view of the cell may be behind
+// (owners.go), so it is read again. The answer itself goes to the client
+// as it came (the SDKs send such a request again: nothing was applied).
+func ownershipMoved(body []byte) bool {
+	return bytes.Contains(body, []byte(`"owner_moved"`)) || bytes.Contains(body, []byte(`"ephemeral_forward_failed"`))
 }

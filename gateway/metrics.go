@@ -24,6 +24,23 @@ type gatewayMetrics struct {
 	// accepted when descriptors ran out (shed.go).
 	idleShed *metrics.Counter
 	refusals *xsync.Map[string, *metrics.Counter]
+	// toOwner and fallback count the pushes, pops and acks sent in front
+	// of a cell: on the link to their queue's owner, or to any configured
+	// member, which relays them (owners.go).
+	toOwner, fallback *metrics.Counter
+	// viewReads counts the view reads the gateway sent (cellwatch.go).
+	viewReads *metrics.Counter
+}
+
+// sent counts a forwarded request, and how it was routed in a cell.
+func (m *gatewayMetrics) sent(how routedHow) {
+	m.forwarded.Inc()
+	switch how {
+	case routedOwner:
+		m.toOwner.Inc()
+	case routedFallback:
+		m.fallback.Inc()
+	}
 }
 
 func (g *Gateway) initMetrics() {
@@ -36,6 +53,15 @@ func (g *Gateway) initMetrics() {
 	m.lost = m.set.NewCounter("queen_gateway_answers_lost_total")
 	m.acceptErrors = m.set.NewCounter("queen_gateway_accept_errors_total")
 	m.idleShed = m.set.NewCounter("queen_gateway_idle_shed_total")
+	m.toOwner = m.set.NewCounter(`queen_gateway_owner_routed_total{how="owner"}`)
+	m.fallback = m.set.NewCounter(`queen_gateway_owner_routed_total{how="fallback"}`)
+	m.viewReads = m.set.NewCounter("queen_gateway_cell_view_reads_total")
+	m.set.NewGauge("queen_gateway_cell_members", func() float64 {
+		if v := g.owners.Load(); v != nil {
+			return float64(len(v.ids))
+		}
+		return 0
+	})
 	m.set.NewGauge("queen_gateway_clients", func() float64 { return float64(g.clients.Load()) })
 	m.set.NewGauge("queen_gateway_links", func() float64 { return float64(g.links.Load()) })
 	m.set.NewGauge("queen_gateway_client_links", func() float64 { return float64(g.clientLinks.Load()) })

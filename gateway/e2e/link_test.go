@@ -149,6 +149,9 @@ func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
 	eventually(t, 10*time.Second, "A never had both gateway links", func() bool {
 		return brokerMetric(t, a.Broker, "queen_ephemeral_gateway_links", "") == 2
 	})
+	// The gateway routes by owner (docs/gateway.md, "Routing to owners"),
+	// but it has sent nothing to B yet, so no loop holds an open link to
+	// B: the first push for B's queue goes through A, which relays it.
 	q := queueOwnedBy(t, []string{a.id, b.id}, "acme", "midrelay", b.id)
 	done := make(chan error, 1)
 	go func() {

@@ -112,10 +112,12 @@ func TestOneUpstreamDown(t *testing.T) {
 	admin.wantUsage(t, "acme", 6, 6)
 }
 
-// cellMember is a broker of a cell and its advertised address.
+// cellMember is a broker of a cell, its advertised address and the
+// environment it was started with.
 type cellMember struct {
 	*brokertest.Broker
-	id string
+	id  string
+	env map[string]string
 }
 
 // startCell starts n brokers in gateway mode on one fresh PostgreSQL schema
@@ -138,7 +140,7 @@ func startCell(t *testing.T, n int, extra ...map[string]string) []*cellMember {
 		if i < len(extra) {
 			env = merge(env, extra[i])
 		}
-		ms[i] = &cellMember{id: id, Broker: startBroker(t, env)}
+		ms[i] = &cellMember{id: id, env: env, Broker: startBroker(t, env)}
 	}
 	for _, m := range ms {
 		eventually(t, 20*time.Second, m.id+" never counted "+strconv.Itoa(n)+" members", func() bool {
@@ -174,10 +176,10 @@ func queueOwnedBy(t *testing.T, ids []string, tenant, prefix, owner string) stri
 
 // TestCell: one gateway in front of a cell of two brokers on one
 // PostgreSQL: push, pop and a woken waiting pop work for queues owned by
-// either member, whichever member a client lands on, and metering is
-// exact; on the links to the members (once they are open: the first
-// requests of each gateway loop go over HTTP meanwhile), and over HTTP
-// alone.
+// either member, and metering is exact; on the links to the members (once
+// they are open: the first requests of each gateway loop go over HTTP
+// meanwhile), where each goes to its queue's owner, and over HTTP alone,
+// where a client lands on either member, which relays.
 func TestCell(t *testing.T) {
 	t.Parallel()
 	t.Run("link", func(t *testing.T) { t.Parallel(); testCell(t, true) })
@@ -193,19 +195,13 @@ func testCell(t *testing.T, link bool) {
 
 	var msgs, delivs int64
 	if link {
-		// Fresh clients go round the gateway's two loops and each loop's
-		// requests round the members: these open every loop's link to
-		// every member, so that what follows goes over the links.
-		for range 8 {
-			g.as(t, "acme", "read-write").mustPush(t, "warm", 1)
-			msgs++
-		}
-		for _, m := range ms {
-			eventually(t, 10*time.Second, "member "+m.id+" never had both gateway links", func() bool {
-				return brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", "") == 2
-			})
-		}
+		// Pushes to a queue of each member from fresh clients, which go
+		// round the gateway's two loops, open every loop's link to every
+		// member (the gateway routes them to their owners once it has the
+		// cell's view), so that what follows goes over the links.
+		msgs += int64(warmCellLinks(t, g, ms))
 	}
+	relayedBefore := perMember(t, ms, "queen_ephemeral_relayed_total", "")
 	for _, owner := range ms {
 		q := queueOwnedBy(t, ids, "acme", "cq", owner.id)
 		// Fresh connections land on both members in turn (round robin), so
@@ -247,13 +243,18 @@ func testCell(t *testing.T, link bool) {
 	if int64(pushed) != msgs || int64(delivered) != delivs {
 		t.Fatalf("the members counted %v pushed and %v delivered; the gateway %d and %d", pushed, delivered, msgs, delivs)
 	}
-	// The clients landed on both members, and each relayed to the other;
-	// with the link on, each member holds links of the gateway.
-	for _, m := range ms {
+	// The clients' requests landed on both members. Over HTTP each member
+	// relayed to the other; on the links the gateway sent each to its
+	// owner (docs/gateway.md, "Routing to owners"): nothing was relayed.
+	// With the link on, each member holds links of the gateway.
+	for i, m := range ms {
 		landed := brokerMetric(t, m.Broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`)
-		relayed := brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", "")
-		if landed == 0 || relayed == 0 {
-			t.Fatalf("member %s: %v pushes landed, %v requests relayed; want both above 0", m.id, landed, relayed)
+		relayed := brokerMetric(t, m.Broker, "queen_ephemeral_relayed_total", "") - relayedBefore[i]
+		if landed == 0 || (relayed == 0) != link {
+			t.Fatalf("member %s: %v pushes landed, %v requests relayed; want pushes, and relays %s", m.id, landed, relayed, map[bool]string{true: "none (the link routes to owners)", false: "above 0 (HTTP relays)"}[link])
+		}
+		if n := brokerMetric(t, m.Broker, "queen_ephemeral_request_duration_seconds_count", `route="cell"`); (n > 0) != link && i == 0 {
+			t.Fatalf("member %s served %v view reads of the gateway, with the gateway's link on: %v (without links there is nothing to route by)", m.id, n, link)
 		}
 		if links := brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", ""); (links > 0) != link {
 			t.Fatalf("member %s holds %v gateway links, with the gateway's link on: %v", m.id, links, link)
