@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
@@ -20,14 +24,14 @@ import (
 // creates its tables.
 func schemaURL(t *testing.T) string {
 	t.Helper()
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
-	if err := pg.Exec(ctxT(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
+	if err := pgServer.Exec(ctxT(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(pg.URL())
+	u, err := url.Parse(pgServer.URL())
 	if err != nil || u.Scheme == "" {
-		return pg.URL() + " search_path=" + schema // a key=value DSN
+		return pgServer.URL() + " search_path=" + schema // a key=value DSN
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
@@ -36,7 +40,7 @@ func schemaURL(t *testing.T) string {
 }
 
 func TestPostgresContract(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	runContract(t, func(t *testing.T) backend {
 		dbURL := schemaURL(t)
 		return backend{shared: true, open: func() Store {
@@ -153,40 +157,73 @@ func TestPostgresOpenEnv(t *testing.T) {
 
 // TestPostgresConnectionSettings: a URL that sets no connect_timeout,
 // statement_timeout or application_name gets the catalog's (2 s, 5 s,
-// queen-gateway), on the server's side too; one that sets them keeps its
-// own.
+// queen-gateway/catalog), on the server's side too; one that sets shorter
+// timeouts keeps them, longer ones are cut to the catalog's, and its
+// application_name is kept with the role after it (internal/pg's rule).
 func TestPostgresConnectionSettings(t *testing.T) {
 	dbURL := schemaURL(t)
 	sep := "&"
 	if !strings.Contains(dbURL, "?") {
 		sep = " " // a key=value DSN
 	}
-	own := dbURL + sep + "connect_timeout=7" + strings.ReplaceAll(sep+"statement_timeout=1234"+sep+"application_name=mine", "&", sep)
+	params := func(kv ...string) string { return dbURL + sep + strings.Join(kv, sep) }
 	for _, c := range []struct {
 		url                string
 		connect            time.Duration
 		statement, appName string
 	}{
-		{dbURL, pgConnectTimeout, "5s", "queen-gateway"},
-		{own, 7 * time.Second, "1234ms", "mine"},
+		{dbURL, pgConnectTimeout, "5s", "queen-gateway/catalog"},
+		{params("connect_timeout=1", "statement_timeout=1234", "application_name=mine"), time.Second, "1234ms", "mine/catalog"},
+		{params("connect_timeout=7", "statement_timeout=7000"), pgConnectTimeout, "5s", "queen-gateway/catalog"},
 	} {
 		s, err := openPostgres(ctxT(t), c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.pool.Config().ConnConfig.ConnectTimeout; got != c.connect {
+		if got := s.pool.ConnConfig().ConnectTimeout; got != c.connect {
 			t.Errorf("%s: connect timeout %v, want %v", c.url, got, c.connect)
 		}
 		var statement, appName string
-		if err := s.pool.QueryRow(ctxT(t), "SHOW statement_timeout").Scan(&statement); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.pool.QueryRow(ctxT(t), "SHOW application_name").Scan(&appName); err != nil {
+		err = s.read(ctxT(t), func(ctx context.Context, conn *pgxpool.Conn) error {
+			return conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('application_name')").Scan(&statement, &appName)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if statement != c.statement || appName != c.appName {
 			t.Errorf("%s: statement_timeout %q, application_name %q; want %q, %q", c.url, statement, appName, c.statement, c.appName)
 		}
 		_ = s.Close()
+	}
+}
+
+// TestPostgresLostConnection: how internal/pg's outcomes reach the
+// catalog's callers. ErrUnavailable (keep the usage batch, retry) only
+// where nothing was written: no connection, a statement that never ran, a
+// connection lost under a read. A write lost after it may have applied is
+// not ErrUnavailable, so a usage batch is not counted twice.
+func TestPostgresLostConnection(t *testing.T) {
+	s := &pgStore{}
+	lost := fmt.Errorf("%w: %w", pg.ErrConnectionLost, io.ErrUnexpectedEOF)
+	for _, c := range []struct {
+		name        string
+		err         error
+		writes      bool
+		unavailable bool
+	}{
+		{"no connection, read", fmt.Errorf("%w: refused", pg.ErrNoConnection), false, true},
+		{"no connection, write", fmt.Errorf("%w: refused", pg.ErrNoConnection), true, true},
+		{"lost under a read", lost, false, true},
+		{"lost under a write", lost, true, false},
+		{"an SQL error", &pgconn.PgError{Code: "23505"}, true, false},
+	} {
+		err := s.result(c.err, c.writes)
+		if err == nil || errors.Is(err, ErrUnavailable) != c.unavailable || !errors.Is(err, c.err) {
+			t.Errorf("%s: %v; want ErrUnavailable %v, wrapping %v", c.name, err, c.unavailable, c.err)
+		}
+	}
+	s.closed.Store(true)
+	if err := s.result(lost, true); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 }
