@@ -210,72 +210,21 @@ func TestRetryRule(t *testing.T) {
 	}
 }
 
-// cutProxy forwards connections to the run's server and, when cut is
-// called, closes them all: a connection lost with a statement on the
-// server.
-type cutProxy struct {
-	l     net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func startProxy(t *testing.T) *cutProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &cutProxy{l: l}
-	t.Cleanup(func() { l.Close(); px.cut() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", pg.Port()))
-			if err != nil {
-				c.Close()
-				continue
-			}
-			px.mu.Lock()
-			px.conns = append(px.conns, c, s)
-			px.mu.Unlock()
-			go func() { io.Copy(s, c); s.Close() }()
-			go func() { io.Copy(c, s); c.Close() }()
-		}
-	}()
-	return px
-}
-
-func (px *cutProxy) cut() {
-	px.mu.Lock()
-	defer px.mu.Unlock()
-	for _, c := range px.conns {
-		c.Close()
-	}
-	px.conns = nil
-}
-
-func (px *cutProxy) url() string {
-	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", px.l.Addr())
-}
-
 // TestLostWithTheStatementRunning, for real: a connection cut while the
 // server runs the statement is ErrConnectionLost for a call that is not
 // idempotent (it may have been applied), and is tried once more, on a new
 // connection, for one that is.
 func TestLostWithTheStatementRunning(t *testing.T) {
 	storetest.NeedManaged(t, pg)
-	px := startProxy(t)
-	p := openT(t, Config{URL: px.url(), MaxConns: 2})
+	px := pg.StartProxy(t)
+	p := openT(t, Config{URL: px.URL(pg), MaxConns: 2})
 	run := func(retry Retry) (int, error) {
 		var tries atomic.Int64
 		err := p.Do(ctxT(t), retry, func(ctx context.Context, c *pgxpool.Conn) error {
 			if tries.Add(1) == 1 {
 				go func() {
 					waitRunning(t, "SELECT pg_sleep(3)")
-					px.cut()
+					px.Cut()
 				}()
 				_, err := c.Exec(ctx, "SELECT pg_sleep(3)")
 				return err

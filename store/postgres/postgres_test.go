@@ -515,3 +515,60 @@ func TestPGEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestConnectionLostUnderACall: the store's choice under internal/pg's
+// rule, for real (a proxy cut while the statement waits on a row lock on
+// the server). A put, an upsert of one value, is sent again on a new
+// connection and succeeds; a delete, whose answer says whether the row
+// existed, is not: it fails with ErrUnavailable (503) and marks the store
+// down until the next contact.
+func TestConnectionLostUnderACall(t *testing.T) {
+	storetest.NeedManaged(t, pgServer)
+	ctx := testCtx(t)
+	schema := pgServer.FreshSchema(t)
+	px := pgServer.StartProxy(t)
+	s := openT(t, Config{URL: px.URL(pgServer), Schema: schema, StatementTimeout: 10 * time.Second})
+	waitReady(t, s, 5*time.Second)
+	if err := s.PutDeclaration(ctx, decl("q", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	cutWhileWaiting := func(call func() error) error {
+		release := holdRow(t, schema, "q")
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		waitLockWait(t, schema)
+		px.Cut()
+		release()
+		return <-done
+	}
+	if err := cutWhileWaiting(func() error { return s.PutDeclaration(ctx, decl("q", `{"maxLength":7}`)) }); err != nil {
+		t.Fatalf("a put whose connection was cut under it: %v, want success (sent again)", err)
+	}
+	got, err := s.LoadDeclarations(ctx)
+	if err != nil || len(got) != 1 || string(got[0].Options) != `{"maxLength":7}` {
+		t.Fatalf("after the put sent again: %v, %v", got, err)
+	}
+	err = cutWhileWaiting(func() error { _, err := s.DeleteDeclaration(ctx, "t", "q"); return err })
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a delete whose connection was cut under it: %v, want ErrUnavailable (not sent again)", err)
+	}
+}
+
+// waitLockWait waits until a statement naming schema waits on a lock.
+func waitLockWait(t *testing.T, schema string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		conn, err := pgx.Connect(context.Background(), pgServer.URL())
+		if err == nil {
+			err = conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0", schema).Scan(&n)
+			conn.Close(context.Background())
+		}
+		if err == nil && n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no session waited on the row lock within 10 s")
+}
