@@ -227,3 +227,93 @@ func TestPostgresLostConnection(t *testing.T) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestPostgresConnectionCutUnderAWrite, for real (a proxy cut while the
+// statement waits on a row lock on the server): PutPlan, an upsert, is sent
+// again and succeeds; AddUsage is not (its counts add): it fails with an
+// error that is not ErrUnavailable, and the batch, applied once on the
+// server, is counted once.
+func TestPostgresConnectionCutUnderAWrite(t *testing.T) {
+	storetest.NeedManaged(t, pgServer)
+	dbURL := schemaURL(t)
+	px := pgServer.StartProxy(t)
+	s, err := openPostgres(ctxT(t), strings.Replace(dbURL, fmt.Sprintf("127.0.0.1:%d", pgServer.Port()), px.Addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := ctxT(t)
+	must(t, s.PutPlan(c, free))
+	must(t, s.AddUsage(c, []Usage{{"acme", Messages, 60, 1}}))
+	cutWhileLocked := func(lock string, call func() error) error {
+		conn, err := pgx.Connect(c, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		tx, err := conn.Begin(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(c, lock); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		waitLockWait(t)
+		px.Cut()
+		tx.Rollback(context.Background())
+		return <-done
+	}
+	err = cutWhileLocked("SELECT 1 FROM queen_gateway_plans WHERE name = 'free' FOR UPDATE", func() error {
+		p := free
+		p.ParkedSlots = 9
+		return s.PutPlan(c, p)
+	})
+	if err != nil {
+		t.Fatalf("PutPlan whose connection was cut under it: %v, want success (sent again)", err)
+	}
+	if p, _, err := s.GetPlan(c, "free"); err != nil || p.ParkedSlots != 9 {
+		t.Fatalf("after PutPlan sent again: %+v, %v", p, err)
+	}
+	err = cutWhileLocked("SELECT 1 FROM queen_gateway_usage FOR UPDATE", func() error {
+		return s.AddUsage(c, []Usage{{"acme", Messages, 60, 10}})
+	})
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("AddUsage whose connection was cut under it: %v, want an error that is not ErrUnavailable (it may have been applied)", err)
+	}
+	// The batch committed on the server (nothing waits for the client to
+	// read an answer): 1 + 10, once.
+	eventuallyT(t, 5*time.Second, func() bool {
+		u, err := s.UsageSince(c, 0)
+		return err == nil && u["acme"][Messages] == 11
+	}, "usage 11 (the batch counted once)")
+}
+
+// waitLockWait waits until a catalog's statement waits on a lock (the
+// tests that take row locks do not run in parallel).
+func waitLockWait(t *testing.T) {
+	t.Helper()
+	eventuallyT(t, 10*time.Second, func() bool {
+		conn, err := pgx.Connect(context.Background(), pgServer.URL())
+		if err != nil {
+			return false
+		}
+		defer conn.Close(context.Background())
+		var n int
+		err = conn.QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'queen-gateway/catalog'").Scan(&n)
+		return err == nil && n > 0
+	}, "a statement waiting on the row lock")
+}
+
+func eventuallyT(t *testing.T, within time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -67,3 +67,6 @@ func (px *Proxy) Cut() {
 func (px *Proxy) URL(server *Postgres) string {
 	return strings.Replace(server.URL(), fmt.Sprintf("127.0.0.1:%d", server.port), px.l.Addr().String(), 1)
 }
+
+// Addr is the proxy's host:port, for a URL built by hand.
+func (px *Proxy) Addr() string { return px.l.Addr().String() }
