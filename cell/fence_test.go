@@ -24,8 +24,8 @@ func (c *fakeClock) option() func(o *Options) { return func(o *Options) { o.cloc
 // view without the member; a renewal unfences it with a new generation; a
 // renewal that completes after its own deadline does not.
 func TestFencingByTheClock(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	clk := &fakeClock{}
 	var fail, lateBy atomic.Int64 // fail: beats fail; lateBy: the next beat takes this long
 	hook := func(o *Options) {
@@ -98,15 +98,15 @@ func TestFencingByTheClock(t *testing.T) {
 // at that deadline, so the fenced view is published then, not later), the
 // others drop it after the timeout, and it rejoins once the lock goes.
 func TestFencingWhenTheDatabaseBlocks(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", hb, to)
 	b := start(t, schema, "b:1", hb, to)
 	c := start(t, schema, "c:1", hb, to)
 	waitFor(t, 5*time.Second, "three members", viewIs("a:1,b:1,c:1", a, b, c))
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +144,8 @@ func TestFencingWhenTheDatabaseBlocks(t *testing.T) {
 // back they rejoin on new connections and converge again, and the LISTEN
 // connections come back (a join is again seen by NOTIFY).
 func TestDatabaseRestart(t *testing.T) {
-	storetest.NeedManaged(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedManaged(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	const slowHB, slowTO = 5 * time.Second, 15 * time.Second
 	a := start(t, schema, "a:1", hb, to)
 	b := start(t, schema, "b:1", hb, to)
@@ -154,13 +154,13 @@ func TestDatabaseRestart(t *testing.T) {
 	waitFor(t, 5*time.Second, "three members", viewIs("a:1,b:1,s:1", a, b))
 	waitFor(t, 5*time.Second, "s sees them", viewIs("a:1,b:1,s:1", s))
 	waitFor(t, 5*time.Second, "s listening", func() bool { return s.Stats().Listening })
-	if err := pg.Stop(); err != nil {
+	if err := pgServer.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "s's LISTEN connection lost", func() bool { return !s.Stats().Listening })
 	waitFor(t, 5*time.Second, "a and b fenced", func() bool { return a.Fenced() && b.Fenced() })
 	time.Sleep(to)
-	if err := pg.Start(); err != nil {
+	if err := pgServer.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// s's row outlives the restart (its own 15 s timeout): everyone still
@@ -182,8 +182,8 @@ func TestDatabaseRestart(t *testing.T) {
 // timeout began gets 7 s (its context's deadline), a whole timeout being
 // given only to a member not yet joined (or already fenced).
 func TestBeatIsBoundedByTheRenewal(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	clk := &fakeClock{}
 	clk.add(time.Hour) // the clock reads neither 0 nor a small number
 	const timeout = 10 * time.Second
@@ -220,8 +220,8 @@ func TestBeatIsBoundedByTheRenewal(t *testing.T) {
 // SafeToRetry: the database restarted under the pool) is tried again at
 // once on another connection: no failure is counted.
 func TestBeatRetriesWhatWasNeverSent(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	var failNext atomic.Int64 // the next beat's first try fails with this kind: 1 never sent, 2 sent
 	var tries atomic.Int64
 	m := start(t, schema, "a:1", 20*time.Millisecond, time.Minute, func(o *Options) {
@@ -263,8 +263,8 @@ func (neverSent) SafeToRetry() bool { return true }
 // renewal's end; nothing else checks the fencing then but the timer (and
 // the reload the LISTEN connection asks for once, normally long before).
 func TestFencedViewPublishedWhenTheRenewalExpires(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	const timeout = time.Minute
 	var offset atomic.Int64
 	var first atomic.Bool

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 )
 
 // Options configure a Membership.
@@ -58,7 +58,7 @@ type Membership struct {
 	clock  func() time.Duration
 	log    *slog.Logger
 
-	pool   *pgxpool.Pool
+	pool   *pg.Pool
 	listen *pgx.ConnConfig // the LISTEN connection's configuration
 
 	view    atomic.Pointer[View]
@@ -115,30 +115,24 @@ func Start(opts Options) (*Membership, error) {
 	if opts.clock == nil {
 		opts.clock = monotonic
 	}
-	pcfg, err := pgxpool.ParseConfig(opts.DatabaseURL)
-	if err != nil {
-		// pgx's message may quote the password; say only what failed.
-		return nil, errors.New("cell: cannot parse the database URL or PG* environment")
-	}
 	// Two connections: heartbeats and reloads run one at a time on the
 	// loop, the second covers a reload racing a reconnect. LISTEN has its
 	// own connection outside the pool.
-	pcfg.MaxConns, pcfg.MinConns = 2, 0
 	// No ping on acquire: pgxpool pings a connection idle over a second,
 	// which at the default heartbeat is most beats, an extra round trip
 	// each (measured: 1.7 transactions per member per second instead of
 	// 1). The beat is the liveness check; one that finds its connection
-	// dead before sending is tried again at once (renew).
-	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	cc := pcfg.ConnConfig
-	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > opts.MemberTimeout {
-		cc.ConnectTimeout = opts.MemberTimeout
-	}
-	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.MemberTimeout.Milliseconds(), 10)
-	cc.RuntimeParams["application_name"] = "queen-ephemeral-cell"
-	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	// dead before sending is tried again at once (internal/pg's rule).
+	pool, err := pg.Open(pg.Config{
+		URL:              opts.DatabaseURL,
+		Name:             "queen/cell",
+		ConnectTimeout:   opts.MemberTimeout,
+		StatementTimeout: opts.MemberTimeout,
+		MaxConns:         2,
+		NoPingOnAcquire:  true,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("cell: pool: %w", err)
+		return nil, fmt.Errorf("cell: %w", err)
 	}
 	m := &Membership{
 		opts:    opts,
@@ -148,7 +142,7 @@ func Start(opts Options) (*Membership, error) {
 		clock:   opts.clock,
 		log:     opts.Logger.With("cell", opts.Advertise, "incarnation", opts.Incarnation),
 		pool:    pool,
-		listen:  cc.Copy(),
+		listen:  pool.ConnConfig(),
 		refresh: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		ran:     make(chan struct{}),
@@ -219,8 +213,12 @@ func (m *Membership) leave(ctx context.Context) error {
 	b := &pgx.Batch{}
 	b.Queue(m.sql.leave, m.self, m.opts.Incarnation)
 	b.Queue(m.sql.notify, m.sql.channel, payload("leave", m.self, m.opts.Incarnation))
-	m.count(b.Len())
-	err := m.pool.SendBatch(ctx, b).Close()
+	// Idempotent: a second delete finds nothing, a second notification
+	// makes the others reload once more.
+	err := m.pool.Do(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
+		m.count(b.Len())
+		return c.SendBatch(ctx, b).Close()
+	})
 	if err != nil {
 		m.log.Warn("cell: leaving without deleting the row; the others see the member leave after the timeout", "err", err)
 		return fmt.Errorf("cell: leave: %w", err)
@@ -278,11 +276,6 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 	bctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	members, err := m.renew(bctx)
-	if err != nil && pgconn.SafeToRetry(err) && bctx.Err() == nil {
-		// The pooled connection had died (the database restarted) and
-		// the beat was never sent: another connection, now.
-		members, err = m.renew(bctx)
-	}
 	if errors.Is(err, errDisplaced) {
 		m.displace(m.view.Load().Members)
 		return
@@ -333,14 +326,14 @@ func (m *Membership) beat(ctx context.Context, fence *time.Timer) {
 	fence.Reset(deadline - m.clock())
 }
 
+// renew sends the beat. A beat that provably never ran (its pooled
+// connection had died: the database restarted) is sent again at once on
+// another connection; one that may have run is not: it fails, and the
+// next heartbeat renews (internal/pg's rule, Unsent).
 func (m *Membership) renew(ctx context.Context) ([]Member, error) {
-	if m.opts.beforeBeat != nil {
-		if err := m.opts.beforeBeat(ctx); err != nil {
-			return nil, err
-		}
-	}
 	if !m.tableOK {
-		if err := m.withConn(ctx, m.ensureTable); err != nil {
+		m.stats.roundTrips.Add(1) // the table check: a few statements, once per join
+		if err := m.pool.Locked(ctx, "queen-ephemeral cell "+m.schema, m.ensureTable); err != nil {
 			return nil, err
 		}
 		m.tableOK = true
@@ -358,29 +351,43 @@ func (m *Membership) renew(ctx context.Context) ([]Member, error) {
 		b.Queue(m.sql.gc, m.opts.MemberTimeout.Milliseconds())
 	}
 	b.Queue(m.sql.live)
-	m.count(b.Len())
-	br := m.pool.SendBatch(ctx, b)
-	renewed := false
-	for i := range b.Len() - 1 {
-		tag, err := br.Exec()
-		if err != nil {
-			br.Close()
-			m.tableGone(err)
-			return nil, err
+	var (
+		members []Member
+		renewed bool
+	)
+	err := m.pool.Do(ctx, pg.Unsent, func(ctx context.Context, c *pgxpool.Conn) error {
+		if m.opts.beforeBeat != nil {
+			if err := m.opts.beforeBeat(ctx); err != nil {
+				return err
+			}
 		}
-		if i == 0 {
-			renewed = tag.RowsAffected() == 1
+		m.count(b.Len())
+		br := c.SendBatch(ctx, b)
+		for i := range b.Len() - 1 {
+			tag, err := br.Exec()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			if i == 0 {
+				renewed = tag.RowsAffected() == 1
+			}
 		}
-	}
-	members, err := scanMembers(br)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		var err error
+		members, err = scanMembers(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 	m.tableGone(err)
-	if err == nil && !renewed {
+	if err != nil {
+		return nil, err
+	}
+	if !renewed {
 		return nil, errDisplaced
 	}
-	return members, err
+	return members, nil
 }
 
 // errDisplaced: the heartbeat found this address's row held, and renewed
@@ -415,23 +422,18 @@ func collectMembers(rows pgx.Rows, err error) ([]Member, error) {
 	})
 }
 
-func (m *Membership) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
-	c, err := m.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Release()
-	m.stats.roundTrips.Add(1) // the table check: a few statements, once per join
-	return fn(ctx, c)
-}
-
 // reload loads the live set after a notification. It never unfences: only
 // a renewal does.
 func (m *Membership) reload(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
 	defer cancel()
-	m.count(1)
-	members, err := collectMembers(m.pool.Query(rctx, m.sql.live))
+	var members []Member
+	err := m.pool.Do(rctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
+		m.count(1)
+		var err error
+		members, err = collectMembers(c.Query(ctx, m.sql.live))
+		return err
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("cell: reload failed", "err", err)

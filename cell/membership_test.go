@@ -18,15 +18,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-// pg is the run's PostgreSQL: started once for the package by TestMain.
-var pg *storetest.Postgres
+// pgServer is the run's PostgreSQL: started once for the package by TestMain.
+var pgServer *storetest.Postgres
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		runChild() // a member in its own process, for SIGSTOP
 		return
 	}
-	os.Exit(storetest.MainWithPostgres(m, &pg))
+	os.Exit(storetest.MainWithPostgres(m, &pgServer))
 }
 
 // Short timings: 50 ms heartbeats, 250 ms member timeout.
@@ -43,7 +43,7 @@ func start(t *testing.T, schema, addr string, heartbeat, timeout time.Duration, 
 	t.Helper()
 	o := Options{
 		Config:      Config{Advertise: addr, Secret: []byte(secret), Heartbeat: heartbeat, MemberTimeout: timeout},
-		DatabaseURL: pg.URL(),
+		DatabaseURL: pgServer.URL(),
 		Schema:      schema,
 		Incarnation: fmt.Sprintf("inc%d", incs.Add(1)),
 	}
@@ -92,8 +92,8 @@ func viewIs(want string, ms ...*Membership) func() bool {
 // Three members converge on one view, and every one computes the same
 // owner for every queue.
 func TestThreeMembersConverge(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", hb, to)
 	b := start(t, schema, "b:1", hb, to)
 	c := start(t, schema, "c:1", hb, to)
@@ -133,8 +133,8 @@ func TestThreeMembersConverge(t *testing.T) {
 // database's connect timeout is bounded by the member timeout, so a
 // database that does not answer a connect cannot hold a beat past it.
 func TestStartDefaults(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	m := start(t, schema, "a:1", 0, 0)
 	if m.opts.Heartbeat != DefaultHeartbeat || m.opts.MemberTimeout != DefaultMemberTimeout {
 		t.Fatalf("heartbeat %v, member timeout %v; want the defaults", m.opts.Heartbeat, m.opts.MemberTimeout)
@@ -150,7 +150,7 @@ func TestStartDefaults(t *testing.T) {
 		{"2", 5 * time.Second, 2 * time.Second},
 		{"10", 3 * time.Second, 3 * time.Second},
 	} {
-		url := pg.URL()
+		url := pgServer.URL()
 		if c.connect != "" {
 			sep := "?"
 			if strings.Contains(url, "?") {
@@ -170,8 +170,8 @@ func TestStartDefaults(t *testing.T) {
 // with no heartbeat of its own in between (a minute apart here), so no
 // heartbeat did it, and after a notification.
 func TestJoinAndCleanLeaveArePrompt(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	const slowHB, slowTO = time.Minute, 3 * time.Minute
 	a := start(t, schema, "a:1", slowHB, slowTO)
 	waitFor(t, 20*time.Second, "a alone", viewIs("a:1", a))
@@ -223,8 +223,8 @@ func TestJoinAndCleanLeaveArePrompt(t *testing.T) {
 // leaves the others' views after the timeout (not before); when its
 // heartbeats resume it rejoins with a new generation everywhere.
 func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	var block atomic.Bool
 	gate := func(o *Options) {
 		o.beforeBeat = func(ctx context.Context) error {
@@ -322,8 +322,8 @@ func TestStoppedHeartbeatsLeaveAfterTimeout(t *testing.T) {
 // A member restarted on the same address (another incarnation) is another
 // member: the others' generation moves although the addresses do not.
 func TestRejoinWithNewIncarnationIsANewGeneration(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", hb, to)
 	b1 := start(t, schema, "b:1", hb, to)
 	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a, b1))
@@ -341,7 +341,7 @@ func TestRejoinWithNewIncarnationIsANewGeneration(t *testing.T) {
 	// Judged by the statement itself: a row wrongly deleted would be put
 	// back by b2's next heartbeat, likely before any view could show it.
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,14 +361,14 @@ func TestRejoinWithNewIncarnationIsANewGeneration(t *testing.T) {
 // The cell's table lives in the store's schema, beside the store's tables,
 // and creating it from members booting together is safe.
 func TestTableBesideTheStore(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	var ms []*Membership
 	for i := range 5 {
 		ms = append(ms, start(t, schema, fmt.Sprintf("m%d:1", i), hb, to))
 	}
 	waitFor(t, 5*time.Second, "five members", viewIs("m0:1,m1:1,m2:1,m3:1,m4:1", ms...))
-	st, err := postgres.Open(context.Background(), postgres.Config{URL: pg.URL(), Schema: schema})
+	st, err := postgres.Open(context.Background(), postgres.Config{URL: pgServer.URL(), Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,34 +378,34 @@ func TestTableBesideTheStore(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the store does not open in the cell's schema")
 	}
-	if err := pg.Exec(context.Background(), "SELECT member, incarnation, joined_at, heartbeat_at FROM "+schema+".cell_members"); err != nil {
+	if err := pgServer.Exec(context.Background(), "SELECT member, incarnation, joined_at, heartbeat_at FROM "+schema+".cell_members"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A table dropped under a running cell comes back on the next heartbeat.
 func TestTableDroppedComesBack(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", hb, to)
 	waitFor(t, 5*time.Second, "a alone", viewIs("a:1", a))
-	if err := pg.Exec(context.Background(), "DROP TABLE "+schema+".cell_members"); err != nil {
+	if err := pgServer.Exec(context.Background(), "DROP TABLE "+schema+".cell_members"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the table back", func() bool {
 		// The cast fails while the row is missing.
-		return pg.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
+		return pgServer.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
 	})
 	if a.Stats().HeartbeatFailures == 0 {
 		t.Fatal("no heartbeat failed while the table was missing")
 	}
 	waitFor(t, to, "a unfenced", func() bool { return !a.Fenced() })
 	// So does the schema, dropped with the table in it.
-	if err := pg.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+	if err := pgServer.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the schema and the table back", func() bool {
-		return pg.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
+		return pgServer.Exec(context.Background(), "SELECT 1/count(*) FROM "+schema+".cell_members WHERE member = 'a:1'") == nil
 	})
 	waitFor(t, 5*time.Second, "a unfenced", func() bool { return !a.Fenced() })
 }
@@ -415,14 +415,14 @@ func TestTableDroppedComesBack(t *testing.T) {
 // upsert violates) is followed by beats of one round trip each, as in the
 // steady state (TestMembershipTraffic).
 func TestFailedBeatDoesNotRecheckTheTable(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", hb, time.Minute)
 	waitFor(t, 5*time.Second, "a joined", viewIs("a:1", a))
 	// The LISTEN connection's statement and the reload it asks for are
 	// round trips too: let them pass first.
 	waitFor(t, 5*time.Second, "listening", func() bool { return a.Stats().Listening })
-	if err := pg.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members ADD CONSTRAINT no_beats CHECK (heartbeat_at < '2000-01-01') NOT VALID"); err != nil {
+	if err := pgServer.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members ADD CONSTRAINT no_beats CHECK (heartbeat_at < '2000-01-01') NOT VALID"); err != nil {
 		t.Fatal(err)
 	}
 	f := a.Stats().HeartbeatFailures
@@ -437,7 +437,7 @@ func TestFailedBeatDoesNotRecheckTheTable(t *testing.T) {
 	if rt > beats+2 {
 		t.Fatalf("%d round trips for %d failed beats, want one each", rt, beats)
 	}
-	if err := pg.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members DROP CONSTRAINT no_beats"); err != nil {
+	if err := pgServer.Exec(context.Background(), "ALTER TABLE "+schema+".cell_members DROP CONSTRAINT no_beats"); err != nil {
 		t.Fatal(err)
 	}
 	f = a.Stats().HeartbeatFailures
@@ -453,11 +453,11 @@ func TestFailedBeatDoesNotRecheckTheTable(t *testing.T) {
 // member's first beat does it): a row dead for an hour goes, one dead for
 // 30 s stays.
 func TestLongDeadRowsAreRemoved(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", time.Minute, 3*time.Minute)
 	waitFor(t, 5*time.Second, "a joined", viewIs("a:1", a))
-	if err := pg.Exec(context.Background(), "INSERT INTO "+schema+".cell_members (member, incarnation, expires_at) VALUES "+
+	if err := pgServer.Exec(context.Background(), "INSERT INTO "+schema+".cell_members (member, incarnation, expires_at) VALUES "+
 		"('old:1', 'x', now() - interval '1 hour'), ('recent:1', 'x', now() - interval '30 seconds')"); err != nil {
 		t.Fatal(err)
 	}
@@ -478,8 +478,8 @@ func TestLongDeadRowsAreRemoved(t *testing.T) {
 
 // Rows lists live and dead rows with the database's timestamps.
 func TestRows(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	var block atomic.Bool
 	a := start(t, schema, "a:1", hb, to)
 	b := start(t, schema, "b:1", hb, to, func(o *Options) {
@@ -508,8 +508,8 @@ func TestRows(t *testing.T) {
 
 // Stop ends every goroutine and connection the member started.
 func TestStopLeavesNothingRunning(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	opts := goleak.IgnoreCurrent()
 	m := start(t, schema, "a:1", hb, to)
 	waitFor(t, 5*time.Second, "joined", viewIs("a:1", m))
@@ -525,8 +525,8 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 // stays fenced (owning nothing) while the other lives, and takes the row
 // back when the other leaves.
 func TestDuplicateAddress(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	b := start(t, schema, "b:1", hb, to)
 	a1 := start(t, schema, "a:1", hb, to)
 	waitFor(t, 5*time.Second, "two members", viewIs("a:1,b:1", a1, b))
@@ -569,8 +569,8 @@ func TestDuplicateAddress(t *testing.T) {
 // not at its next heartbeat (the other process answers for the address
 // from its join). With a 10 s heartbeat, only the notification can do it.
 func TestDuplicateAddressFencedByTheJoinNotification(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	const slowHB, slowTO = 10 * time.Second, 30 * time.Second
 	a1 := start(t, schema, "a:1", slowHB, slowTO)
 	waitFor(t, 5*time.Second, "the first process joined", viewIs("a:1", a1))
@@ -663,14 +663,14 @@ func (l *syncLog) count(s string) int {
 // A LISTEN connection lost while the member runs is logged (at debug) and
 // comes back a heartbeat later; one closed by Stop is not a loss.
 func TestListenConnectionLostAndBack(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	logs := new(syncLog)
 	m := start(t, schema, "a:1", hb, time.Minute, func(o *Options) {
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	waitFor(t, 5*time.Second, "listening", func() bool { return m.Stats().Listening })
-	if err := pg.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%"+schema+"%'"); err != nil {
+	if err := pgServer.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%"+schema+"%'"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the loss logged", func() bool { return logs.count("cell: listen connection lost") == 1 })

@@ -92,13 +92,13 @@ func parseChildLine(s string) (childLine, bool) {
 // SIGCONT says fenced and owns nothing), then it rejoins with a new
 // generation and owns again.
 func TestPausedMemberIsFencedOnResume(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	a := start(t, schema, "a:1", hb, to)
 	b := start(t, schema, "b:1", hb, to)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=1", envChildURL+"="+pg.URL(), envChildSchema+"="+schema)
+	cmd.Env = append(os.Environ(), envChild+"=1", envChildURL+"="+pgServer.URL(), envChildSchema+"="+schema)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -78,8 +78,8 @@ func TestDerivePublicURL(t *testing.T) {
 // Every member's view carries every member's public URL (and "" for one
 // without), and so does the admin listing.
 func TestViewsCarryPublicURLs(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	url := func(u string) func(*Options) { return func(o *Options) { o.PublicURL = u } }
 	a := start(t, schema, "a:1", hb, to, url("http://a:6632"))
 	b := start(t, schema, "b:1", hb, to, url("https://b.example.com"))
@@ -118,15 +118,15 @@ func urls(v *View) string {
 // column in place and publishes its URL; the old member's statements keep
 // working beside it, and its row reads as publishing none.
 func TestPublicURLColumnAddedInPlace(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
 	ctx := context.Background()
 	tbl := schema + ".cell_members"
-	if err := pg.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema); err != nil {
+	if err := pgServer.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema); err != nil {
 		t.Fatal(err)
 	}
 	// The previous release's table and statements, verbatim.
-	if err := pg.Exec(ctx, `CREATE TABLE `+tbl+` (
+	if err := pgServer.Exec(ctx, `CREATE TABLE `+tbl+` (
 			member       text COLLATE "C" PRIMARY KEY,
 			incarnation  text NOT NULL,
 			joined_at    timestamptz NOT NULL DEFAULT now(),
@@ -144,7 +144,7 @@ func TestPublicURLColumnAddedInPlace(t *testing.T) {
 				expires_at = EXCLUDED.expires_at
 			WHERE false OR m.incarnation = EXCLUDED.incarnation OR m.expires_at <= now()`
 	oldLive := `SELECT member, incarnation FROM ` + tbl + ` WHERE expires_at > now() ORDER BY member`
-	if err := pg.Exec(ctx, oldBeat); err != nil {
+	if err := pgServer.Exec(ctx, oldBeat); err != nil {
 		t.Fatal(err)
 	}
 	a := start(t, schema, "a:1", hb, to, func(o *Options) { o.PublicURL = "http://a:6632" })
@@ -153,10 +153,10 @@ func TestPublicURLColumnAddedInPlace(t *testing.T) {
 		t.Fatalf("a's view: %s", got)
 	}
 	// The old release's statements still run on the migrated table.
-	if err := pg.Exec(ctx, oldBeat); err != nil {
+	if err := pgServer.Exec(ctx, oldBeat); err != nil {
 		t.Fatalf("the old release's heartbeat on the migrated table: %v", err)
 	}
-	if err := pg.Exec(ctx, oldLive); err != nil {
+	if err := pgServer.Exec(ctx, oldLive); err != nil {
 		t.Fatalf("the old release's live-set query on the migrated table: %v", err)
 	}
 	// A second member of this release finds the column there.

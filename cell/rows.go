@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 )
 
 // Row is a member's row as the database holds it, for the admin listing
@@ -24,14 +26,17 @@ type Row struct {
 func (m *Membership) Rows(ctx context.Context) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
 	defer cancel()
-	m.count(1)
-	rows, err := m.pool.Query(ctx, m.sql.all)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var x Row
-		err := r.Scan(&x.ID, &x.Incarnation, &x.JoinedAt, &x.HeartbeatAt, &x.Live, &x.PublicURL)
-		return x, err
+	var out []Row
+	err := m.pool.Do(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
+		m.count(1)
+		rows, _ := c.Query(ctx, m.sql.all)
+		var err error
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+			var x Row
+			err := r.Scan(&x.ID, &x.Incarnation, &x.JoinedAt, &x.HeartbeatAt, &x.Live, &x.PublicURL)
+			return x, err
+		})
+		return err
 	})
+	return out, err
 }

@@ -6,7 +6,7 @@ import (
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 )
 
 // DefaultSchema is the store's default schema (store/postgres): the cell's
@@ -94,47 +94,32 @@ func channelName(schema string) string {
 	return "queen_cell_" + hex.EncodeToString(h.Sum(nil))
 }
 
-// lockKey is the advisory lock taken while creating the table, so that
-// members booting together do not race on CREATE TABLE IF NOT EXISTS
-// (which is not safe under concurrency: both may insert the type).
-func lockKey(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("queen-ephemeral cell " + schema))
-	return int64(h.Sum64())
-}
-
 // ensureTable creates the schema and the table when missing, and adds the
-// public_url column to a table of the release before it. It is idempotent
-// and runs on every join, so a table dropped under a running cell comes
-// back. A table that has the column costs no DDL (a role that may not
-// alter it still works on a table the operator prepared).
-func (m *Membership) ensureTable(ctx context.Context, c *pgxpool.Conn) error {
-	return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(m.schema)); err != nil {
-			return err
-		}
-		table := pgx.Identifier{m.schema}.Sanitize() + ".cell_members"
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
-			return err
-		}
-		if exists {
-			var hasURL bool
-			if err := tx.QueryRow(ctx, m.sql.hasURL, table).Scan(&hasURL); err != nil || hasURL {
-				return err
-			}
-			_, err := tx.Exec(ctx, m.sql.addURL)
-			if err == nil {
-				m.log.Info("cell: added the public_url column to the members table (a table of the release before public URLs)")
-			}
-			return err
-		}
-		if _, err := tx.Exec(ctx, m.sql.createSchema); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, m.sql.createTable)
+// public_url column to a table of the release before it. It runs under
+// the advisory lock "queen-ephemeral cell <schema>" (pg.Locked), so that
+// members booting together do not race on CREATE TABLE IF NOT EXISTS
+// (which is not safe under concurrency: both may insert the type). It is
+// idempotent and runs on every join, so a table dropped under a running
+// cell comes back. A table that has the column costs no DDL (a role that
+// may not alter it still works on a table the operator prepared).
+func (m *Membership) ensureTable(ctx context.Context, tx pgx.Tx) error {
+	table := pgx.Identifier{m.schema}.Sanitize() + ".cell_members"
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
 		return err
-	})
+	}
+	if exists {
+		var hasURL bool
+		if err := tx.QueryRow(ctx, m.sql.hasURL, table).Scan(&hasURL); err != nil || hasURL {
+			return err
+		}
+		_, err := tx.Exec(ctx, m.sql.addURL)
+		if err == nil {
+			m.log.Info("cell: added the public_url column to the members table (a table of the release before public URLs)")
+		}
+		return err
+	}
+	return pg.ExecAll(ctx, tx, m.sql.createSchema, m.sql.createTable)
 }
 
 // payload is a notification's text: "join|leave <member> <incarnation>".

@@ -18,11 +18,11 @@ import (
 // (plus a removal of dead rows every 60 beats). The rates per second are
 // logged for docs/cell.md ("The database's share"), not asserted (P6).
 func TestMembershipTraffic(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	if testing.Short() {
 		t.Skip("measures for 5 s")
 	}
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	ms := []*Membership{
 		start(t, schema, "a:1", DefaultHeartbeat, DefaultMemberTimeout),
 		start(t, schema, "b:1", DefaultHeartbeat, DefaultMemberTimeout),
@@ -40,7 +40,7 @@ func TestMembershipTraffic(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
-// pg is the run's PostgreSQL, started once for the package (the broker's
+// pgServer is the run's PostgreSQL, started once for the package (the broker's
 // store tests' own throwaway server; see storetest.StartPostgres). Without
 // one the PostgreSQL tests skip, except under CI=true, where they fail.
-var pg *storetest.Postgres
+var pgServer *storetest.Postgres
 
 func TestMain(m *testing.M) {
-	os.Exit(storetest.MainWithPostgres(m, &pg))
+	os.Exit(storetest.MainWithPostgres(m, &pgServer))
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 )
 
 // The PostgreSQL catalog, shared by every gateway given the same database.
@@ -33,11 +32,13 @@ import (
 //	UPDATE queen_gateway_revision SET n = n + 1;
 
 const (
-	// pgConnectTimeout bounds dialing when the URL sets no connect_timeout.
+	// pgConnectTimeout bounds dialing (a URL's connect_timeout may shorten
+	// it, not lengthen it).
 	pgConnectTimeout = 2 * time.Second
-	// pgStatementTimeout is the server's statement_timeout unless the URL
-	// sets one; pgCallTimeout bounds a whole call (acquire, statements,
-	// commit) on the client, so a dead database answers instead of hanging.
+	// pgStatementTimeout is the server's statement_timeout (a URL's may
+	// shorten it); pgCallTimeout bounds a whole call (acquire, statements,
+	// commit, the retry after a lost connection) on the client, so a dead
+	// database answers instead of hanging.
 	pgStatementTimeout = 5 * time.Second
 	pgCallTimeout      = 10 * time.Second
 	// pgMaxConns: the catalog is off the hot path (the proxy reads its
@@ -107,31 +108,22 @@ const (
 var _ Store = (*pgStore)(nil)
 
 type pgStore struct {
-	pool      *pgxpool.Pool
+	pool      *pg.Pool
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
 
 func openPostgres(ctx context.Context, url string) (*pgStore, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, err := pg.Open(pg.Config{
+		URL:              url,
+		Name:             "queen-gateway/catalog",
+		ConnectTimeout:   pgConnectTimeout,
+		StatementTimeout: pgStatementTimeout,
+		CallTimeout:      pgCallTimeout,
+		MaxConns:         pgMaxConns,
+	})
 	if err != nil {
-		// pgx's message may quote the password; say only what failed.
-		return nil, errors.New("catalog: cannot parse the database URL")
-	}
-	cfg.MaxConns = pgMaxConns
-	cc := cfg.ConnConfig
-	if cc.ConnectTimeout <= 0 {
-		cc.ConnectTimeout = pgConnectTimeout
-	}
-	if cc.RuntimeParams["statement_timeout"] == "" {
-		cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(pgStatementTimeout.Milliseconds(), 10)
-	}
-	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = "queen-gateway"
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: pool: %w", err)
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	s := &pgStore{pool: pool}
 	if err := s.ensureTables(ctx); err != nil {
@@ -141,73 +133,48 @@ func openPostgres(ctx context.Context, url string) (*pgStore, error) {
 	return s, nil
 }
 
-// ensureTables creates what is missing. When every table exists it runs no
-// DDL, so a role without CREATE rights works.
+// ensureTables creates what is missing, under the advisory lock
+// "queen-gateway catalog tables". When every table exists it runs no DDL,
+// so a role without CREATE rights works.
 func (s *pgStore) ensureTables(ctx context.Context) error {
-	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey()); err != nil {
-				return err
-			}
-			var exist bool
-			if err := tx.QueryRow(ctx, pgTablesExist).Scan(&exist); err != nil {
-				return err
-			}
-			if exist {
-				// The row may be gone (a TRUNCATE by hand); without it no
-				// write would move the revision. Checked first, so that a
-				// role without INSERT on it opens when it is there.
-				var row bool
-				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen_gateway_revision)`).Scan(&row); err != nil || row {
-					return err
-				}
-				_, err := tx.Exec(ctx, pgRevisionRow)
-				return err
-			}
-			for _, ddl := range pgDDL {
-				if _, err := tx.Exec(ctx, ddl); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
-}
-
-func lockKey() int64 {
-	h := fnv.New64a()
-	h.Write([]byte("queen-gateway catalog tables"))
-	return int64(h.Sum64())
-}
-
-// withConn runs fn on a pooled connection within pgCallTimeout. No
-// connection in time is ErrUnavailable, unless the caller gave up first.
-func (s *pgStore) withConn(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	callCtx, cancel := context.WithTimeout(ctx, pgCallTimeout)
-	defer cancel()
-	c, err := s.pool.Acquire(callCtx)
-	switch {
-	case err == nil:
-	case s.closed.Load():
-		return ErrClosed
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return err
-	default:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	defer c.Release()
-	return fn(callCtx, c)
+	return s.result(s.pool.Locked(ctx, "queen-gateway catalog tables", func(ctx context.Context, tx pgx.Tx) error {
+		var exist bool
+		if err := tx.QueryRow(ctx, pgTablesExist).Scan(&exist); err != nil {
+			return err
+		}
+		if exist {
+			// The row may be gone (a TRUNCATE by hand); without it no
+			// write would move the revision. Checked first, so that a
+			// role without INSERT on it opens when it is there.
+			var row bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen_gateway_revision)`).Scan(&row); err != nil || row {
+				return err
+			}
+			_, err := tx.Exec(ctx, pgRevisionRow)
+			return err
+		}
+		return pg.ExecAll(ctx, tx, pgDDL...)
+	}), false)
 }
 
-// write runs fn in a transaction that first raises the revision.
-func (s *pgStore) write(ctx context.Context, fn func(context.Context, pgx.Tx) error) error {
-	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+// Which calls may run twice after a lost connection (pg.Idempotent): the
+// reads; PutPlan and PutTenant, an upsert of one value (the revision
+// moves twice, which readers take as one change). Not DeletePlan, whose
+// answer says whether the plan existed, nor AddUsage, whose counts add.
+
+// read runs fn, which writes nothing, on a pooled connection within
+// pgCallTimeout, by internal/pg's rule on a lost connection (Idempotent).
+func (s *pgStore) read(ctx context.Context, fn func(context.Context, *pgxpool.Conn) error) error {
+	return s.call(ctx, pg.Idempotent, false, fn)
+}
+
+// write runs fn in a transaction that first raises the revision; retry
+// says whether it may run twice.
+func (s *pgStore) write(ctx context.Context, retry pg.Retry, fn func(context.Context, pgx.Tx) error) error {
+	return s.call(ctx, retry, true, func(ctx context.Context, c *pgxpool.Conn) error {
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, pgBump); err != nil {
 				return err
@@ -215,6 +182,38 @@ func (s *pgStore) write(ctx context.Context, fn func(context.Context, pgx.Tx) er
 			return fn(ctx, tx)
 		})
 	})
+}
+
+func (s *pgStore) call(ctx context.Context, retry pg.Retry, writes bool, fn func(context.Context, *pgxpool.Conn) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.result(s.pool.Do(ctx, retry, fn), writes)
+}
+
+// result maps a call's outcome onto the catalog's errors, as the Store
+// interface documents them: ErrUnavailable only when nothing was written
+// (no connection, a statement that never ran, a connection lost under a
+// read). A write lost after it may have applied is an error of its own,
+// not ErrUnavailable: retrying it might apply it twice (a usage batch
+// counted twice).
+func (s *pgStore) result(err error, mayHaveWritten bool) error {
+	switch {
+	case err == nil:
+		return nil
+	case s.closed.Load() || errors.Is(err, pg.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, pg.ErrNoConnection):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, pg.ErrConnectionLost) && !mayHaveWritten:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, pg.ErrConnectionLost):
+		return fmt.Errorf("catalog: the connection was lost; the write may or may not have been applied: %w", err)
+	}
+	return err
 }
 
 func (s *pgStore) Close() error {
@@ -229,7 +228,7 @@ func (s *pgStore) PutPlan(ctx context.Context, p Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return s.write(ctx, pg.Idempotent, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, pgPutPlan, p.Name, p.Features.Ephemeral, p.MessagesPerPeriod, p.PeriodSeconds, p.MessagesPerSecond, p.ParkedSlots)
 		return err
 	})
@@ -250,7 +249,7 @@ func scanTenant(r pgx.CollectableRow) (Tenant, error) {
 // getOne reads at most one row of sql.
 func getOne[T any](ctx context.Context, s *pgStore, scan pgx.RowToFunc[T], sql string, args ...any) (T, bool, error) {
 	var rows []T
-	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.read(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
 		r, _ := c.Query(ctx, sql, args...)
 		var err error
 		rows, err = pgx.CollectRows(r, scan)
@@ -275,7 +274,7 @@ func (s *pgStore) DeletePlan(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	var existed bool
-	err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.write(ctx, pg.Unsent, func(ctx context.Context, tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, pgDeletePlan, name)
 		existed = tag.RowsAffected() > 0
 		return err
@@ -287,7 +286,7 @@ func (s *pgStore) PutTenant(ctx context.Context, t Tenant) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return s.write(ctx, pg.Idempotent, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, pgPutTenant, t.Name, t.Plan)
 		return err
 	})
@@ -307,7 +306,7 @@ func (s *pgStore) Snapshot(ctx context.Context) ([]Plan, []Tenant, error) {
 		plans   []Plan
 		tenants []Tenant
 	)
-	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.read(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
 		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 		return pgx.BeginTxFunc(ctx, c, opts, func(tx pgx.Tx) error {
 			r, _ := tx.Query(ctx, pgLoadPlans)
@@ -328,7 +327,7 @@ func (s *pgStore) Snapshot(ctx context.Context) ([]Plan, []Tenant, error) {
 
 func (s *pgStore) Revision(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.read(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
 		return c.QueryRow(ctx, pgRevision).Scan(&n)
 	})
 	return n, err
@@ -346,7 +345,7 @@ func (s *pgStore) AddUsage(ctx context.Context, rows []Usage) error {
 	for i, u := range rows {
 		tenants[i], classes[i], minutes[i], counts[i] = u.Tenant, string(u.Class), u.Minute, u.Count
 	}
-	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+	return s.call(ctx, pg.Unsent, true, func(ctx context.Context, c *pgxpool.Conn) error {
 		_, err := c.Exec(ctx, pgAddUsage, tenants, classes, minutes, counts)
 		return err
 	})
@@ -354,7 +353,7 @@ func (s *pgStore) AddUsage(ctx context.Context, rows []Usage) error {
 
 func (s *pgStore) UsageSince(ctx context.Context, since int64) (map[string]map[Class]int64, error) {
 	out := make(map[string]map[Class]int64)
-	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.read(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
 		rows, _ := c.Query(ctx, pgUsageSince, since)
 		var (
 			tenant, class string

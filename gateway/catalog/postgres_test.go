@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
@@ -20,14 +24,14 @@ import (
 // creates its tables.
 func schemaURL(t *testing.T) string {
 	t.Helper()
-	storetest.NeedPostgres(t, pg)
-	schema := pg.FreshSchema(t)
-	if err := pg.Exec(ctxT(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
+	if err := pgServer.Exec(ctxT(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(pg.URL())
+	u, err := url.Parse(pgServer.URL())
 	if err != nil || u.Scheme == "" {
-		return pg.URL() + " search_path=" + schema // a key=value DSN
+		return pgServer.URL() + " search_path=" + schema // a key=value DSN
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
@@ -36,7 +40,7 @@ func schemaURL(t *testing.T) string {
 }
 
 func TestPostgresContract(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	runContract(t, func(t *testing.T) backend {
 		dbURL := schemaURL(t)
 		return backend{shared: true, open: func() Store {
@@ -153,40 +157,178 @@ func TestPostgresOpenEnv(t *testing.T) {
 
 // TestPostgresConnectionSettings: a URL that sets no connect_timeout,
 // statement_timeout or application_name gets the catalog's (2 s, 5 s,
-// queen-gateway), on the server's side too; one that sets them keeps its
-// own.
+// queen-gateway/catalog), on the server's side too; one that sets shorter
+// timeouts keeps them, longer ones are cut to the catalog's, and its
+// application_name is kept with the role after it (internal/pg's rule).
 func TestPostgresConnectionSettings(t *testing.T) {
 	dbURL := schemaURL(t)
 	sep := "&"
 	if !strings.Contains(dbURL, "?") {
 		sep = " " // a key=value DSN
 	}
-	own := dbURL + sep + "connect_timeout=7" + strings.ReplaceAll(sep+"statement_timeout=1234"+sep+"application_name=mine", "&", sep)
+	params := func(kv ...string) string { return dbURL + sep + strings.Join(kv, sep) }
 	for _, c := range []struct {
 		url                string
 		connect            time.Duration
 		statement, appName string
 	}{
-		{dbURL, pgConnectTimeout, "5s", "queen-gateway"},
-		{own, 7 * time.Second, "1234ms", "mine"},
+		{dbURL, pgConnectTimeout, "5s", "queen-gateway/catalog"},
+		{params("connect_timeout=1", "statement_timeout=1234", "application_name=mine"), time.Second, "1234ms", "mine/catalog"},
+		{params("connect_timeout=7", "statement_timeout=7000"), pgConnectTimeout, "5s", "queen-gateway/catalog"},
 	} {
 		s, err := openPostgres(ctxT(t), c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.pool.Config().ConnConfig.ConnectTimeout; got != c.connect {
+		if got := s.pool.ConnConfig().ConnectTimeout; got != c.connect {
 			t.Errorf("%s: connect timeout %v, want %v", c.url, got, c.connect)
 		}
 		var statement, appName string
-		if err := s.pool.QueryRow(ctxT(t), "SHOW statement_timeout").Scan(&statement); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.pool.QueryRow(ctxT(t), "SHOW application_name").Scan(&appName); err != nil {
+		err = s.read(ctxT(t), func(ctx context.Context, conn *pgxpool.Conn) error {
+			return conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('application_name')").Scan(&statement, &appName)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if statement != c.statement || appName != c.appName {
 			t.Errorf("%s: statement_timeout %q, application_name %q; want %q, %q", c.url, statement, appName, c.statement, c.appName)
 		}
 		_ = s.Close()
+	}
+}
+
+// TestPostgresLostConnection: how internal/pg's outcomes reach the
+// catalog's callers. ErrUnavailable (keep the usage batch, retry) only
+// where nothing was written: no connection, a statement that never ran, a
+// connection lost under a read. A write lost after it may have applied is
+// not ErrUnavailable, so a usage batch is not counted twice.
+func TestPostgresLostConnection(t *testing.T) {
+	s := &pgStore{}
+	lost := fmt.Errorf("%w: %w", pg.ErrConnectionLost, io.ErrUnexpectedEOF)
+	for _, c := range []struct {
+		name        string
+		err         error
+		writes      bool
+		unavailable bool
+	}{
+		{"no connection, read", fmt.Errorf("%w: refused", pg.ErrNoConnection), false, true},
+		{"no connection, write", fmt.Errorf("%w: refused", pg.ErrNoConnection), true, true},
+		{"lost under a read", lost, false, true},
+		{"lost under a write", lost, true, false},
+		{"an SQL error", &pgconn.PgError{Code: "23505"}, true, false},
+	} {
+		err := s.result(c.err, c.writes)
+		if err == nil || errors.Is(err, ErrUnavailable) != c.unavailable || !errors.Is(err, c.err) {
+			t.Errorf("%s: %v; want ErrUnavailable %v, wrapping %v", c.name, err, c.unavailable, c.err)
+		}
+	}
+	s.closed.Store(true)
+	if err := s.result(lost, true); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestPostgresConnectionCutUnderAWrite, for real (a proxy cut while the
+// statement waits on a row lock on the server): PutPlan, an upsert, is sent
+// again and succeeds; AddUsage is not (its counts add): it fails with an
+// error that is not ErrUnavailable (it may have been applied), and the
+// batch is counted once or not at all, never twice.
+func TestPostgresConnectionCutUnderAWrite(t *testing.T) {
+	storetest.NeedManaged(t, pgServer)
+	dbURL := schemaURL(t)
+	px := pgServer.StartProxy(t)
+	s, err := openPostgres(ctxT(t), strings.Replace(dbURL, fmt.Sprintf("127.0.0.1:%d", pgServer.Port()), px.Addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := ctxT(t)
+	must(t, s.PutPlan(c, free))
+	must(t, s.AddUsage(c, []Usage{{"acme", Messages, 60, 1}}))
+	cutWhileLocked := func(lock string, call func() error) error {
+		conn, err := pgx.Connect(c, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		tx, err := conn.Begin(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(c, lock); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		waitLockWait(t)
+		px.Cut()
+		tx.Rollback(context.Background())
+		return <-done
+	}
+	err = cutWhileLocked("SELECT 1 FROM queen_gateway_plans WHERE name = 'free' FOR UPDATE", func() error {
+		p := free
+		p.ParkedSlots = 9
+		return s.PutPlan(c, p)
+	})
+	if err != nil {
+		t.Fatalf("PutPlan whose connection was cut under it: %v, want success (sent again)", err)
+	}
+	if p, _, err := s.GetPlan(c, "free"); err != nil || p.ParkedSlots != 9 {
+		t.Fatalf("after PutPlan sent again: %+v, %v", p, err)
+	}
+	err = cutWhileLocked("SELECT 1 FROM queen_gateway_usage FOR UPDATE", func() error {
+		return s.AddUsage(c, []Usage{{"acme", Messages, 60, 10}})
+	})
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("AddUsage whose connection was cut under it: %v, want an error that is not ErrUnavailable (it may have been applied)", err)
+	}
+	// Whether the cut batch was applied depends on whether its session
+	// found the client gone before it committed: 1 or 11, never 21.
+	eventuallyT(t, 10*time.Second, func() bool { return running(t, "INSERT INTO queen_gateway_usage") == 0 }, "the cut batch's session done")
+	u, err := s.UsageSince(c, 0)
+	if n := u["acme"][Messages]; err != nil || (n != 1 && n != 11) {
+		t.Fatalf("usage after the cut batch: %d, %v; want 1 or 11 (never counted twice)", n, err)
+	}
+}
+
+// running counts the statements starting with prefix that the server runs.
+func running(t *testing.T, prefix string) int {
+	conn, err := pgx.Connect(context.Background(), pgServer.URL())
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND starts_with(query, $1)", prefix).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// waitLockWait waits until a catalog's statement waits on a lock (the
+// tests that take row locks do not run in parallel).
+func waitLockWait(t *testing.T) {
+	t.Helper()
+	eventuallyT(t, 10*time.Second, func() bool {
+		conn, err := pgx.Connect(context.Background(), pgServer.URL())
+		if err != nil {
+			return false
+		}
+		defer conn.Close(context.Background())
+		var n int
+		err = conn.QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'queen-gateway/catalog'").Scan(&n)
+		return err == nil && n > 0
+	}, "a statement waiting on the row lock")
+}
+
+func eventuallyT(t *testing.T, within time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -90,9 +91,9 @@ func newStatements(schema string) statements {
 }
 
 // exec runs one statement and reports how many rows it touched.
-func (s *Store) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+func (s *Store) exec(ctx context.Context, retry pg.Retry, sql string, args ...any) (int64, error) {
 	var n int64
-	err := s.withConn(ctx, false, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, retry, func(ctx context.Context, c *pgxpool.Conn) error {
 		tag, err := c.Exec(ctx, sql, args...)
 		n = tag.RowsAffected()
 		return err
@@ -103,7 +104,7 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (int64, error
 // LoadDeclarations returns every declaration, by tenant then queue.
 func (s *Store) LoadDeclarations(ctx context.Context) ([]store.Declaration, error) {
 	var out []store.Declaration
-	err := s.withConn(ctx, false, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
 		rows, _ := c.Query(ctx, s.sql.loadDecls)
 		var err error
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Declaration, error) {
@@ -128,7 +129,7 @@ func (s *Store) PutDeclaration(ctx context.Context, d store.Declaration) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, s.sql.putDecl, d.Tenant, d.Queue, string(d.Options))
+	_, err := s.exec(ctx, pg.Idempotent, s.sql.putDecl, d.Tenant, d.Queue, string(d.Options))
 	return err
 }
 
@@ -140,7 +141,7 @@ func (s *Store) DeleteDeclaration(ctx context.Context, tenant, queue string) (bo
 	if err := store.ValidateName("queue", queue); err != nil {
 		return false, err
 	}
-	n, err := s.exec(ctx, s.sql.deleteDecl, tenant, queue)
+	n, err := s.exec(ctx, pg.Unsent, s.sql.deleteDecl, tenant, queue)
 	return n > 0 && err == nil, err
 }
 
@@ -153,7 +154,7 @@ func scanGrant(r pgx.CollectableRow) (store.Grant, error) {
 // LoadGrants returns every grant, by tenant.
 func (s *Store) LoadGrants(ctx context.Context) ([]store.Grant, error) {
 	var out []store.Grant
-	err := s.withConn(ctx, false, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
 		rows, _ := c.Query(ctx, s.sql.loadGrants)
 		var err error
 		out, err = pgx.CollectRows(rows, scanGrant)
@@ -171,7 +172,7 @@ func (s *Store) GetGrant(ctx context.Context, tenant string) (store.Grant, bool,
 		return store.Grant{}, false, err
 	}
 	var gs []store.Grant
-	err := s.withConn(ctx, false, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
 		rows, _ := c.Query(ctx, s.sql.getGrant, tenant)
 		var err error
 		gs, err = pgx.CollectRows(rows, scanGrant)
@@ -188,7 +189,7 @@ func (s *Store) PutGrant(ctx context.Context, g store.Grant) error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, s.sql.putGrant, g.Tenant, g.MaxBytes, g.MaxQueues, g.MessagesPerSecond)
+	_, err := s.exec(ctx, pg.Idempotent, s.sql.putGrant, g.Tenant, g.MaxBytes, g.MaxQueues, g.MessagesPerSecond)
 	return err
 }
 
@@ -197,7 +198,7 @@ func (s *Store) DeleteGrant(ctx context.Context, tenant string) (bool, error) {
 	if err := store.ValidateName("tenant", tenant); err != nil {
 		return false, err
 	}
-	n, err := s.exec(ctx, s.sql.deleteGrant, tenant)
+	n, err := s.exec(ctx, pg.Unsent, s.sql.deleteGrant, tenant)
 	return n > 0 && err == nil, err
 }
 
@@ -207,7 +208,7 @@ func (s *Store) GetSetting(ctx context.Context, key string) ([]byte, bool, error
 		return nil, false, err
 	}
 	var vs [][]byte
-	err := s.withConn(ctx, false, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
 		rows, _ := c.Query(ctx, s.sql.getSetting, key)
 		var err error
 		vs, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
@@ -230,6 +231,6 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := s.exec(ctx, s.sql.putSetting, key, value)
+	_, err := s.exec(ctx, pg.Idempotent, s.sql.putSetting, key, value)
 	return err
 }

@@ -6,7 +6,12 @@
 // together do not race. Every call is bounded: a connection must be had
 // within AcquireTimeout and a statement finish within StatementTimeout
 // (also set as the server's statement_timeout), so a slow or absent
-// database answers quickly instead of hanging.
+// database answers quickly instead of hanging. The pool, the lock and the
+// rule on a lost connection are internal/pg's: a statement that never ran
+// is sent again once; one that may have run is sent again once only by the
+// reads and the upserts of one value (running them twice is running them
+// once), never by a delete, whose answer says whether the row existed. No
+// connection, or one still lost, is store.ErrUnavailable (503).
 //
 // Open does not fail when the database is unreachable: the store starts
 // down, retries in the background every RetryInterval, and closes Ready
@@ -18,19 +23,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store"
 )
 
@@ -119,7 +121,7 @@ func validSchema(s string) error {
 // Store is the PostgreSQL store.Store.
 type Store struct {
 	cfg  Config
-	pool *pgxpool.Pool
+	pool *pg.Pool
 	sql  statements
 	log  *slog.Logger
 
@@ -148,24 +150,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.fillDefaults(); err != nil {
 		return nil, err
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	pool, err := pg.Open(pg.Config{
+		URL:              cfg.URL,
+		Name:             "queen/store",
+		ConnectTimeout:   cfg.AcquireTimeout,
+		StatementTimeout: cfg.StatementTimeout,
+		AcquireTimeout:   cfg.AcquireTimeout,
+		CallTimeout:      cfg.AcquireTimeout + cfg.StatementTimeout + clientSlack,
+		MaxConns:         cfg.MaxConns,
+	})
 	if err != nil {
-		// pgx's message may quote the password; say only what failed.
-		return nil, errors.New("postgres: cannot parse the database URL or PG* environment")
-	}
-	pcfg.MaxConns = cfg.MaxConns
-	pcfg.MinConns = 0
-	cc := pcfg.ConnConfig
-	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > cfg.AcquireTimeout {
-		cc.ConnectTimeout = cfg.AcquireTimeout
-	}
-	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
-	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = "queen-ephemeral"
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: pool: %w", err)
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	s := &Store{
@@ -264,56 +259,49 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	if s.isReady.Load() {
 		return nil
 	}
-	err := s.withConn(ctx, true, func(ctx context.Context, c *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.cfg.Schema)); err != nil {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	err := s.result(s.pool.Locked(ctx, "queen-ephemeral schema "+s.cfg.Schema, func(ctx context.Context, tx pgx.Tx) error {
+		var (
+			metaExists bool
+			version    *string
+			layout     int
+		)
+		if err := tx.QueryRow(ctx, s.sql.metaExists, s.sql.metaTable).Scan(&metaExists); err != nil {
+			return err
+		}
+		if metaExists {
+			err := tx.QueryRow(ctx, s.sql.version).Scan(&version)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			var (
-				metaExists bool
-				version    *string
-				layout     int
-			)
-			if err := tx.QueryRow(ctx, s.sql.metaExists, s.sql.metaTable).Scan(&metaExists); err != nil {
+			var l string
+			err = tx.QueryRow(ctx, s.sql.layout).Scan(&l)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			if metaExists {
-				err := tx.QueryRow(ctx, s.sql.version).Scan(&version)
-				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return err
-				}
-				var l string
-				err = tx.QueryRow(ctx, s.sql.layout).Scan(&l)
-				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return err
-				}
-				layout, _ = strconv.Atoi(l) // no row: 0, the first layout
-			}
-			switch {
-			case version != nil && *version == schemaVersion && layout >= layoutVersion:
-				return nil // nothing to create: a role without CREATE rights works
-			case version != nil && *version == schemaVersion:
-				return s.migrate(ctx, tx, layout)
-			case version != nil:
-				return fmt.Errorf("schema %s is at version %q; this build knows %q", s.cfg.Schema, *version, schemaVersion)
-			}
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.cfg.Schema).Scan(&exists); err != nil {
+			layout, _ = strconv.Atoi(l) // no row: 0, the first layout
+		}
+		switch {
+		case version != nil && *version == schemaVersion && layout >= layoutVersion:
+			return nil // nothing to create: a role without CREATE rights works
+		case version != nil && *version == schemaVersion:
+			return s.migrate(ctx, tx, layout)
+		case version != nil:
+			return fmt.Errorf("schema %s is at version %q; this build knows %q", s.cfg.Schema, *version, schemaVersion)
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.cfg.Schema).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, s.sql.createSchema); err != nil {
 				return err
 			}
-			if !exists {
-				if _, err := tx.Exec(ctx, s.sql.createSchema); err != nil {
-					return err
-				}
-			}
-			for _, ddl := range append(s.sql.createTables, s.sql.addLayout...) {
-				if _, err := tx.Exec(ctx, ddl); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
+		}
+		return pg.ExecAll(ctx, tx, append(s.sql.createTables, s.sql.addLayout...)...)
+	}))
 	if err != nil {
 		s.setHealthy(err)
 		return err
@@ -338,83 +326,35 @@ func (s *Store) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	return nil
 }
 
-func lockKey(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("queen-ephemeral schema " + schema))
-	return int64(h.Sum64())
-}
-
 var errNotReady = errors.New("the database has not been reachable since boot")
 
-// withConn runs fn on a pooled connection within the configured bounds and
-// maps the failures: no connection in time, or a connection lost under
-// fn, is store.ErrUnavailable. A statement that provably never ran (the
-// connection failed before sending it, or the server was shutting down) is
-// tried once more on another connection within the same deadline.
-func (s *Store) withConn(ctx context.Context, booting bool, fn func(context.Context, *pgxpool.Conn) error) error {
+// withConn runs fn on a pooled connection within the configured bounds,
+// once the schema exists. retry says whether fn may run twice after a
+// connection lost under it (internal/pg's rule): reads and upserts of one
+// value may; a delete, whose answer says whether the row existed, may not.
+func (s *Store) withConn(ctx context.Context, retry pg.Retry, fn func(context.Context, *pgxpool.Conn) error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
-	if !booting && !s.isReady.Load() {
+	if !s.isReady.Load() {
 		return store.Unavailable(errNotReady)
 	}
-	opCtx, cancel := context.WithTimeout(ctx, s.cfg.AcquireTimeout+s.cfg.StatementTimeout+clientSlack)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		actx, acancel := context.WithTimeout(opCtx, s.cfg.AcquireTimeout)
-		conn, err := s.pool.Acquire(actx)
-		acancel()
-		if err != nil {
-			if s.closed.Load() {
-				return store.ErrClosed
-			}
-			s.setHealthy(err)
-			return store.Unavailable(err)
-		}
-		err = fn(opCtx, conn)
-		lost := err != nil && connectionLost(err, conn.Conn())
-		conn.Release()
-		switch {
-		case err == nil:
-			s.setHealthy(nil)
-			return nil
-		case !lost:
-			return err
-		case attempt == 0 && neverRan(err) && opCtx.Err() == nil:
-			continue
-		default:
-			s.setHealthy(err)
-			return store.Unavailable(err)
-		}
-	}
+	return s.result(s.pool.Do(ctx, retry, fn))
 }
 
-// connectionLost tells a failure of the connection (the database went away
-// or refused to serve) from a failure of the statement.
-func connectionLost(err error, c *pgx.Conn) bool {
-	if pgconn.Timeout(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+// result maps a call's outcome onto the store's errors and health: no
+// connection, or one lost under the call, is store.ErrUnavailable (503)
+// and marks the store down; any other failure is the statement's.
+func (s *Store) result(err error) error {
+	switch {
+	case err == nil:
+		s.setHealthy(nil)
+		return nil
+	case s.closed.Load() || errors.Is(err, pg.ErrClosed):
+		return store.ErrClosed
+	case errors.Is(err, pg.ErrUnavailable):
+		s.setHealthy(err)
+		return store.Unavailable(err)
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || serverShuttingDown(pe.Code)
-	}
-	return pgconn.SafeToRetry(err) || c.IsClosed() ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED)
-}
-
-// neverRan: the statement was not sent, or the server ended the session
-// (admin_shutdown, crash_shutdown, cannot_connect_now) before it could
-// commit, so running it again cannot apply it twice.
-func neverRan(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return serverShuttingDown(pe.Code)
-	}
-	return pgconn.SafeToRetry(err)
-}
-
-func serverShuttingDown(code string) bool {
-	return code == "57P01" || code == "57P02" || code == "57P03"
+	return err
 }

@@ -19,11 +19,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// pg is the run's PostgreSQL: started once for the package by TestMain.
-var pg *storetest.Postgres
+// pgServer is the run's PostgreSQL: started once for the package by TestMain.
+var pgServer *storetest.Postgres
 
 func TestMain(m *testing.M) {
-	os.Exit(storetest.MainWithPostgres(m, &pg))
+	os.Exit(storetest.MainWithPostgres(m, &pgServer))
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -37,7 +37,7 @@ func testCtx(t *testing.T) context.Context {
 func openT(t *testing.T, cfg Config) *Store {
 	t.Helper()
 	if cfg.URL == "" {
-		cfg.URL = pg.URL()
+		cfg.URL = pgServer.URL()
 	}
 	s, err := Open(testCtx(t), cfg)
 	if err != nil {
@@ -61,11 +61,11 @@ func decl(q, opts string) store.Declaration {
 }
 
 func TestContract(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	storetest.Run(t, func(t *testing.T) func() store.Store {
-		schema := pg.FreshSchema(t)
+		schema := pgServer.FreshSchema(t)
 		return func() store.Store {
-			s, err := Open(testCtx(t), Config{URL: pg.URL(), Schema: schema})
+			s, err := Open(testCtx(t), Config{URL: pgServer.URL(), Schema: schema})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,9 +77,9 @@ func TestContract(t *testing.T) {
 // The tables live in the store's own schema, options as json (the exact
 // text), and creating them again, or from many brokers at once, is safe.
 func TestSchema(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	var wg sync.WaitGroup
 	stores := make([]*Store, 8)
 	for i := range stores { // a cell booting together
@@ -101,7 +101,7 @@ func TestSchema(t *testing.T) {
 		t.Fatalf("after reopening: %v %v", ds, err)
 	}
 
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestSchema(t *testing.T) {
 		WHERE table_schema = $1 AND table_name = 'declarations' AND column_name = 'options'`, schema).Scan(&typ); err != nil || typ != "json" {
 		t.Fatalf("options column type %q (%v), want json", typ, err)
 	}
-	if pg.Managed() {
+	if pgServer.Managed() {
 		var n int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("%d tables in public (%v)", n, err)
@@ -127,7 +127,7 @@ func TestSchema(t *testing.T) {
 	}
 
 	for _, bad := range []string{"public", "PUBLIC", "pg_catalog", string(make([]byte, 64))} {
-		if _, err := Open(ctx, Config{URL: pg.URL(), Schema: bad}); err == nil {
+		if _, err := Open(ctx, Config{URL: pgServer.URL(), Schema: bad}); err == nil {
 			t.Errorf("Open with schema %q succeeded", bad)
 		}
 	}
@@ -136,15 +136,15 @@ func TestSchema(t *testing.T) {
 // A role that may use a schema an operator prepared, but not create
 // anything, runs the broker: a schema at this version needs no DDL.
 func TestSchemaPreparedByOperator(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	openT(t, Config{Schema: schema}).Close() // the operator's migration
 	role := schema + "_broker"
 	q := pgx.Identifier{schema}.Sanitize()
 	r := pgx.Identifier{role}.Sanitize()
 	var pe *pgconn.PgError
-	if err := pg.Exec(ctx, "CREATE ROLE "+r+" LOGIN"); errors.As(err, &pe) && pe.Code == "42501" && !pg.Managed() {
+	if err := pgServer.Exec(ctx, "CREATE ROLE "+r+" LOGIN"); errors.As(err, &pe) && pe.Code == "42501" && !pgServer.Managed() {
 		t.Skipf("%s may not create roles: %v", storetest.EnvTestDatabaseURL, err)
 	} else if err != nil {
 		t.Fatal(err)
@@ -154,15 +154,15 @@ func TestSchemaPreparedByOperator(t *testing.T) {
 		"GRANT USAGE ON SCHEMA " + q + " TO " + r,
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + q + " TO " + r,
 	} {
-		if err := pg.Exec(ctx, sql); err != nil {
+		if err := pgServer.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
 	t.Cleanup(func() {
-		pg.Exec(context.Background(), "DROP OWNED BY "+r)
-		pg.Exec(context.Background(), "DROP ROLE "+r)
+		pgServer.Exec(context.Background(), "DROP OWNED BY "+r)
+		pgServer.Exec(context.Background(), "DROP ROLE "+r)
 	})
-	u, err := url.Parse(pg.URL())
+	u, err := url.Parse(pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestSchemaPreparedByOperator(t *testing.T) {
 	}
 	// The same role cannot create a fresh schema: that is an error that
 	// keeps the store down (and retrying), not a crash.
-	s2 := openT(t, Config{URL: u.String(), Schema: pg.FreshSchema(t), RetryInterval: time.Hour})
+	s2 := openT(t, Config{URL: u.String(), Schema: pgServer.FreshSchema(t), RetryInterval: time.Hour})
 	if s2.Healthy() {
 		t.Fatal("a store whose schema could not be created reports healthy")
 	}
@@ -191,10 +191,10 @@ const failFast = time.Second
 // with ErrUnavailable while it is down, work again after, Healthy follows,
 // acknowledged writes are all there, and no goroutine is left behind.
 func TestDatabaseRestart(t *testing.T) {
-	storetest.NeedManaged(t, pg)
+	storetest.NeedManaged(t, pgServer)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := testCtx(t)
-	s, err := Open(ctx, Config{URL: pg.URL(), Schema: pg.FreshSchema(t), RetryInterval: 100 * time.Millisecond})
+	s, err := Open(ctx, Config{URL: pgServer.URL(), Schema: pgServer.FreshSchema(t), RetryInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +251,8 @@ func TestDatabaseRestart(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	must(pg.Stop())
-	t.Cleanup(func() { pg.Start() }) // whatever happens, later tests get their server
+	must(pgServer.Stop())
+	t.Cleanup(func() { pgServer.Start() }) // whatever happens, later tests get their server
 
 	// Down: each call fails fast with the mapped error, and health says so.
 	for range 5 {
@@ -277,7 +277,7 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // the background loop pings a down server too
 
-	must(pg.Start())
+	must(pgServer.Start())
 	deadline := time.Now().Add(10 * time.Second)
 	for s.PutDeclaration(ctx, decl("up", `{}`)) != nil {
 		if time.Now().After(deadline) {
@@ -322,11 +322,11 @@ const maxCall = DefaultAcquireTimeout + DefaultStatementTimeout + clientSlack
 // refuses calls fast, and becomes ready (and loads what is there) when the
 // database starts.
 func TestOpenWhileDatabaseDown(t *testing.T) {
-	storetest.NeedManaged(t, pg)
+	storetest.NeedManaged(t, pgServer)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
-	seed, err := Open(ctx, Config{URL: pg.URL(), Schema: schema})
+	schema := pgServer.FreshSchema(t)
+	seed, err := Open(ctx, Config{URL: pgServer.URL(), Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,12 +338,12 @@ func TestOpenWhileDatabaseDown(t *testing.T) {
 	}
 	seed.Close()
 
-	if err := pg.Stop(); err != nil {
+	if err := pgServer.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pg.Start() })
+	t.Cleanup(func() { pgServer.Start() })
 	start := time.Now()
-	s, err := Open(ctx, Config{URL: pg.URL(), Schema: schema, RetryInterval: 100 * time.Millisecond})
+	s, err := Open(ctx, Config{URL: pgServer.URL(), Schema: schema, RetryInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Open with the database down: %v", err)
 	}
@@ -368,7 +368,7 @@ func TestOpenWhileDatabaseDown(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // a few failed retries
 
-	if err := pg.Start(); err != nil {
+	if err := pgServer.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, s, 5*time.Second)
@@ -418,7 +418,7 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 func holdRow(t *testing.T, schema, q string) (release func()) {
 	t.Helper()
 	ctx := testCtx(t)
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,9 +444,9 @@ func holdRow(t *testing.T, schema, q string) (release func()) {
 // statement timeout, as a failed write and not as unavailable (500, not
 // 503), and the connection stays usable.
 func TestStatementTimeout(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	s := openT(t, Config{Schema: schema, StatementTimeout: 300 * time.Millisecond, MaxConns: 1})
 	if err := s.PutDeclaration(ctx, decl("locked", `{}`)); err != nil {
 		t.Fatal(err)
@@ -474,9 +474,9 @@ func TestStatementTimeout(t *testing.T) {
 // With every connection busy past the acquire timeout, a call fails with
 // ErrUnavailable (503) at that timeout.
 func TestAcquireTimeout(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	s := openT(t, Config{Schema: schema, MaxConns: 1, AcquireTimeout: 300 * time.Millisecond, StatementTimeout: 5 * time.Second})
 	if err := s.PutDeclaration(ctx, decl("locked", `{}`)); err != nil {
 		t.Fatal(err)
@@ -501,11 +501,11 @@ func TestAcquireTimeout(t *testing.T) {
 
 // With no URL the standard PG* environment names the database.
 func TestPGEnvironment(t *testing.T) {
-	storetest.NeedManaged(t, pg)
-	for k, v := range map[string]string{"PGHOST": "127.0.0.1", "PGPORT": strconv.Itoa(pg.Port()), "PGUSER": "postgres", "PGDATABASE": "postgres", "PGSSLMODE": "disable"} {
+	storetest.NeedManaged(t, pgServer)
+	for k, v := range map[string]string{"PGHOST": "127.0.0.1", "PGPORT": strconv.Itoa(pgServer.Port()), "PGUSER": "postgres", "PGDATABASE": "postgres", "PGSSLMODE": "disable"} {
 		t.Setenv(k, v)
 	}
-	s, err := Open(testCtx(t), Config{URL: "", Schema: pg.FreshSchema(t)})
+	s, err := Open(testCtx(t), Config{URL: "", Schema: pgServer.FreshSchema(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,4 +514,61 @@ func TestPGEnvironment(t *testing.T) {
 	if err := s.PutDeclaration(testCtx(t), decl("q", `{}`)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestConnectionLostUnderACall: the store's choice under internal/pg's
+// rule, for real (a proxy cut while the statement waits on a row lock on
+// the server). A put, an upsert of one value, is sent again on a new
+// connection and succeeds; a delete, whose answer says whether the row
+// existed, is not: it fails with ErrUnavailable (503) and marks the store
+// down until the next contact.
+func TestConnectionLostUnderACall(t *testing.T) {
+	storetest.NeedManaged(t, pgServer)
+	ctx := testCtx(t)
+	schema := pgServer.FreshSchema(t)
+	px := pgServer.StartProxy(t)
+	s := openT(t, Config{URL: px.URL(pgServer), Schema: schema, StatementTimeout: 10 * time.Second})
+	waitReady(t, s, 5*time.Second)
+	if err := s.PutDeclaration(ctx, decl("q", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	cutWhileWaiting := func(call func() error) error {
+		release := holdRow(t, schema, "q")
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		waitLockWait(t, schema)
+		px.Cut()
+		release()
+		return <-done
+	}
+	if err := cutWhileWaiting(func() error { return s.PutDeclaration(ctx, decl("q", `{"maxLength":7}`)) }); err != nil {
+		t.Fatalf("a put whose connection was cut under it: %v, want success (sent again)", err)
+	}
+	got, err := s.LoadDeclarations(ctx)
+	if err != nil || len(got) != 1 || string(got[0].Options) != `{"maxLength":7}` {
+		t.Fatalf("after the put sent again: %v, %v", got, err)
+	}
+	err = cutWhileWaiting(func() error { _, err := s.DeleteDeclaration(ctx, "t", "q"); return err })
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a delete whose connection was cut under it: %v, want ErrUnavailable (not sent again)", err)
+	}
+}
+
+// waitLockWait waits until a statement naming schema waits on a lock.
+func waitLockWait(t *testing.T, schema string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		conn, err := pgx.Connect(context.Background(), pgServer.URL())
+		if err == nil {
+			err = conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0", schema).Scan(&n)
+			conn.Close(context.Background())
+		}
+		if err == nil && n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no session waited on the row lock within 10 s")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 )
 
 // The change counter (store.Store's Revision and Changes), so that brokers
@@ -91,7 +92,7 @@ func channelName(schema string) string {
 // Revision reads the change counter.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.withConn(ctx, false, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
 		return c.QueryRow(ctx, s.sql.revision).Scan(&n)
 	})
 	return n, err
@@ -137,7 +138,7 @@ func (s *Store) listenLoop() {
 func (s *Store) listenConn() error {
 	ctx := s.loopCtx
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.AcquireTimeout)
-	conn, err := pgx.ConnectConfig(cctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(cctx, s.pool.ConnConfig())
 	cancel()
 	if err != nil {
 		return err

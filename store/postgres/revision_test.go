@@ -21,7 +21,7 @@ func createLayout1(t *testing.T, ctx context.Context, schema string) {
 	t.Helper()
 	sql := newStatements(schema)
 	for _, ddl := range append([]string{sql.createSchema}, sql.createTables...) {
-		if err := pg.Exec(ctx, ddl); err != nil {
+		if err := pgServer.Exec(ctx, ddl); err != nil {
 			t.Fatalf("%s: %v", ddl, err)
 		}
 	}
@@ -29,7 +29,7 @@ func createLayout1(t *testing.T, ctx context.Context, schema string) {
 
 func metaValue(t *testing.T, ctx context.Context, schema, key string) string {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +48,9 @@ func metaValue(t *testing.T, ctx context.Context, schema, key string) string {
 // moves the revision, including a write by SQL that knows nothing of it.
 // Running the migration again over a migrated schema is harmless.
 func TestMigrateFromLayout1(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	createLayout1(t, ctx, schema)
 	q := pgx.Identifier{schema}.Sanitize()
 	for _, sql := range []string{
@@ -58,7 +58,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 		`INSERT INTO ` + q + `.grants (tenant, max_bytes, max_queues, messages_per_second) VALUES ('t', 1, 2, 3)`,
 		`INSERT INTO ` + q + `.settings (key, value) VALUES ('kill_switch', '{"enabled":false,"retryAfterSeconds":4}')`,
 	} {
-		if err := pg.Exec(ctx, sql); err != nil {
+		if err := pgServer.Exec(ctx, sql); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	// A write by plain SQL (an older broker, an operator) counts too.
 	time.Sleep(200 * time.Millisecond) // let stores[1] LISTEN
 	drainFor(ch, 100*time.Millisecond)
-	if err := pg.Exec(ctx, `UPDATE `+q+`.declarations SET options = '{}'`); err != nil {
+	if err := pgServer.Exec(ctx, `UPDATE `+q+`.declarations SET options = '{}'`); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -115,7 +115,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	}
 
 	// The migration again, over what it made: forget the layout and reopen.
-	if err := pg.Exec(ctx, `DELETE FROM `+q+`.meta WHERE key = 'layout'`); err != nil {
+	if err := pgServer.Exec(ctx, `DELETE FROM `+q+`.meta WHERE key = 'layout'`); err != nil {
 		t.Fatal(err)
 	}
 	again := openT(t, Config{Schema: schema})
@@ -128,7 +128,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 		t.Fatalf("revision %d then %d (%v) after a second migration and a write", r1, r2, err)
 	}
 	// One trigger per table, not two.
-	conn, err := pgx.Connect(ctx, pg.URL())
+	conn, err := pgx.Connect(ctx, pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,9 +159,9 @@ func drainFor(ch <-chan struct{}, d time.Duration) {
 // so by a poke (a notification may have been missed meanwhile); a write
 // after it is heard.
 func TestChangesAfterDatabaseRestart(t *testing.T) {
-	storetest.NeedManaged(t, pg)
+	storetest.NeedManaged(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	s := openT(t, Config{Schema: schema, RetryInterval: 50 * time.Millisecond})
 	waitReady(t, s, 5*time.Second)
 	ch := s.Changes()
@@ -170,10 +170,10 @@ func TestChangesAfterDatabaseRestart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	drainFor(ch, 100*time.Millisecond)
-	if err := pg.Stop(); err != nil {
+	if err := pgServer.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.Start(); err != nil {
+	if err := pgServer.Start(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -209,15 +209,15 @@ func TestChangesAfterDatabaseRestart(t *testing.T) {
 // members would not see each other's changes; once a role with the right
 // has opened it, the restricted role works (TestSchemaPreparedByOperator).
 func TestLayout1NeedsCreateRightsOnce(t *testing.T) {
-	storetest.NeedPostgres(t, pg)
+	storetest.NeedPostgres(t, pgServer)
 	ctx := testCtx(t)
-	schema := pg.FreshSchema(t)
+	schema := pgServer.FreshSchema(t)
 	createLayout1(t, ctx, schema)
 	role := schema + "_broker"
 	q := pgx.Identifier{schema}.Sanitize()
 	r := pgx.Identifier{role}.Sanitize()
 	var pe *pgconn.PgError
-	if err := pg.Exec(ctx, "CREATE ROLE "+r+" LOGIN"); errors.As(err, &pe) && pe.Code == "42501" && !pg.Managed() {
+	if err := pgServer.Exec(ctx, "CREATE ROLE "+r+" LOGIN"); errors.As(err, &pe) && pe.Code == "42501" && !pgServer.Managed() {
 		t.Skipf("%s may not create roles: %v", storetest.EnvTestDatabaseURL, err)
 	} else if err != nil {
 		t.Fatal(err)
@@ -227,17 +227,17 @@ func TestLayout1NeedsCreateRightsOnce(t *testing.T) {
 			"GRANT USAGE ON SCHEMA " + q + " TO " + r,
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + q + " TO " + r,
 		} {
-			if err := pg.Exec(ctx, sql); err != nil {
+			if err := pgServer.Exec(ctx, sql); err != nil {
 				t.Fatalf("%s: %v", sql, err)
 			}
 		}
 	}
 	grant()
 	t.Cleanup(func() {
-		pg.Exec(context.Background(), "DROP OWNED BY "+r)
-		pg.Exec(context.Background(), "DROP ROLE "+r)
+		pgServer.Exec(context.Background(), "DROP OWNED BY "+r)
+		pgServer.Exec(context.Background(), "DROP ROLE "+r)
 	})
-	u, err := url.Parse(pg.URL())
+	u, err := url.Parse(pgServer.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
