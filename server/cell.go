@@ -218,7 +218,7 @@ func (cs *conn) elsewhere(req *wire.Request, queue []byte, wait time.Duration) b
 	}
 	v := c.m.View()
 	owner, ok := v.Owner(cs.tenant, bytesString(queue))
-	if cs.relayed && cs.gateway == nil {
+	if cs.relayed && cs.frameLink == nil {
 		// The owner's side: serve only what this member owns now.
 		if !ok || !v.IsSelf(owner) || v.Fenced() {
 			cs.refuse(req, errOwnerMoved)
@@ -267,7 +267,7 @@ func (cs *conn) relay(req *wire.Request, addr string, wait time.Duration) {
 // the connection fields of this client's request; then the connection
 // serves what queued behind it.
 func (cs *conn) relayAnswered(raw []byte) {
-	if cs.gateway != nil {
+	if cs.frameLink != nil {
 		cs.s.m.observe(cs.reqRoute, cs.reqStart)
 		cs.answerGateway(raw) // a link frame's answer carries no connection fields
 		return
@@ -284,7 +284,7 @@ func (cs *conn) relayAnswered(raw []byte) {
 func (cs *conn) relayRefused() {
 	cs.s.relayFailed.Add(1)
 	cs.out = cs.s.appendError(cs.out, cs.relayHead, errForwardFailed)
-	if cs.gateway != nil {
+	if cs.frameLink != nil {
 		cs.answerGateway(cs.out)
 		return
 	}
@@ -306,11 +306,11 @@ func (cs *conn) resumeRelayed() {
 func (cs *conn) relayLost() {
 	cs.s.relayLost.Add(1)
 	cs.s.cell.lost.Inc()
-	if cs.gateway != nil {
+	if cs.frameLink != nil {
 		// The gateway closes its client's connection for it, as this
 		// member closes a client's own.
-		delete(cs.gateway.streams, cs.gatewayID)
-		cs.gateway.refuse(cs.gatewayID, link.RefuseLost)
+		delete(cs.frameLink.streams, cs.frameID)
+		cs.frameLink.refuse(cs.frameID, link.RefuseLost)
 		cs.ls.putStandIn(cs)
 		return
 	}
@@ -327,7 +327,7 @@ func (cs *conn) relayLost() {
 // request's relay to its owner has ended (on the loop), and takes the
 // stand-in back.
 func (cs *conn) answerGateway(raw []byte) {
-	g, id := cs.gateway, cs.gatewayID
+	g, id := cs.frameLink, cs.frameID
 	delete(g.streams, id)
 	g.answer(id, raw) // copied into the link's output
 	cs.ls.putStandIn(cs)
@@ -343,7 +343,7 @@ func (cs *conn) letGo() {
 		cs.ls.putStandIn(cs) // a parked view read: nothing will answer it
 		return
 	}
-	if l := cs.relayLink; cs.gateway != nil && l != nil && l != cs.gateway {
+	if l := cs.relayLink; cs.frameLink != nil && l != nil && l != cs.frameLink {
 		l.cancel(cs) // no answer will find it
 		cs.ls.putStandIn(cs)
 		return
@@ -563,14 +563,14 @@ func relayedRoute(req *wire.Request) *ephemeralRoute {
 // no socket (c is nil: a handler that touches it fails loudly in the
 // tests), relayed set, the loop's scratch and the loop itself, so that a
 // push it serves completes this loop's parked pops in the same round.
-func (ls *loopScratch) standIn(s *Server) *conn {
+func (ls *loopState) standIn(s *Server) *conn {
 	if n := len(ls.standIns); n > 0 {
 		cs := ls.standIns[n-1]
 		ls.standIns = ls.standIns[:n-1]
 		return cs
 	}
 	ls.standInsMade++
-	cs := &conn{s: s, relayed: true, loop: ls.loop, ls: ls}
+	cs := &conn{s: s, loop: ls.loop, ls: ls, standInFields: standInFields{relayed: true}}
 	cs.sink = popSink{cs: cs, e: s.e}
 	return cs
 }
@@ -582,7 +582,7 @@ const maxIdleStandIns = 256
 // a pop that parked, written or let go): its buffers serve the next
 // relayed request of this loop, so a steady stream of relayed waiting pops
 // does not allocate a conn and grow its buffers for each.
-func (ls *loopScratch) putStandIn(cs *conn) {
+func (ls *loopState) putStandIn(cs *conn) {
 	if len(ls.standIns) >= maxIdleStandIns || cap(cs.out) > 1<<20 || cap(cs.sink.body) > 1<<20 || cap(cs.sink.resp) > 1<<20 {
 		return
 	}
@@ -590,7 +590,7 @@ func (ls *loopScratch) putStandIn(cs *conn) {
 	cs.sink.parked = engine.Parked{}
 	cs.tenant, cs.access, cs.ts = "", 0, nil
 	cs.relayLink, cs.relayID = nil, 0
-	cs.gateway, cs.gatewayID = nil, 0
+	cs.frameLink, cs.frameID = nil, 0
 	cs.reqRoute = 0
 	cs.closeAfter = false
 	cs.state.Store(stIdle)
@@ -600,7 +600,7 @@ func (ls *loopScratch) putStandIn(cs *conn) {
 // forgetLinks fails every loop's link to the member at addr (it left the
 // cell): its calls end at once rather than at the ping timeout.
 func (s *Server) forgetLinks(addr string) {
-	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			ls.forget(addr)
 			return nil

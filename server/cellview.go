@@ -94,8 +94,8 @@ func (cs *conn) cellViewRead(req *wire.Request) {
 // it wakes for was published, so no change falls between the two.
 func (w *viewWaiters) park(cs *conn, p wire.CellViewParams, head wire.Head) bool {
 	var l *relayLink
-	if cs.gateway != nil {
-		l = cs.gateway
+	if cs.frameLink != nil {
+		l = cs.frameLink
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -159,7 +159,7 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	ls := l.ls
 	cs := ls.standIn(s)
 	cs.relayLink, cs.relayID = l, id
-	cs.gateway, cs.gatewayID = l, id
+	cs.frameLink, cs.frameID = l, id
 	cs.reqStart, cs.reqRoute = time.Now(), routeOther
 	req := link.ToWire(&ls.relayReq, &rq)
 	switch {
@@ -211,7 +211,7 @@ func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
 // linkAdmits is admit for a client link's frame: the identity is the
 // link's, and every gate after identity applies (D7).
 func (cs *conn) linkAdmits(req *wire.Request, need identity.Level) bool {
-	who := &cs.gateway.who
+	who := &cs.frameLink.who
 	return cs.admitAs(req, need, who.tenant, who.level)
 }
 
@@ -220,7 +220,7 @@ func (cs *conn) linkAdmits(req *wire.Request, need identity.Level) bool {
 // cell, a long listing) goes back on the frame's stream, on the link's
 // loop, and the stand-in is taken back there.
 func (cs *conn) answerLater(resp []byte) {
-	l, id := cs.gateway, cs.gatewayID
+	l, id := cs.frameLink, cs.frameID
 	view := cs.reqRoute == routeCellView // a waiting view read is not counted off the loop (cellview.go)
 	_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		if l.streams[id] == cs {
@@ -245,7 +245,7 @@ func (cs *conn) answerLater(resp []byte) {
 // real silence once the last of its streams is answered (an HTTP
 // connection is idle from its last answer; a link's answers are not
 // timed, which would cost the answer path).
-func (ls *loopScratch) tendClientLinks(context.Context) error {
+func (ls *loopState) tendClientLinks(context.Context) error {
 	now := time.Now().UnixNano()
 	idle, body := int64(ls.s.cfg.IdleTimeout), int64(ls.s.cfg.BodyTimeout)
 	for l := range ls.clientLinks {
@@ -264,25 +264,12 @@ func (ls *loopScratch) tendClientLinks(context.Context) error {
 // tendClientLinksEverySecond has every loop with client links tend them
 // (tendClientLinks) until the server stops.
 func (s *Server) tendClientLinksEverySecond() {
-	s.tickLoops(time.Second, func(ls *loopScratch) gnet.RunnableFunc {
+	s.tickLoops(time.Second, func(ls *loopState) gnet.RunnableFunc {
 		if ls.nClientLinks.Load() > 0 {
 			return ls.tendClientTask
 		}
 		return nil
 	}, nil)
-}
-
-// tendClient lists (or unlists) a client link for tendClientLinks.
-func (ls *loopScratch) tendClient(l *relayLink, open bool) {
-	if open {
-		if ls.clientLinks == nil {
-			ls.clientLinks = map[*relayLink]struct{}{}
-		}
-		ls.clientLinks[l] = struct{}{}
-	} else {
-		delete(ls.clientLinks, l)
-	}
-	ls.nClientLinks.Store(int32(len(ls.clientLinks)))
 }
 
 // linkHeadRoom is what a client link's request frame may hold beyond the

@@ -49,23 +49,10 @@ type conn struct {
 	access identity.Level
 	ts     *tenantState
 
-	// The cell (cell.go, relaylink.go). On the landing member, relayLink
-	// is the link carrying this connection's request to its owner, while
-	// it waits (relayID its stream, relayHead its connection fields,
-	// relayUntil its deadline in unix nanos). On the owner, relayed marks a
-	// stand-in conn for a relayed request, whose answer goes back on
-	// relayLink's stream relayID.
-	relayed    bool
-	relayLink  *relayLink
-	relayID    uint64
-	relayHead  wire.Head
-	relayUntil int64
-	// gateway is set on a stand-in for a gateway link's frame (relayed
-	// too): the link and stream its answer goes to. On a cell member such
-	// a frame lands like a client's request and may be relayed to its
-	// owner, relayLink then being the relay's link (gatewaylink.go).
-	gateway   *relayLink
-	gatewayID uint64
+	// A connection's request relayed to another member, or a stand-in's
+	// request ((relay.go, standin.go)).
+	linkCall
+	standInFields
 	// toLink: the request just served upgraded the connection to this
 	// link (a gateway's, gatewaylink.go, or a client's, clientlink.go),
 	// which it becomes once that is read.
@@ -76,7 +63,7 @@ type conn struct {
 	reqStart time.Time
 	reqRoute routeID
 
-	ls *loopScratch // the decoders and buffers of this connection's loop
+	ls *loopState // the decoders and buffers of this connection's loop
 
 	// The body being read (docs/server.md, request bodies).
 	need     int64  // bytes gnet must hold before the parser looks again (0: any)
@@ -90,6 +77,34 @@ type conn struct {
 	bodySince  atomic.Int64 // when the pending request's body began, 0 = none
 	overSince  atomic.Int64 // when its unsent answers passed the soft limit, 0 = not over
 	state      atomic.Int32 // stIdle, stBusy, stDirect or stDirectInput
+}
+
+// linkCall is the link a conn's request waits on and its stream. On the
+// landing member, relayLink is the dialled link carrying the request to its
+// owner while it waits (relayID its stream, relayHead its connection
+// fields, relayUntil its deadline in unix nanos; relay.go). On a
+// stand-in, relayLink and relayID are the link and stream its answer goes
+// back on, until a link frame's request is relayed on to its owner.
+type linkCall struct {
+	relayLink  *relayLink
+	relayID    uint64
+	relayHead  wire.Head
+	relayUntil int64
+}
+
+// standInFields are a stand-in's (standin.go): a conn with no socket that
+// serves a request that came on a link, through the same route handlers as
+// an HTTP connection's request.
+type standInFields struct {
+	// relayed marks a stand-in: for a request an accepted relay link
+	// carried (this member is its owner), or for a link's frame.
+	relayed bool
+	// frameLink is set on a stand-in for a gateway link's or a client
+	// link's frame: the link and stream its answer goes to. On a cell
+	// member such a frame lands like a client's request and may be relayed
+	// to its owner, relayLink then being the relay's link.
+	frameLink *relayLink
+	frameID   uint64
 }
 
 // Request bodies (docs/server.md, request bodies).
@@ -110,7 +125,7 @@ var errInflight = &wire.Error{Status: 503, Code: codeUnavailable, Msg: "the brok
 
 func newConn(s *Server, c gnet.Conn) *conn {
 	cs := &conn{s: s, c: c, loop: c.EventLoop()}
-	cs.ls = s.scratchOf(cs.loop)
+	cs.ls = s.loopStateOf(cs.loop)
 	cs.sink = popSink{cs: cs, e: s.e}
 	cs.onWritten = cs.resumeAfterAsync
 	cs.lastActive.Store(s.now.Load())
@@ -529,7 +544,7 @@ func (cs *conn) goBusy() {
 // connection resumes serving on its loop once it is written.
 func (cs *conn) answerAsync(resp []byte) {
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
-	if cs.gateway != nil {
+	if cs.frameLink != nil {
 		cs.answerLater(resp) // a link frame's stand-in: no socket of its own
 		return
 	}

@@ -36,7 +36,7 @@ import (
 // On a cell member a frame lands like a client's request: a queue another
 // member owns is relayed to it on this loop's link to the owner (cell.go,
 // elsewhere), and the owner's answer, or the relay's refusal, goes back on
-// the frame's stream (conn.gateway). A relayed answer lost after the
+// the frame's stream (conn.frameLink). A relayed answer lost after the
 // request was sent is a refuse frame RefuseLost: the gateway closes its
 // client's connection, as this member closes a client's own.
 
@@ -110,7 +110,7 @@ func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
 	ls := l.ls
 	cs := ls.standIn(s)
 	cs.relayLink, cs.relayID = l, id
-	cs.gateway, cs.gatewayID = l, id
+	cs.frameLink, cs.frameID = l, id
 	cs.reqStart = time.Now()
 	req := link.ToWire(&ls.relayReq, &rq)
 	r := relayedRoute(req)

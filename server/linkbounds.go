@@ -167,7 +167,7 @@ func (l *relayLink) stillStopped() bool {
 // link stopped for its unread answers is looked at once; one whose client
 // has read is served again (it lists and counts itself anew if it stops
 // again).
-func (ls *loopScratch) checkThrottledLinks() {
+func (ls *loopState) checkThrottledLinks() {
 	list := ls.throttledLinks
 	ls.throttledLinks, ls.spareLinks = ls.spareLinks[:0], nil
 	for i, l := range list {

@@ -52,10 +52,10 @@ const maxRelayCalls = 1 << 16
 type relayLink struct {
 	s    *Server
 	role linkRole
-	addr string       // the peer's advertised address (dialled links)
-	ls   *loopScratch // the loop it lives on (dialled: from the start; accepted: from OnOpen)
-	c    gnet.Conn    // nil while a dialled link is being dialled
-	out  []byte       // frames of this round, written by flushLinks
+	addr string     // the peer's advertised address (dialled links)
+	ls   *loopState // the loop it lives on (dialled: from the start; accepted: from OnOpen)
+	c    gnet.Conn  // nil while a dialled link is being dialled
+	out  []byte     // frames of this round, written by flushLinks
 
 	listed   bool  // in ls.dirty
 	closed   bool  // failed or closed: nothing more is sent on it
@@ -104,7 +104,7 @@ const redialAfter = 100 * time.Millisecond
 
 // link returns this loop's link to the peer at addr, dialling it (off the
 // loop) when there is none; nil within redialAfter of a failed dial.
-func (ls *loopScratch) link(s *Server, addr string) *relayLink {
+func (ls *loopState) link(s *Server, addr string) *relayLink {
 	if l := ls.links[addr]; l != nil {
 		return l
 	}
@@ -163,7 +163,7 @@ func (l *relayLink) opened(c gnet.Conn, s *Server) {
 	l.lastRead = time.Now().UnixNano()
 	if l.role != linkDialled {
 		l.s = s
-		l.ls = s.scratchOf(c.EventLoop())
+		l.ls = s.loopStateOf(c.EventLoop())
 		l.streams = map[uint64]*conn{}
 		l.countOpen(1)
 		switch l.role {
@@ -201,37 +201,6 @@ func (l *relayLink) markDirty() {
 		}
 		ls.dirty = append(ls.dirty, l)
 	}
-}
-
-// flushLinksTask is flushLinks as the loop's task (markDirty).
-func (ls *loopScratch) flushLinksTask(context.Context) error {
-	ls.flushPending = false
-	ls.flushLinks()
-	return nil
-}
-
-// flushLinks writes the frames given to the loop's links since the last
-// flush: one write per link, however many requests or answers it carries.
-func (ls *loopScratch) flushLinks() {
-	for i, l := range ls.dirty {
-		ls.dirty[i] = nil
-		l.listed = false
-		if l.c == nil || l.closed || len(l.out) == 0 {
-			continue // a dialled link keeps its frames until it is open
-		}
-		before := l.c.OutboundBuffered()
-		_, err := l.c.Write(l.out)
-		l.calls.Flushed()
-		if cap(l.out) > 1<<20 {
-			l.out = nil
-		} else {
-			l.out = l.out[:0]
-		}
-		if err != nil || l.role == linkClient && !l.underHard(before) {
-			_ = l.c.Close()
-		}
-	}
-	ls.dirty = ls.dirty[:0]
 }
 
 // call relays req for cs over the link: the connection goes busy until the
@@ -338,13 +307,6 @@ func (l *relayLink) serveFrames() gnet.Action {
 		l.partialSince = l.lastRead
 	}
 	return gnet.None
-}
-
-// endGatewayRead writes the links a gateway link's read gave frames to
-// (its answers, and in a cell the requests it relayed), one write each.
-func (ls *loopScratch) endGatewayRead() {
-	ls.gatewayRead = false
-	ls.flushLinks()
 }
 
 // frame acts on one frame; p is valid only during the call. It reports
@@ -464,19 +426,6 @@ func (l *relayLink) countOpen(n int64) {
 // errLinkClosedByPeer: the link's connection closed (gnet's OnClose).
 var errLinkClosedByPeer = errors.New("the relay connection closed")
 
-// tendAccepted lists (or unlists) an accepted link for tend.
-func (ls *loopScratch) tendAccepted(l *relayLink, open bool) {
-	if open {
-		if ls.accepted == nil {
-			ls.accepted = map[*relayLink]struct{}{}
-		}
-		ls.accepted[l] = struct{}{}
-	} else {
-		delete(ls.accepted, l)
-	}
-	ls.nAccepted.Store(int32(len(ls.accepted)))
-}
-
 // Why tend fails a link.
 var (
 	errOwnerSilent  = errors.New("the owner sent nothing for the ping timeout")
@@ -493,7 +442,7 @@ var (
 // timeout fails, whichever side dialled it, and gnet frees the bytes it
 // held; and calls past their deadline end (the owner may have acted: their
 // client's connection closes).
-func (ls *loopScratch) tend(context.Context) error {
+func (ls *loopState) tend(context.Context) error {
 	s := ls.s
 	now := time.Now().UnixNano()
 	limit, frame := int64(s.cell.PingTimeout), int64(s.cell.FrameTimeout)
@@ -569,18 +518,10 @@ func (s *Server) returnHeldMemory() {
 	}
 }
 
-// forget fails this loop's link to addr (the member left the cell): its
-// calls end at once rather than at the ping timeout.
-func (ls *loopScratch) forget(addr string) {
-	if l := ls.links[addr]; l != nil {
-		l.fail(errors.New("the member left the cell"))
-	}
-}
-
 // tendLinks has every loop with relay links tend them, every ping
 // interval, until the server stops.
 func (s *Server) tendLinks() {
-	s.tickLoops(s.cell.PingInterval, func(ls *loopScratch) gnet.RunnableFunc {
+	s.tickLoops(s.cell.PingInterval, func(ls *loopState) gnet.RunnableFunc {
 		if ls.nLinks.Load() > 0 || ls.nAccepted.Load() > 0 {
 			return ls.tendTask
 		}

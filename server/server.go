@@ -21,13 +21,13 @@ import (
 type Server struct {
 	gnet.BuiltinEventEngine
 
-	cfg     Config
-	e       *engine.Engine
-	st      store.Store
-	cli     *gnet.Client // the event loops (listener.go says why a client)
-	ln      net.Listener
-	conns   *xsync.Map[*conn, struct{}]
-	scratch *xsync.Map[gnet.EventLoop, *loopScratch]
+	cfg   Config
+	e     *engine.Engine
+	st    store.Store
+	cli   *gnet.Client // the event loops (listener.go says why a client)
+	ln    net.Listener
+	conns *xsync.Map[*conn, struct{}]
+	loops *xsync.Map[gnet.EventLoop, *loopState] // each loop's state (loop.go)
 
 	booted    chan struct{}
 	accepting sync.WaitGroup // the acceptLoop goroutine
@@ -92,7 +92,7 @@ func New(cfg Config) *Server {
 		e:       cfg.Engine,
 		st:      cfg.Store,
 		conns:   xsync.NewMap[*conn, struct{}](),
-		scratch: xsync.NewMap[gnet.EventLoop, *loopScratch](),
+		loops:   xsync.NewMap[gnet.EventLoop, *loopState](),
 		auth:    cfg.Auth,
 		m:       newServerMetrics(),
 		tenants: xsync.NewMap[string, *tenantState](),
@@ -184,7 +184,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // them before later tasks), or until ctx ends.
 func (s *Server) drainLoops(ctx context.Context) {
 	var wg sync.WaitGroup
-	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		wg.Add(1)
 		task := gnet.RunnableFunc(func(context.Context) error { wg.Done(); return nil })
 		if ls.loop.Execute(context.Background(), task) != nil {
@@ -280,7 +280,7 @@ func (s *Server) watchThrottled() {
 	if !s.watching.CompareAndSwap(false, true) {
 		return
 	}
-	go s.tickLoops(throttleCheck, func(ls *loopScratch) gnet.RunnableFunc {
+	go s.tickLoops(throttleCheck, func(ls *loopState) gnet.RunnableFunc {
 		if ls.nThrottled.Load() > 0 {
 			return ls.check
 		}
@@ -298,7 +298,7 @@ func (s *Server) watchThrottled() {
 
 // tickLoops, every interval until the server stops (or until done, when
 // given, says so after a round), has every loop run the task pick gives it.
-func (s *Server) tickLoops(every time.Duration, pick func(*loopScratch) gnet.RunnableFunc, done func() bool) {
+func (s *Server) tickLoops(every time.Duration, pick func(*loopState) gnet.RunnableFunc, done func() bool) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -316,8 +316,8 @@ func (s *Server) tickLoops(every time.Duration, pick func(*loopScratch) gnet.Run
 
 // onLoops has every loop run the task pick gives it, if any, as a task of
 // the loop (from a goroutine that watches the loops).
-func (s *Server) onLoops(pick func(*loopScratch) gnet.RunnableFunc) {
-	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+func (s *Server) onLoops(pick func(*loopState) gnet.RunnableFunc) {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		if task := pick(ls); task != nil {
 			_ = ls.loop.Execute(context.Background(), task)
 		}

@@ -16,7 +16,7 @@ import (
 // share, and reports how many it closed (acceptloop.Loop.Shed).
 func (s *Server) shedIdle(n int) int {
 	var loops []gnet.EventLoop
-	s.scratch.Range(func(loop gnet.EventLoop, _ *loopScratch) bool {
+	s.loops.Range(func(loop gnet.EventLoop, _ *loopState) bool {
 		loops = append(loops, loop)
 		return true
 	})
@@ -38,7 +38,7 @@ func (s *Server) shedOnLoop(loop gnet.EventLoop, n int) int {
 		}
 		return true
 	})
-	for l := range s.scratchOf(loop).clientLinks {
+	for l := range s.loopStateOf(loop).clientLinks {
 		if l.idle(now) {
 			oldest.Offer(l.c, l.lastCall)
 		}

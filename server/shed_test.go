@@ -132,7 +132,7 @@ func TestShedClosesTheLongestIdleAndKeepsTheBusy(t *testing.T) {
 func onClientLinks(t *testing.T, ts *testServer, tl *testLink, f func(l *relayLink)) {
 	t.Helper()
 	found := false
-	ts.s.scratch.Range(func(loop gnet.EventLoop, ls *loopScratch) bool {
+	ts.s.loops.Range(func(loop gnet.EventLoop, ls *loopState) bool {
 		done := make(chan struct{})
 		err := loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			defer close(done)
