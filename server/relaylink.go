@@ -528,3 +528,15 @@ func (s *Server) tendLinks() {
 		return nil
 	}, nil)
 }
+
+// forgetLinks fails every loop's link to the member at addr (it left the
+// cell): its calls end at once rather than at the ping timeout.
+func (s *Server) forgetLinks(addr string) {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
+		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ls.forget(addr)
+			return nil
+		}))
+		return true
+	})
+}
