@@ -448,7 +448,7 @@ func (cs *conn) writeOut() gnet.Action {
 }
 
 // throttle stops serving the connection until its client reads: its loop
-// looks at it again every throttleCheck (loopScratch.checkThrottled).
+// looks at it again every throttleCheck (loopState.checkThrottled).
 func (cs *conn) throttle() {
 	if !cs.overSince.CompareAndSwap(0, cs.s.now.Load()) || cs.listed {
 		return
