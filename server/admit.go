@@ -2,7 +2,7 @@ package server
 
 // The gates a request passes before its handler, outermost first (D7):
 // identity, access level, the kill switch, the grant; a push then meets the
-// tenant's rate (rateLimited below; the bucket is in ratebucket.go) once
+// tenant's rate (rateLimited below; the bucket is internal/ratebucket) once
 // its shape is checked.
 
 import (
