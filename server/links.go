@@ -32,8 +32,8 @@ const (
 	linkClient                   // a client upgraded a connection to it: we serve its calls as its identity (clientlink.go)
 )
 
-// relayLink is one link on the event loops, whatever its role (the relay's
-// was the first role; the type serves all four).
+// relayLink is one link on the event loops, whatever its role: every role
+// speaks the cell relay's frames.
 type relayLink struct {
 	s    *Server
 	role linkRole
