@@ -14,8 +14,8 @@
 // (streams.go), the calls in flight for a caller on one event loop (the
 // broker's links to other members and the gateway's links to its
 // brokers), with NextFrame (buffered.go), which reads a frame out of an
-// event loop's buffer, as every link the broker or the gateway serves
-// does. A payload read from a stream grows with what arrives
+// event loop's buffer, as every link of the broker and the gateway's links
+// to its brokers do. A payload read from a stream grows with what arrives
 // (payload.go), and ToWire (wire.go) makes a request frame the HTTP
 // request a route handler takes.
 //
