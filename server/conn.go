@@ -96,9 +96,9 @@ type linkCall struct {
 // serves a request that came on a link, through the same route handlers as
 // an HTTP connection's request.
 type standInFields struct {
-	// relayed marks a stand-in: for a request an accepted relay link
+	// isStandIn marks a stand-in: for a request an accepted relay link
 	// carried (this member is its owner), or for a link's frame.
-	relayed bool
+	isStandIn bool
 	// frameLink is set on a stand-in for a gateway link's or a client
 	// link's frame: the link and stream its answer goes to. On a cell
 	// member such a frame lands like a client's request and may be relayed

@@ -26,7 +26,7 @@ func (cs *conn) elsewhere(req *wire.Request, queue []byte, wait time.Duration) b
 	}
 	v := c.m.View()
 	owner, ok := v.Owner(cs.tenant, bytesString(queue))
-	if cs.relayed && cs.frameLink == nil {
+	if cs.isStandIn && cs.frameLink == nil {
 		// The owner's side: serve only what this member owns now.
 		if !ok || !v.IsSelf(owner) || v.Fenced() {
 			cs.refuse(req, errOwnerMoved)

@@ -50,7 +50,8 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 // landed here with the identity the landing member established (D17: the
 // owner trusts it, the relay having authenticated the member), on a
 // stand-in conn of the link's loop. The answer joins the link's output at
-// once, or, for a pop that parks, when it is completed (relayParked).
+// once, or, for a pop that parks, when it is completed
+// (answerParkedOnLink).
 func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *link.Request) {
 	if s.serveLocal(rq, l.replyLater(id)) {
 		return // a member-local reset or delete of another member's fan-out

@@ -17,9 +17,9 @@ import (
 // answer frame on the request's stream, at once or, for a pop that parks,
 // once it is completed.
 
-// standIn lends a conn that stands for a request a link carried on this loop:
-// no socket (c is nil: a handler that touches it fails loudly in the
-// tests), relayed set, the loop's scratch and the loop itself, so that a
+// standIn lends a conn that stands for a request a link carried on this
+// loop: no socket (c is nil: a handler that touches it fails loudly in the
+// tests), isStandIn set, the loop's state and the loop itself, so that a
 // push it serves completes this loop's parked pops in the same round.
 func (ls *loopState) standIn(s *Server) *conn {
 	if n := len(ls.standIns); n > 0 {
@@ -28,7 +28,7 @@ func (ls *loopState) standIn(s *Server) *conn {
 		return cs
 	}
 	ls.standInsMade++
-	cs := &conn{s: s, loop: ls.loop, ls: ls, standInFields: standInFields{relayed: true}}
+	cs := &conn{s: s, loop: ls.loop, ls: ls, standInFields: standInFields{isStandIn: true}}
 	cs.sink = popSink{cs: cs, e: s.e}
 	return cs
 }
@@ -57,8 +57,8 @@ func (ls *loopState) putStandIn(cs *conn) {
 
 // endStandIn ends the serving of stream id's request on stand-in cs: its
 // answer joins the link's output, or, for a pop that parked, it waits in
-// the link's streams (answered through relayParked; a cancel frame lets it
-// go).
+// the link's streams (answered through answerParkedOnLink; a cancel frame
+// lets it go).
 func (l *relayLink) endStandIn(cs *conn, id uint64) {
 	if cs.state.Load() == stBusy {
 		l.streams[id] = cs
@@ -111,11 +111,11 @@ func (l *relayLink) replyLater(id uint64) func(link.Response) {
 	}
 }
 
-// relayParked answers a relayed pop that parked on this member, from
-// whoever completed it (popSink.Complete): on the link's loop the answer
-// joins the link's output, written at the end of that round; from anywhere
-// else it is written by the link's AsyncWrite.
-func (cs *conn) relayParked(by engine.Origin) {
+// answerParkedOnLink answers a stand-in's pop that parked on this member,
+// from whoever completed it (popSink.Complete): on the link's loop the
+// answer joins the link's output, written at the end of that round; from
+// anywhere else it is written by the link's AsyncWrite.
+func (cs *conn) answerParkedOnLink(by engine.Origin) {
 	k := &cs.sink
 	l, id := cs.relayLink, cs.relayID
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
