@@ -43,9 +43,11 @@
 // The front: server.go (the Server, Start and Shutdown, gnet's events,
 // the tick), config.go (Config and its defaults), listener.go (accepting
 // connections), shed.go (shedding idle connections and links when
-// descriptors run out), conn.go (an HTTP connection: parsing, bodies,
-// ordering, unread answers, the direct write), loop.go, loophttp.go and
-// looplinks.go (a loop's state).
+// descriptors run out), conn.go (an HTTP connection: parsing, ordering,
+// busy spells, the direct write), body.go (a request's body: the check on
+// its head, the bound on bytes in flight, large bodies), outbound.go
+// (answers a client has not read), loop.go, loophttp.go and looplinks.go
+// (a loop's state).
 //
 // Routes: routes.go (dispatch and the family's route table),
 // routetable.go (the table as gateway/routes publishes it), admit.go (the
