@@ -46,8 +46,8 @@ type conn struct {
 	access identity.Level
 	ts     *tenantState
 
-	// A connection's request relayed to another member, or a stand-in's
-	// request ((relay.go, standin.go)).
+	// The link its request waits on, when it is relayed to another member
+	// (relay.go), and a stand-in's fields (standin.go).
 	linkCall
 	standInFields
 	// toLink: the request just served upgraded the connection to this
@@ -60,7 +60,7 @@ type conn struct {
 	reqStart time.Time
 	reqRoute routeID
 
-	ls *loopState // the decoders and buffers of this connection's loop
+	ls *loopState // the state of this connection's loop: its decoders and buffers (loop.go)
 
 	// The body being read (docs/server.md, request bodies).
 	need     int64  // bytes gnet must hold before the parser looks again (0: any)
