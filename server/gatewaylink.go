@@ -34,7 +34,7 @@ import (
 // go as a closed connection's is (D13), and so does the link's closing.
 //
 // On a cell member a frame lands like a client's request: a queue another
-// member owns is relayed to it on this loop's link to the owner (cell.go,
+// member owns is relayed to it on this loop's link to the owner (relay.go,
 // elsewhere), and the owner's answer, or the relay's refusal, goes back on
 // the frame's stream (conn.frameLink). A relayed answer lost after the
 // request was sent is a refuse frame RefuseLost: the gateway closes its

@@ -81,7 +81,7 @@ type Server struct {
 	nThrottled atomic.Int64 // connections stopped for their unread answers (conn.throttle)
 	watching   atomic.Bool  // watchThrottled's goroutine runs
 	inflight   atomic.Int64 // request bytes reserved by bodies being read (conn.reserve)
-	returning  atomic.Bool  // a returnHeldMemory is pending (relaylink.go)
+	returning  atomic.Bool  // a returnHeldMemory is pending (links.go)
 }
 
 // New returns a server; Start runs it.
