@@ -112,7 +112,7 @@ func TestGatewayLinkFramesAreAllocationFree(t *testing.T) {
 	}
 	s := New(Config{Engine: e, Store: openStore(t), Auth: auth})
 	ls := &loopState{s: s, loopLinks: loopLinks{gatewayRead: true}} // answers are gathered, not flushed by a task
-	l := &relayLink{s: s, role: linkGateway, ls: ls, streams: map[uint64]*conn{}}
+	l := &linkConn{s: s, role: linkGateway, ls: ls, streams: map[uint64]*conn{}}
 	frame := func(id uint64, method, target, body string) []byte {
 		f, err := link.AppendRequest(nil, id, &link.Request{Tenant: []byte("acme"), Access: uint8(identity.ReadWrite), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
 		if err != nil {
@@ -148,7 +148,7 @@ func TestClientLinkFramesAreAllocationFree(t *testing.T) {
 	defer e.Close()
 	s := New(Config{Engine: e, Store: openStore(t), Auth: jwtAuth(t, []byte("allocs"))})
 	ls := &loopState{s: s, loopLinks: loopLinks{gatewayRead: true}} // answers are gathered, not flushed by a task
-	l := &relayLink{s: s, role: linkClient, ls: ls, streams: map[uint64]*conn{}, who: linkIdentity{tenant: "acme", level: identity.ReadWrite}}
+	l := &linkConn{s: s, role: linkClient, ls: ls, streams: map[uint64]*conn{}, who: linkIdentity{tenant: "acme", level: identity.ReadWrite}}
 	frame := func(id uint64, method, target, body string) []byte {
 		f, err := link.AppendRequest(nil, id, &link.Request{Method: []byte(method), Target: []byte(target), Body: []byte(body)})
 		if err != nil {

@@ -131,7 +131,7 @@ func (s *Server) AdoptRelayConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	_, _ = s.cli.EnrollContext(nc, &relayLink{s: s, role: linkAccepted}) // closes nc: the loop holds a duplicate
+	_, _ = s.cli.EnrollContext(nc, &linkConn{s: s, role: linkAccepted}) // closes nc: the loop holds a duplicate
 }
 
 // CountRelayRefused and CountRelayShed count a connection to the relay

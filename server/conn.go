@@ -53,7 +53,7 @@ type conn struct {
 	// toLink: the request just served upgraded the connection to this
 	// link (a gateway's, gatewaylink.go, or a client's, clientlink.go),
 	// which it becomes once that is read.
-	toLink *relayLink
+	toLink *linkConn
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
@@ -77,14 +77,14 @@ type conn struct {
 }
 
 // linkCall is the link a conn's request waits on and its stream. On the
-// landing member, relayLink is the dialled link carrying the request to its
-// owner while it waits (relayID its stream, relayHead its connection
+// landing member, callLink is the dialled link carrying the request to its
+// owner while it waits (callID its stream, relayHead its connection
 // fields, relayUntil its deadline in unix nanos; relay.go). On a
-// stand-in, relayLink and relayID are the link and stream its answer goes
+// stand-in, callLink and callID are the link and stream its answer goes
 // back on, until a link frame's request is relayed on to its owner.
 type linkCall struct {
-	relayLink  *relayLink
-	relayID    uint64
+	callLink   *linkConn
+	callID     uint64
 	relayHead  wire.Head
 	relayUntil int64
 }
@@ -99,8 +99,8 @@ type standInFields struct {
 	// frameLink is set on a stand-in for a gateway link's or a client
 	// link's frame: the link and stream its answer goes to. On a cell
 	// member such a frame lands like a client's request and may be relayed
-	// to its owner, relayLink then being the relay's link.
-	frameLink *relayLink
+	// to its owner, callLink then being the relay's link.
+	frameLink *linkConn
 	frameID   uint64
 }
 
@@ -379,8 +379,8 @@ func (cs *conn) closed() {
 	if !parked.IsZero() {
 		cs.s.e.Cancel(parked)
 	}
-	if cs.relayLink != nil {
-		cs.relayLink.cancel(cs) // a relayed pop is let go on the owner
+	if cs.callLink != nil {
+		cs.callLink.cancel(cs) // a relayed pop is let go on the owner
 	}
 	cs.letGoView()
 	if cs.p != nil {

@@ -22,7 +22,7 @@
 //
 //   - An HTTP connection (conn; conn.go) is a client's, on the public
 //     port: HTTP/1.1 requests answered in order.
-//   - A link (relayLink; links.go) carries any number of requests at once,
+//   - A link (linkConn; links.go) carries any number of requests at once,
 //     each on a stream of its own, in the link's frames (package link;
 //     docs/link.md). It has one of four roles: a relay link this member
 //     dialled to carry requests to the owner of their queue, or one

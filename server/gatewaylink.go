@@ -65,7 +65,7 @@ func (cs *conn) gatewayLink(req *wire.Request) {
 			return
 		}
 		cs.out = append(cs.out, switchingTo[token]...)
-		cs.toLink = &relayLink{s: s, role: linkGateway}
+		cs.toLink = &linkConn{s: s, role: linkGateway}
 	}
 }
 
@@ -102,14 +102,14 @@ func (cs *conn) becomeLink() gnet.Action {
 // serveGatewayFrame serves a request frame of a gateway link, on its loop,
 // as a gateway-mode request that landed here (see above). It reports false
 // for a frame that does not decode (the link is closed).
-func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
+func (s *Server) serveGatewayFrame(l *linkConn, id uint64, p []byte) bool {
 	var rq link.Request
 	if link.DecodeRequest(p, &rq) != nil {
 		return false
 	}
 	ls := l.ls
 	cs := ls.standIn(s)
-	cs.relayLink, cs.relayID = l, id
+	cs.callLink, cs.callID = l, id
 	cs.frameLink, cs.frameID = l, id
 	cs.reqStart = time.Now()
 	req := link.ToWire(&ls.relayReq, &rq)

@@ -32,9 +32,9 @@ const (
 	linkClient                   // a client upgraded a connection to it: we serve its calls as its identity (clientlink.go)
 )
 
-// relayLink is one link on the event loops, whatever its role: every role
-// speaks the cell relay's frames.
-type relayLink struct {
+// linkConn is one link on the event loops, whatever its role (the
+// gateway's name for its link to a broker).
+type linkConn struct {
 	s    *Server
 	role linkRole
 	addr string     // the peer's advertised address (dialled links)
@@ -52,7 +52,7 @@ type relayLink struct {
 	// lastCall: on a client link, unix nanos (the real clock, not the
 	// tick's) of its last call: a request or token frame read, or a stream
 	// found in flight by tendClientLinks. Pings do not move it (shed.go,
-	// relayLink.idle).
+	// linkConn.idle).
 	lastCall int64
 
 	// Dialled links: the calls waiting for an answer, by stream id; if the
@@ -84,7 +84,7 @@ type relayLink struct {
 }
 
 // opened runs on the loop (OnOpen) when the link's connection is there.
-func (l *relayLink) opened(c gnet.Conn, s *Server) {
+func (l *linkConn) opened(c gnet.Conn, s *Server) {
 	l.c = c
 	l.lastRead = time.Now().UnixNano()
 	if l.role != linkDialled {
@@ -117,7 +117,7 @@ func (l *relayLink) opened(c gnet.Conn, s *Server) {
 // cost one write (and one read and wake-up on the other side) each: −25 %
 // broker CPU per relayed round trip, measured (docs/cell-relay.md). It
 // costs one eventfd write per flush.
-func (l *relayLink) markDirty() {
+func (l *linkConn) markDirty() {
 	if !l.listed {
 		l.listed = true
 		ls := l.ls
@@ -130,7 +130,7 @@ func (l *relayLink) markDirty() {
 }
 
 // onTraffic reads every whole frame that arrived and acts on it.
-func (l *relayLink) onTraffic() gnet.Action {
+func (l *linkConn) onTraffic() gnet.Action {
 	// The clock is read here rather than from the server's tick (Server.now,
 	// up to a second old), which the ping timeout (a member timeout, 1 s in
 	// the tests) could not tell from silence.
@@ -140,7 +140,7 @@ func (l *relayLink) onTraffic() gnet.Action {
 
 // serveFrames acts on every whole frame buffered, in order, until a client
 // link stops for its unread answers (linkbounds.go).
-func (l *relayLink) serveFrames() gnet.Action {
+func (l *linkConn) serveFrames() gnet.Action {
 	c := l.c
 	if l.role == linkGateway || l.role == linkClient {
 		// A gateway's clients are all on its links, so what the requests
@@ -200,7 +200,7 @@ func (l *relayLink) serveFrames() gnet.Action {
 
 // frame acts on one frame; p is valid only during the call. It reports
 // false for a frame that breaks the protocol (the link is closed).
-func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
+func (l *linkConn) frame(typ byte, id uint64, p []byte) bool {
 	if l.role != linkDialled {
 		switch typ {
 		case link.FrameRequest:
@@ -250,7 +250,7 @@ func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
 // ephemeral_forward_failed when their frame never left, or have their
 // client's connection closed when the owner may have acted on them; its
 // parked streams are cancelled. A later call dials afresh.
-func (l *relayLink) fail(err error) {
+func (l *linkConn) fail(err error) {
 	if l.closed {
 		return
 	}
@@ -261,8 +261,8 @@ func (l *relayLink) fail(err error) {
 			l.ls.nLinks.Store(int32(len(l.ls.links)))
 		}
 		l.calls.Fail(
-			func(cs *conn) { cs.relayLink = nil; cs.relayLost() },    // written: the owner may have acted
-			func(cs *conn) { cs.relayLink = nil; cs.relayRefused() }, // never left: nothing was done
+			func(cs *conn) { cs.callLink = nil; cs.relayLost() },    // written: the owner may have acted
+			func(cs *conn) { cs.callLink = nil; cs.relayRefused() }, // never left: nothing was done
 		)
 		if l.c != nil && err != nil && !errors.Is(err, errLinkClosedByPeer) {
 			l.s.cfg.Logger.Debug("cell: relay link failed", "peer", l.addr, "err", err)
@@ -291,7 +291,7 @@ func (l *relayLink) fail(err error) {
 
 // countOpen moves the gauge of open links of the link's kind: the cell's
 // relay links, or the gateway links.
-func (l *relayLink) countOpen(n int64) {
+func (l *linkConn) countOpen(n int64) {
 	switch l.role {
 	case linkGateway:
 		l.s.gatewayLinks.Add(n)
@@ -309,7 +309,7 @@ var errLinkClosedByPeer = errors.New("the relay connection closed")
 // has the memory given back to the system soon: gnet pools a closed
 // connection's inbound buffer, which an idle broker would otherwise keep
 // (no allocation, no collection) for minutes.
-func (l *relayLink) failHolding(err error) {
+func (l *linkConn) failHolding(err error) {
 	held := l.c.InboundBuffered()
 	l.fail(err)
 	if held >= returnHeldAt {

@@ -18,7 +18,7 @@ type loopState struct {
 	loop gnet.EventLoop
 
 	// The connections and client links of this loop stopped for their
-	// unread answers (conn.throttle, relayLink.stopReading), looked at
+	// unread answers (conn.throttle, linkConn.stopReading), looked at
 	// every throttleCheck by check (checkThrottled); nThrottled is their
 	// number, read by the watcher goroutine.
 	nThrottled atomic.Int32

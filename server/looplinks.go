@@ -19,11 +19,11 @@ type loopLinks struct {
 	// The relay links this loop dialled, by peer address (nLinks their
 	// number, read by the tending goroutine), and the unix nanos of each
 	// peer's last failed dial (redialAfter).
-	links      map[string]*relayLink
+	links      map[string]*linkConn
 	dialFailed map[string]int64
 	nLinks     atomic.Int32
 	// The relay links other members dialled (nAccepted their number).
-	accepted  map[*relayLink]struct{}
+	accepted  map[*linkConn]struct{}
 	nAccepted atomic.Int32
 	// tendTask tends the relay links every ping interval (tend).
 	tendTask gnet.RunnableFunc
@@ -33,16 +33,16 @@ type loopLinks struct {
 	// by the tending goroutine. throttledLinks: those stopped for their
 	// unread answers (linkbounds.go), looked at with the connections
 	// (loopState.checkThrottled).
-	clientLinks    map[*relayLink]struct{}
+	clientLinks    map[*linkConn]struct{}
 	nClientLinks   atomic.Int32
 	tendClientTask gnet.RunnableFunc
-	throttledLinks []*relayLink
-	spareLinks     []*relayLink
+	throttledLinks []*linkConn
+	spareLinks     []*linkConn
 
 	// The links with frames to write this round (markDirty), written by
 	// flushTask (flushLinks) unless a link's read is being served
 	// (gatewayRead), which writes them at its end.
-	dirty        []*relayLink
+	dirty        []*linkConn
 	flushPending bool
 	gatewayRead  bool
 	flushTask    gnet.RunnableFunc
@@ -94,10 +94,10 @@ func (ls *loopLinks) endGatewayRead() {
 }
 
 // tendAccepted lists (or unlists) an accepted link for tend.
-func (ls *loopLinks) tendAccepted(l *relayLink, open bool) {
+func (ls *loopLinks) tendAccepted(l *linkConn, open bool) {
 	if open {
 		if ls.accepted == nil {
-			ls.accepted = map[*relayLink]struct{}{}
+			ls.accepted = map[*linkConn]struct{}{}
 		}
 		ls.accepted[l] = struct{}{}
 	} else {
@@ -115,10 +115,10 @@ func (ls *loopLinks) forget(addr string) {
 }
 
 // tendClient lists (or unlists) a client link for tendClientLinks.
-func (ls *loopLinks) tendClient(l *relayLink, open bool) {
+func (ls *loopLinks) tendClient(l *linkConn, open bool) {
 	if open {
 		if ls.clientLinks == nil {
-			ls.clientLinks = map[*relayLink]struct{}{}
+			ls.clientLinks = map[*linkConn]struct{}{}
 		}
 		ls.clientLinks[l] = struct{}{}
 	} else {

@@ -46,7 +46,7 @@ const redialAfter = 100 * time.Millisecond
 
 // link returns this loop's link to the peer at addr, dialling it (off the
 // loop) when there is none; nil within redialAfter of a failed dial.
-func (ls *loopState) link(s *Server, addr string) *relayLink {
+func (ls *loopState) link(s *Server, addr string) *linkConn {
 	if l := ls.links[addr]; l != nil {
 		return l
 	}
@@ -57,9 +57,9 @@ func (ls *loopState) link(s *Server, addr string) *relayLink {
 		delete(ls.dialFailed, addr)
 	}
 	if ls.links == nil {
-		ls.links = map[string]*relayLink{}
+		ls.links = map[string]*linkConn{}
 	}
-	l := &relayLink{s: s, role: linkDialled, addr: addr, ls: ls}
+	l := &linkConn{s: s, role: linkDialled, addr: addr, ls: ls}
 	ls.links[addr] = l
 	ls.nLinks.Store(int32(len(ls.links)))
 	s.cell.linkCount.Add(1)
@@ -69,7 +69,7 @@ func (ls *loopState) link(s *Server, addr string) *relayLink {
 
 // dial connects and authenticates off the loop, then enrolls the
 // connection on the link's loop (OnOpen: opened), or fails the link there.
-func (l *relayLink) dial() {
+func (l *linkConn) dial() {
 	c := l.s.cell
 	c.dials.Inc()
 	nc, err := relay.Dial(l.addr, c.Secret, c.DialTimeout)
@@ -101,7 +101,7 @@ func (l *relayLink) dial() {
 
 // call relays req for cs over the link: the connection goes busy until the
 // answer comes back on this loop (answered) or the link fails.
-func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bool {
+func (l *linkConn) call(cs *conn, req *wire.Request, deadline time.Duration) bool {
 	if l.closed || l.calls.Len() >= maxRelayCalls {
 		return false
 	}
@@ -117,7 +117,7 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 		return false
 	}
 	l.out = out
-	cs.relayLink, cs.relayID, cs.relayHead = l, l.calls.Add(cs), req.Head(0)
+	cs.callLink, cs.callID, cs.relayHead = l, l.calls.Add(cs), req.Head(0)
 	cs.relayUntil = time.Now().UnixNano() + int64(deadline) // Server.now may be a second old
 	l.markDirty()
 	return true
@@ -125,9 +125,9 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 
 // cancel forgets cs's call (its client went away) and tells the owner, so
 // a relayed parked pop is let go there as a closed connection's is.
-func (l *relayLink) cancel(cs *conn) {
-	id := cs.relayID
-	cs.relayLink = nil
+func (l *linkConn) cancel(cs *conn) {
+	id := cs.callID
+	cs.callLink = nil
 	l.calls.Take(id)
 	if l.closed {
 		return
@@ -138,10 +138,10 @@ func (l *relayLink) cancel(cs *conn) {
 
 // take removes the call of stream id, nil when it is not waited for (its
 // client went away).
-func (l *relayLink) take(id uint64) *conn {
+func (l *linkConn) take(id uint64) *conn {
 	cs, _ := l.calls.Take(id)
 	if cs != nil {
-		cs.relayLink = nil
+		cs.callLink = nil
 	}
 	return cs
 }
@@ -197,7 +197,7 @@ func (ls *loopState) tend(context.Context) error {
 		l.calls.Each(func(id uint64, cs *conn) {
 			if now > cs.relayUntil {
 				l.calls.Take(id)
-				cs.relayLink = nil
+				cs.callLink = nil
 				l.out = link.AppendHeader(l.out, link.FrameCancel, id, 0)
 				l.markDirty()
 				cs.relayLost()

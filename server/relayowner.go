@@ -21,7 +21,7 @@ import (
 // serveRelayed serves a request frame of an accepted link, on its loop.
 // It reports false for a frame that is not a request (the link is
 // closed).
-func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
+func (s *Server) serveRelayed(l *linkConn, id uint64, p []byte) bool {
 	var rq link.Request
 	if link.DecodeRequest(p, &rq) != nil {
 		return false
@@ -52,14 +52,14 @@ func (s *Server) serveRelayed(l *relayLink, id uint64, p []byte) bool {
 // stand-in conn of the link's loop. The answer joins the link's output at
 // once, or, for a pop that parks, when it is completed
 // (answerParkedOnLink).
-func (s *Server) serveRelayedNow(l *relayLink, id uint64, rq *link.Request) {
+func (s *Server) serveRelayedNow(l *linkConn, id uint64, rq *link.Request) {
 	if s.serveLocal(rq, l.replyLater(id)) {
 		return // a member-local reset or delete of another member's fan-out
 	}
 	s.cell.served.Inc()
 	ls := l.ls
 	cs := ls.standIn(s)
-	cs.relayLink, cs.relayID = l, id
+	cs.callLink, cs.callID = l, id
 	cs.reqStart = time.Now()
 	req := link.ToWire(&ls.relayReq, rq)
 	r := relayedRoute(req)

@@ -208,7 +208,7 @@ func (s *Server) OnBoot(gnet.Engine) gnet.Action {
 
 // OnOpen gives the connection its state and charges it to the budget.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if l, ok := c.Context().(*relayLink); ok {
+	if l, ok := c.Context().(*linkConn); ok {
 		l.opened(c, s)
 		return nil, gnet.None
 	}
@@ -227,7 +227,7 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		s.conns.Delete(cs)
 		s.openConns.Add(-1)
 		s.e.Release(s.cfg.ConnCharge)
-	} else if l, ok := c.Context().(*relayLink); ok {
+	} else if l, ok := c.Context().(*linkConn); ok {
 		l.fail(errLinkClosedByPeer)
 	}
 	return gnet.None
@@ -237,7 +237,7 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, ok := c.Context().(*conn)
 	if !ok {
-		if l, ok := c.Context().(*relayLink); ok {
+		if l, ok := c.Context().(*linkConn); ok {
 			return l.onTraffic()
 		}
 		return gnet.Close

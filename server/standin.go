@@ -47,7 +47,7 @@ func (ls *loopState) putStandIn(cs *conn) {
 	cs.out = cs.out[:0]
 	cs.sink.parked = engine.Parked{}
 	cs.tenant, cs.access, cs.ts = "", 0, nil
-	cs.relayLink, cs.relayID = nil, 0
+	cs.callLink, cs.callID = nil, 0
 	cs.frameLink, cs.frameID = nil, 0
 	cs.reqRoute = 0
 	cs.closeAfter = false
@@ -59,7 +59,7 @@ func (ls *loopState) putStandIn(cs *conn) {
 // answer joins the link's output, or, for a pop that parked, it waits in
 // the link's streams (answered through answerParkedOnLink; a cancel frame
 // lets it go).
-func (l *relayLink) endStandIn(cs *conn, id uint64) {
+func (l *linkConn) endStandIn(cs *conn, id uint64) {
 	if cs.state.Load() == stBusy {
 		l.streams[id] = cs
 		l.noteOffLoop(cs)
@@ -75,7 +75,7 @@ func (l *relayLink) endStandIn(cs *conn, id uint64) {
 }
 
 // answer appends the answer of stream id to the link's output.
-func (l *relayLink) answer(id uint64, raw []byte) {
+func (l *linkConn) answer(id uint64, raw []byte) {
 	if l.closed {
 		return
 	}
@@ -90,7 +90,7 @@ func (l *relayLink) answer(id uint64, raw []byte) {
 
 // refuse appends a refuse frame with reason for stream id to the link's
 // output.
-func (l *relayLink) refuse(id uint64, reason byte) {
+func (l *linkConn) refuse(id uint64, reason byte) {
 	if l.closed {
 		return
 	}
@@ -102,7 +102,7 @@ func (l *relayLink) refuse(id uint64, reason byte) {
 // replyLater returns a reply for stream id that may be called from any
 // goroutine: it answers on the link's loop (serveLocal's delete replies
 // from a goroutine of its own). For the fan-out's rare requests only.
-func (l *relayLink) replyLater(id uint64) func(link.Response) {
+func (l *linkConn) replyLater(id uint64) func(link.Response) {
 	return func(r link.Response) {
 		_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			l.answer(id, r.Raw)
@@ -117,7 +117,7 @@ func (l *relayLink) replyLater(id uint64) func(link.Response) {
 // anywhere else it is written by the link's AsyncWrite.
 func (cs *conn) answerParkedOnLink(by engine.Origin) {
 	k := &cs.sink
-	l, id := cs.relayLink, cs.relayID
+	l, id := cs.callLink, cs.callID
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
 	if pc, ok := by.(*conn); ok && pc.loop == l.ls.loop {
 		if l.streams[id] == cs {
@@ -158,7 +158,7 @@ func (cs *conn) letGo() {
 		cs.ls.putStandIn(cs) // a parked view read: nothing will answer it
 		return
 	}
-	if l := cs.relayLink; cs.frameLink != nil && l != nil && l != cs.frameLink {
+	if l := cs.callLink; cs.frameLink != nil && l != nil && l != cs.frameLink {
 		l.cancel(cs) // no answer will find it
 		cs.ls.putStandIn(cs)
 		return
