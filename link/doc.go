@@ -11,9 +11,13 @@
 // It holds the two ends a caller uses: Mux (mux.go), the client's end for
 // callers on many goroutines, on which the Go SDK's links and the cell
 // relay's Client (the fan-out of reset and delete) run; and Streams
-// (streams.go) with NextFrame (buffered.go), for a caller on one event
-// loop: the broker's links to other members and the gateway's links to
-// its brokers.
+// (streams.go), the calls in flight for a caller on one event loop (the
+// broker's links to other members and the gateway's links to its
+// brokers), with NextFrame (buffered.go), which reads a frame out of an
+// event loop's buffer, as every link of the broker and the gateway's links
+// to its brokers do. A payload read from a stream grows with what arrives
+// (payload.go), and ToWire (wire.go) makes a request frame the HTTP
+// request a route handler takes.
 //
 // It knows nothing of sockets' owners, identities or queues: the broker
 // and the gateway serve frames on their event loops, cell/relay

@@ -2,7 +2,7 @@ package server
 
 // The gates a request passes before its handler, outermost first (D7):
 // identity, access level, the kill switch, the grant; a push then meets the
-// tenant's rate (rateLimited below; the bucket is in ratebucket.go) once
+// tenant's rate (rateLimited below; the bucket is internal/ratebucket) once
 // its shape is checked.
 
 import (
@@ -23,7 +23,7 @@ var (
 // grant (D7). It sets cs.tenant and cs.ts, or answers the refusal.
 func (cs *conn) admit(req *wire.Request, need identity.Level) bool {
 	s := cs.s
-	if cs.gateway != nil && cs.gateway.role == linkClient {
+	if cs.frameLink != nil && cs.frameLink.role == linkClient {
 		return cs.linkAdmits(req, need) // established on the link's upgrade
 	}
 	tenant, level, werr := s.auth.IdentifyAs(req, cs.tenant)

@@ -38,7 +38,7 @@ func pushPopAckAllocs(t *testing.T, mode string) {
 	if mode == identity.ModeGateway {
 		headers = "X-Queen-Gateway-Secret: gw-secret\r\nX-Queen-Tenant: default\r\nX-Queen-Access: read-write\r\n"
 	}
-	cs := &conn{s: s, ls: new(loopScratch)}
+	cs := &conn{s: s, ls: new(loopState)}
 	cs.sink = popSink{cs: cs, e: e}
 
 	var p wire.Parser
@@ -111,8 +111,8 @@ func TestGatewayLinkFramesAreAllocationFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(Config{Engine: e, Store: openStore(t), Auth: auth})
-	ls := &loopScratch{s: s, gatewayRead: true} // answers are gathered, not flushed by a task
-	l := &relayLink{s: s, role: linkGateway, ls: ls, streams: map[uint64]*conn{}}
+	ls := &loopState{s: s, loopLinks: loopLinks{gatewayRead: true}} // answers are gathered, not flushed by a task
+	l := &linkConn{s: s, role: linkGateway, ls: ls, streams: map[uint64]*conn{}}
 	frame := func(id uint64, method, target, body string) []byte {
 		f, err := link.AppendRequest(nil, id, &link.Request{Tenant: []byte("acme"), Access: uint8(identity.ReadWrite), Method: []byte(method), Target: []byte(target), Body: []byte(body)})
 		if err != nil {
@@ -147,8 +147,8 @@ func TestClientLinkFramesAreAllocationFree(t *testing.T) {
 	e := engine.New(engine.Config{MaxBytes: 1 << 30})
 	defer e.Close()
 	s := New(Config{Engine: e, Store: openStore(t), Auth: jwtAuth(t, []byte("allocs"))})
-	ls := &loopScratch{s: s, gatewayRead: true} // answers are gathered, not flushed by a task
-	l := &relayLink{s: s, role: linkClient, ls: ls, streams: map[uint64]*conn{}, who: linkIdentity{tenant: "acme", level: identity.ReadWrite}}
+	ls := &loopState{s: s, loopLinks: loopLinks{gatewayRead: true}} // answers are gathered, not flushed by a task
+	l := &linkConn{s: s, role: linkClient, ls: ls, streams: map[uint64]*conn{}, who: linkIdentity{tenant: "acme", level: identity.ReadWrite}}
 	frame := func(id uint64, method, target, body string) []byte {
 		f, err := link.AppendRequest(nil, id, &link.Request{Method: []byte(method), Target: []byte(target), Body: []byte(body)})
 		if err != nil {

@@ -28,7 +28,7 @@ type CellStatus interface {
 }
 
 // appendCellHealth appends /health's `,"cell":{...}` in a cell; nothing
-// otherwise (a cell of one answers /health as before). members is the
+// otherwise (a cell of one answers /health without it). members is the
 // live set in this member's view: a fenced member leaves itself out.
 func (s *Server) appendCellHealth(b []byte) []byte {
 	if s.cfg.Cell == nil {

@@ -43,7 +43,7 @@ type viewWaiters struct {
 	n       atomic.Int64 // len(parked), read without the lock
 	mu      sync.Mutex
 	parked  map[*conn]*viewWait
-	perLink map[*relayLink]int
+	perLink map[*linkConn]int
 	stopped bool // Shutdown answered them all: none parks any more
 }
 
@@ -53,7 +53,7 @@ type viewWait struct {
 	tenant string
 	head   wire.Head
 	timer  *time.Timer
-	link   *relayLink // the link of a stand-in; nil on an HTTP connection
+	link   *linkConn // the link of a stand-in; nil on an HTTP connection
 }
 
 // viewGeneration is v's generation, 0 outside a cell.
@@ -93,9 +93,9 @@ func (cs *conn) cellViewRead(req *wire.Request) {
 // generation is compared under the lock the waking takes, after the view
 // it wakes for was published, so no change falls between the two.
 func (w *viewWaiters) park(cs *conn, p wire.CellViewParams, head wire.Head) bool {
-	var l *relayLink
-	if cs.gateway != nil {
-		l = cs.gateway
+	var l *linkConn
+	if cs.frameLink != nil {
+		l = cs.frameLink
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -103,7 +103,7 @@ func (w *viewWaiters) park(cs *conn, p wire.CellViewParams, head wire.Head) bool
 		return false
 	}
 	if w.parked == nil {
-		w.parked, w.perLink = map[*conn]*viewWait{}, map[*relayLink]int{}
+		w.parked, w.perLink = map[*conn]*viewWait{}, map[*linkConn]int{}
 	}
 	vw := &viewWait{after: p.After, tenant: cs.tenant, head: head, link: l}
 	w.parked[cs] = vw

@@ -258,7 +258,7 @@ func TestCellViewAnsweredOnShutdown(t *testing.T) {
 func offLoopCount(t *testing.T, ts *testServer) int {
 	t.Helper()
 	total := 0
-	ts.s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+	ts.s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		done := make(chan int, 1)
 		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			n := 0

@@ -111,7 +111,7 @@ func (cs *conn) clientLink(req *wire.Request) {
 		who.until = until.UnixNano()
 	}
 	cs.out = append(cs.out, switchingTo[token]...)
-	cs.toLink = &relayLink{s: s, role: linkClient, who: who, lastCall: time.Now().UnixNano()}
+	cs.toLink = &linkConn{s: s, role: linkClient, who: who, lastCall: time.Now().UnixNano()}
 }
 
 // pickLinkVersion returns the link protocol to switch to: the newest
@@ -140,7 +140,7 @@ func pickLinkVersion(req *wire.Request, prev bool) (token string, ok bool) {
 // reports false for a frame that breaks the protocol (the link is closed):
 // one that does not decode, or that names a tenant or an access level (a
 // client link's identity is its upgrade's, never a frame's).
-func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
+func (s *Server) serveClientFrame(l *linkConn, id uint64, p []byte) bool {
 	var rq link.Request
 	if link.DecodeRequest(p, &rq) != nil || len(rq.Tenant) != 0 || rq.Access != 0 {
 		return false
@@ -158,8 +158,8 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 	}
 	ls := l.ls
 	cs := ls.standIn(s)
-	cs.relayLink, cs.relayID = l, id
-	cs.gateway, cs.gatewayID = l, id
+	cs.callLink, cs.callID = l, id
+	cs.frameLink, cs.frameID = l, id
 	cs.reqStart, cs.reqRoute = time.Now(), routeOther
 	req := link.ToWire(&ls.relayReq, &rq)
 	switch {
@@ -179,7 +179,7 @@ func (s *Server) serveClientFrame(l *relayLink, id uint64, p []byte) bool {
 
 // expired reports whether the link's identity has ended at now (unix
 // nanos): a JWT's exp has passed and no fresh token extended it.
-func (l *relayLink) expired(now int64) bool {
+func (l *linkConn) expired(now int64) bool {
 	return l.who.until != 0 && now >= l.who.until
 }
 
@@ -187,7 +187,7 @@ func (l *relayLink) expired(now int64) bool {
 // tenant extends its identity (and sets its access level to the new
 // token's); anything else is refused on the frame's stream and changes
 // nothing. The answer is an HTTP answer, as a request frame's.
-func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
+func (s *Server) refreshToken(l *linkConn, id uint64, p []byte) bool {
 	l.lastCall = l.lastRead
 	head := wire.Head{Status: 200} // no connection field: a link is not closed by an answer
 	tenant, level, until, werr := s.auth.IdentifyToken(p)
@@ -211,7 +211,7 @@ func (s *Server) refreshToken(l *relayLink, id uint64, p []byte) bool {
 // linkAdmits is admit for a client link's frame: the identity is the
 // link's, and every gate after identity applies (D7).
 func (cs *conn) linkAdmits(req *wire.Request, need identity.Level) bool {
-	who := &cs.gateway.who
+	who := &cs.frameLink.who
 	return cs.admitAs(req, need, who.tenant, who.level)
 }
 
@@ -220,7 +220,7 @@ func (cs *conn) linkAdmits(req *wire.Request, need identity.Level) bool {
 // cell, a long listing) goes back on the frame's stream, on the link's
 // loop, and the stand-in is taken back there.
 func (cs *conn) answerLater(resp []byte) {
-	l, id := cs.gateway, cs.gatewayID
+	l, id := cs.frameLink, cs.frameID
 	view := cs.reqRoute == routeCellView // a waiting view read is not counted off the loop (cellview.go)
 	_ = l.ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		if l.streams[id] == cs {
@@ -245,7 +245,7 @@ func (cs *conn) answerLater(resp []byte) {
 // real silence once the last of its streams is answered (an HTTP
 // connection is idle from its last answer; a link's answers are not
 // timed, which would cost the answer path).
-func (ls *loopScratch) tendClientLinks(context.Context) error {
+func (ls *loopState) tendClientLinks(context.Context) error {
 	now := time.Now().UnixNano()
 	idle, body := int64(ls.s.cfg.IdleTimeout), int64(ls.s.cfg.BodyTimeout)
 	for l := range ls.clientLinks {
@@ -264,25 +264,12 @@ func (ls *loopScratch) tendClientLinks(context.Context) error {
 // tendClientLinksEverySecond has every loop with client links tend them
 // (tendClientLinks) until the server stops.
 func (s *Server) tendClientLinksEverySecond() {
-	s.tickLoops(time.Second, func(ls *loopScratch) gnet.RunnableFunc {
+	s.tickLoops(time.Second, func(ls *loopState) gnet.RunnableFunc {
 		if ls.nClientLinks.Load() > 0 {
 			return ls.tendClientTask
 		}
 		return nil
 	}, nil)
-}
-
-// tendClient lists (or unlists) a client link for tendClientLinks.
-func (ls *loopScratch) tendClient(l *relayLink, open bool) {
-	if open {
-		if ls.clientLinks == nil {
-			ls.clientLinks = map[*relayLink]struct{}{}
-		}
-		ls.clientLinks[l] = struct{}{}
-	} else {
-		delete(ls.clientLinks, l)
-	}
-	ls.nClientLinks.Store(int32(len(ls.clientLinks)))
 }
 
 // linkHeadRoom is what a client link's request frame may hold beyond the
@@ -292,7 +279,7 @@ const linkHeadRoom = 64 << 10
 // frameLimit is the longest frame the link reads: on a client link the
 // largest body the broker accepts and its head room, elsewhere the
 // relay's limit.
-func (l *relayLink) frameLimit() int {
+func (l *linkConn) frameLimit() int {
 	if l.role == linkClient {
 		return int(l.s.cfg.MaxBodyBytes) + linkHeadRoom
 	}
@@ -304,7 +291,7 @@ func (l *relayLink) frameLimit() int {
 // words, and drops its bytes as they arrive (skipFrame), so that one
 // oversized request costs its own stream, not every stream of the link.
 // It reports false for anything else over the limit, which closes the link.
-func (l *relayLink) refuseLongFrame() bool {
+func (l *linkConn) refuseLongFrame() bool {
 	hdr, _ := l.c.Peek(link.HeaderLen)
 	typ, id, n := link.ParseHeader(hdr)
 	if l.role != linkClient || typ != link.FrameRequest {
@@ -321,7 +308,7 @@ func (l *relayLink) refuseLongFrame() bool {
 
 // skipFrame drops what has arrived of a refused frame; true once all of it
 // has.
-func (l *relayLink) skipFrame() bool {
+func (l *linkConn) skipFrame() bool {
 	d := min(l.skip, int64(l.c.InboundBuffered()))
 	_, _ = l.c.Discard(int(d))
 	l.skip -= d

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
-	"github.com/queenmq/ephemeral/internal/crossorigin"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -49,34 +46,21 @@ type conn struct {
 	access identity.Level
 	ts     *tenantState
 
-	// The cell (cell.go, relaylink.go). On the landing member, relayLink
-	// is the link carrying this connection's request to its owner, while
-	// it waits (relayID its stream, relayHead its connection fields,
-	// relayUntil its deadline in unix nanos). On the owner, relayed marks a
-	// stand-in conn for a relayed request, whose answer goes back on
-	// relayLink's stream relayID.
-	relayed    bool
-	relayLink  *relayLink
-	relayID    uint64
-	relayHead  wire.Head
-	relayUntil int64
-	// gateway is set on a stand-in for a gateway link's frame (relayed
-	// too): the link and stream its answer goes to. On a cell member such
-	// a frame lands like a client's request and may be relayed to its
-	// owner, relayLink then being the relay's link (gatewaylink.go).
-	gateway   *relayLink
-	gatewayID uint64
+	// The link its request waits on, when it is relayed to another member
+	// (relay.go), and a stand-in's fields (standin.go).
+	linkCall
+	standInFields
 	// toLink: the request just served upgraded the connection to this
 	// link (a gateway's, gatewaylink.go, or a client's, clientlink.go),
 	// which it becomes once that is read.
-	toLink *relayLink
+	toLink *linkConn
 
 	// The request being served, for its latency: a busy spell's request is
 	// observed when answered (answerAsync, popSink.Complete).
 	reqStart time.Time
 	reqRoute routeID
 
-	ls *loopScratch // the decoders and buffers of this connection's loop
+	ls *loopState // the state of this connection's loop: its decoders and buffers (loop.go)
 
 	// The body being read (docs/server.md, request bodies).
 	need     int64  // bytes gnet must hold before the parser looks again (0: any)
@@ -92,25 +76,37 @@ type conn struct {
 	state      atomic.Int32 // stIdle, stBusy, stDirect or stDirectInput
 }
 
-// Request bodies (docs/server.md, request bodies).
-const (
-	// bigBody: a Content-Length request longer than this whose body is
-	// still arriving is moved out of gnet's buffer into one of its own,
-	// of exactly its length, and read into it as it comes; a chunked one
-	// once more than this of it is buffered.
-	bigBody = 64 << 10
-	// earlyIdentity: a request whose body is longer than this (or
-	// chunked) and still arriving has its identity checked on its head.
-	earlyIdentity = 64 << 10
-)
+// linkCall is the link a conn's request waits on and its stream. On the
+// landing member, callLink is the dialled link carrying the request to its
+// owner while it waits (callID its stream, relayHead its connection
+// fields, relayUntil its deadline in unix nanos; relay.go). On a
+// stand-in, callLink and callID are the link and stream its answer goes
+// back on, until a link frame's request is relayed on to its owner.
+type linkCall struct {
+	callLink   *linkConn
+	callID     uint64
+	relayHead  wire.Head
+	relayUntil int64
+}
 
-// errInflight: the bound on request bytes in flight across connections is
-// reached. 503 because it is the broker's state, not the request's fault.
-var errInflight = &wire.Error{Status: 503, Code: codeUnavailable, Msg: "the broker holds too many request bytes in flight; retry", Close: true}
+// standInFields are a stand-in's (standin.go): a conn with no socket that
+// serves a request that came on a link, through the same route handlers as
+// an HTTP connection's request.
+type standInFields struct {
+	// isStandIn marks a stand-in: for a request an accepted relay link
+	// carried (this member is its owner), or for a link's frame.
+	isStandIn bool
+	// frameLink is set on a stand-in for a gateway link's or a client
+	// link's frame: the link and stream its answer goes to. On a cell
+	// member such a frame lands like a client's request and may be relayed
+	// to its owner, callLink then being the relay's link.
+	frameLink *linkConn
+	frameID   uint64
+}
 
 func newConn(s *Server, c gnet.Conn) *conn {
 	cs := &conn{s: s, c: c, loop: c.EventLoop()}
-	cs.ls = s.scratchOf(cs.loop)
+	cs.ls = s.loopStateOf(cs.loop)
 	cs.sink = popSink{cs: cs, e: s.e}
 	cs.onWritten = cs.resumeAfterAsync
 	cs.lastActive.Store(s.now.Load())
@@ -224,263 +220,6 @@ func (cs *conn) serveBuffered() gnet.Action {
 	return cs.flush()
 }
 
-// awaitBody runs when a request's head has been read and its body is not
-// all here. The first time, it checks the request's identity on its head
-// (a large or chunked body, or one the client waits to be invited to send
-// with Expect: 100-continue), reserves the body's bytes against the bound on
-// request bytes in flight, and only then says 100 Continue when asked; it
-// refuses (and closes) instead when either fails. A large Content-Length
-// request is then moved into a buffer of its own (it reports true: read
-// into it); a smaller one waits in gnet's buffer until all of it is there.
-// A chunked body's reservation grows with the bytes it holds.
-func (cs *conn) awaitBody(buf []byte) bool {
-	need := cs.p.Need()
-	cont := cs.p.TakeContinue() // true once, with the head
-	if cs.bodySince.Load() == 0 {
-		cs.bodySince.Store(cs.s.now.Load())
-		if cont || need == 0 || need-int64(len(buf)) > earlyIdentity {
-			if werr := cs.earlyIdentity(buf); werr != nil {
-				cs.refuseBody(werr)
-				return false
-			}
-		}
-	}
-	hold := need
-	if need == 0 {
-		hold = int64(len(buf)) // chunked: what is held so far
-	}
-	if !cs.reserve(hold) {
-		cs.s.tm.bodyRefused.Inc()
-		cs.refuseBody(errInflight)
-		return false
-	}
-	if cont {
-		cs.out = wire.AppendContinue(cs.out)
-	}
-	if need == 0 { // chunked
-		switch {
-		case cs.big != nil:
-			return true // read on
-		case len(buf) > bigBody:
-			cs.big = append(make([]byte, 0, 2*len(buf)), buf...)
-			cs.c.Discard(len(buf))
-			return true
-		}
-		return false
-	}
-	if need <= bigBody {
-		cs.need = need
-		return false
-	}
-	cs.big = make([]byte, len(buf), need)
-	copy(cs.big, buf)
-	cs.c.Discard(len(buf))
-	return true
-}
-
-// earlyIdentity checks the pending request on its head: a browser's
-// request from another origin is refused first (D20), whatever its route;
-// then the identity of the routes that need one and take a body
-// (docs/server.md, request bodies): POST and PUT under /api/v1/.
-func (cs *conn) earlyIdentity(buf []byte) *wire.Error {
-	head := cs.p.PendingHead(buf)
-	if crossorigin.StateChanging(head.Method, head.Path) {
-		if werr := cs.s.cfg.Browsers.Check(head); werr != nil {
-			return werr
-		}
-	}
-	if head.Method != wire.MethodPost && head.Method != wire.MethodPut ||
-		!bytes.HasPrefix(head.Path, []byte("/api/v1/")) {
-		return nil
-	}
-	_, _, werr := cs.s.auth.Identify(head)
-	return werr
-}
-
-// refuseBody answers the pending request, whose body is not read, and
-// closes the connection after the answer: the unread body cannot be told
-// from the next request.
-func (cs *conn) refuseBody(werr *wire.Error) {
-	cs.out = cs.s.appendError(cs.out, wire.Head{Close: true}, werr)
-	cs.closeAfter = true
-}
-
-// fillBig reads what arrived into the large request's own buffer. A
-// Content-Length request is read up to its length, and fillBig reports
-// whether it is whole. A chunked one is read one piece at a time, the chunk
-// data or the line the parser examines next (wire.Parser.Want), so that no
-// byte of the request after it is taken from gnet's buffer; fillBig reports
-// whether anything was read.
-func (cs *conn) fillBig() bool {
-	if cs.p.Need() > 0 {
-		for len(cs.big) < cap(cs.big) {
-			n, _ := cs.c.Read(cs.big[len(cs.big):cap(cs.big)])
-			if n == 0 {
-				return false
-			}
-			cs.big = cs.big[:len(cs.big)+n]
-		}
-		return true
-	}
-	avail := cs.c.InboundBuffered()
-	if avail == 0 {
-		return false
-	}
-	data, line := cs.p.Want()
-	take := int(min(int64(avail), data))
-	if line {
-		// Up to the next LF; without one, all of what is here belongs to
-		// the line (the parser refuses a line that grows too long).
-		peek, _ := cs.c.Peek(min(avail, maxPeekLine))
-		take = len(peek)
-		if i := bytes.IndexByte(peek, '\n'); i >= 0 {
-			take = i + 1
-		}
-	}
-	cs.big = slices.Grow(cs.big, take)
-	n, _ := cs.c.Read(cs.big[len(cs.big) : len(cs.big)+take])
-	cs.big = cs.big[:len(cs.big)+n]
-	return n > 0
-}
-
-// maxPeekLine bounds what fillBig looks at to find a chunked body's line.
-const maxPeekLine = 4 << 10
-
-// reserve makes the connection hold n bytes of the bound on request bytes
-// in flight (more when it already holds some), or reports false when the
-// bound does not allow it.
-func (cs *conn) reserve(n int64) bool { return cs.s.reserve(&cs.reserved, n) }
-
-// reserve makes a holder that holds *held bytes of the bound on request
-// bytes in flight hold n (more when it already holds some), or reports
-// false when the bound does not allow it: a connection's body being read,
-// or a client link's unread frames (linkbounds.go).
-func (s *Server) reserve(held *int64, n int64) bool {
-	d := n - *held
-	if d <= 0 {
-		return true
-	}
-	for {
-		cur := s.inflight.Load()
-		if cur+d > s.cfg.MaxInflightBytes {
-			return false
-		}
-		if s.inflight.CompareAndSwap(cur, cur+d) {
-			*held = n
-			return true
-		}
-	}
-}
-
-// queuedFree is what a connection may queue unread behind a busy request
-// (or while stopped for its unread answers) without holding any of the
-// bound on request bytes in flight: a few pipelined requests cost nothing.
-const queuedFree = 64 << 10
-
-// holdQueued counts the bytes queued unread behind a busy or stopped
-// connection against the bound on request bytes in flight, so that many
-// connections each queueing up to MaxPipelined cannot add up without
-// bound (docs/server.md, request bodies). It reports false, and the
-// connection is closed, past the connection's own MaxPipelined or when the
-// bound cannot hold them. The hold is given back with the next request's
-// body (bodyDone) or when the connection closes.
-func (cs *conn) holdQueued() bool {
-	n := cs.c.InboundBuffered()
-	if n > cs.s.cfg.MaxPipelined {
-		return false
-	}
-	if n <= queuedFree || cs.reserve(int64(n)) {
-		return true
-	}
-	cs.s.tm.bodyRefused.Inc()
-	return false
-}
-
-// bodyDone ends the body of the request just served (or of a connection
-// closed): its reservation is given back and its timer stops.
-func (cs *conn) bodyDone() {
-	if cs.reserved != 0 {
-		cs.s.inflight.Add(-cs.reserved)
-		cs.reserved = 0
-	}
-	cs.need = 0
-	if cs.bodySince.Load() != 0 {
-		cs.bodySince.Store(0)
-	}
-}
-
-// writeOut hands this round's answers so far to gnet.
-func (cs *conn) writeOut() gnet.Action {
-	if len(cs.out) == 0 {
-		return gnet.None
-	}
-	before := cs.c.OutboundBuffered()
-	if _, err := cs.c.Write(cs.out); err != nil {
-		return gnet.Close
-	}
-	if cap(cs.out) > 1<<20 {
-		cs.out = nil // do not pin a huge answer's buffer on an idle connection
-	} else {
-		cs.out = cs.out[:0]
-	}
-	if before > 0 && cs.c.OutboundBuffered() > cs.s.cfg.OutboundHard {
-		// Answers were already waiting unread and now pass the hard limit.
-		// One large answer to a client that reads is not this.
-		cs.s.tm.outboundShed.Inc()
-		return gnet.Close
-	}
-	return gnet.None
-}
-
-// throttle stops serving the connection until its client reads: its loop
-// looks at it again every throttleCheck (loopScratch.checkThrottled).
-func (cs *conn) throttle() {
-	if !cs.overSince.CompareAndSwap(0, cs.s.now.Load()) || cs.listed {
-		return
-	}
-	cs.listed = true
-	cs.ls.throttled = append(cs.ls.throttled, cs)
-	cs.ls.nThrottled.Add(1)
-	cs.s.nThrottled.Add(1)
-	cs.s.watchThrottled()
-}
-
-// outboundDrained reports whether a connection stopped for its unsent
-// answers may be served again, and if so forgets that it was over.
-func (cs *conn) outboundDrained() bool {
-	if cs.c.OutboundBuffered() > cs.s.cfg.OutboundSoft {
-		return false
-	}
-	cs.overSince.Store(0)
-	return true
-}
-
-// checkOutbound looks, on its loop, at a connection stopped for its unread
-// answers: it closes one that stayed over the soft limit for too long and
-// serves one whose client has read (gnet says nothing when its buffer
-// drains). It reports whether the connection is still stopped.
-func (cs *conn) checkOutbound() (stopped bool) {
-	since := cs.overSince.Load()
-	if cs.isClosed || since == 0 {
-		return false
-	}
-	if cs.state.Load() != stIdle {
-		return true
-	}
-	if !cs.outboundDrained() {
-		if cs.s.now.Load()-since > int64(cs.s.cfg.OutboundSoftTime) {
-			cs.s.tm.outboundShed.Inc()
-			cs.c.Close()
-			return false
-		}
-		return true
-	}
-	if cs.serveBuffered() == gnet.Close {
-		cs.c.Close()
-	}
-	return false
-}
-
 // resumeDeferred resumes the connections of this loop whose parked pops this
 // round's pushes and acks completed (popSink.Complete put their answers in
 // their output already).
@@ -529,7 +268,7 @@ func (cs *conn) goBusy() {
 // connection resumes serving on its loop once it is written.
 func (cs *conn) answerAsync(resp []byte) {
 	cs.s.m.observe(cs.reqRoute, cs.reqStart)
-	if cs.gateway != nil {
+	if cs.frameLink != nil {
 		cs.answerLater(resp) // a link frame's stand-in: no socket of its own
 		return
 	}
@@ -640,8 +379,8 @@ func (cs *conn) closed() {
 	if !parked.IsZero() {
 		cs.s.e.Cancel(parked)
 	}
-	if cs.relayLink != nil {
-		cs.relayLink.cancel(cs) // a relayed pop is let go on the owner
+	if cs.callLink != nil {
+		cs.callLink.cancel(cs) // a relayed pop is let go on the owner
 	}
 	cs.letGoView()
 	if cs.p != nil {

@@ -34,9 +34,9 @@ import (
 // go as a closed connection's is (D13), and so does the link's closing.
 //
 // On a cell member a frame lands like a client's request: a queue another
-// member owns is relayed to it on this loop's link to the owner (cell.go,
+// member owns is relayed to it on this loop's link to the owner (relay.go,
 // elsewhere), and the owner's answer, or the relay's refusal, goes back on
-// the frame's stream (conn.gateway). A relayed answer lost after the
+// the frame's stream (conn.frameLink). A relayed answer lost after the
 // request was sent is a refuse frame RefuseLost: the gateway closes its
 // client's connection, as this member closes a client's own.
 
@@ -65,7 +65,7 @@ func (cs *conn) gatewayLink(req *wire.Request) {
 			return
 		}
 		cs.out = append(cs.out, switchingTo[token]...)
-		cs.toLink = &relayLink{s: s, role: linkGateway}
+		cs.toLink = &linkConn{s: s, role: linkGateway}
 	}
 }
 
@@ -102,15 +102,15 @@ func (cs *conn) becomeLink() gnet.Action {
 // serveGatewayFrame serves a request frame of a gateway link, on its loop,
 // as a gateway-mode request that landed here (see above). It reports false
 // for a frame that does not decode (the link is closed).
-func (s *Server) serveGatewayFrame(l *relayLink, id uint64, p []byte) bool {
+func (s *Server) serveGatewayFrame(l *linkConn, id uint64, p []byte) bool {
 	var rq link.Request
 	if link.DecodeRequest(p, &rq) != nil {
 		return false
 	}
 	ls := l.ls
 	cs := ls.standIn(s)
-	cs.relayLink, cs.relayID = l, id
-	cs.gateway, cs.gatewayID = l, id
+	cs.callLink, cs.callID = l, id
+	cs.frameLink, cs.frameID = l, id
 	cs.reqStart = time.Now()
 	req := link.ToWire(&ls.relayReq, &rq)
 	r := relayedRoute(req)

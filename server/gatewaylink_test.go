@@ -353,7 +353,7 @@ func TestGatewayLinkOnACellMemberRelays(t *testing.T) {
 	// Relayed frames take their stand-ins back.
 	made := func() int {
 		n := make(chan int, 1)
-		ts.s.scratch.Range(func(loop gnet.EventLoop, ls *loopScratch) bool {
+		ts.s.loops.Range(func(loop gnet.EventLoop, ls *loopState) bool {
 			_ = loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 				n <- ls.standInsMade
 				return nil
@@ -417,7 +417,7 @@ func TestGatewayLinkReusesParkedStandIns(t *testing.T) {
 	}
 	made := func() int { // read on the loop, which alone writes it
 		n := make(chan int, 1)
-		ts.s.scratch.Range(func(loop gnet.EventLoop, ls *loopScratch) bool {
+		ts.s.loops.Range(func(loop gnet.EventLoop, ls *loopState) bool {
 			_ = loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 				n <- ls.standInsMade
 				return nil

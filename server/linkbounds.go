@@ -53,7 +53,7 @@ import (
 // over the soft limit are written now, and the link stops being read when
 // gnet still holds more than the soft limit. It reports false when the link
 // is to close.
-func (l *relayLink) boundOut() bool {
+func (l *linkConn) boundOut() bool {
 	soft := l.s.cfg.OutboundSoft
 	if len(l.out)+l.c.OutboundBuffered() <= soft {
 		return true
@@ -70,7 +70,7 @@ func (l *relayLink) boundOut() bool {
 // writeOut hands the link's answers so far to gnet ahead of the loop's
 // flush. It reports false when the link is to close: the write failed, or
 // answers were already waiting unread and now pass the hard limit.
-func (l *relayLink) writeOut() bool {
+func (l *linkConn) writeOut() bool {
 	if len(l.out) == 0 {
 		return true
 	}
@@ -88,7 +88,7 @@ func (l *relayLink) writeOut() bool {
 
 // underHard reports whether a write that found before bytes unsent left
 // the link within the hard limit; one that did not is counted as shed.
-func (l *relayLink) underHard(before int) bool {
+func (l *linkConn) underHard(before int) bool {
 	if before > 0 && l.c.OutboundBuffered() > l.s.cfg.OutboundHard {
 		l.shed()
 		return false
@@ -98,7 +98,7 @@ func (l *relayLink) underHard(before int) bool {
 
 // shed counts the link as closed for its unread answers, once: gnet closes
 // it after this round, and answers written meanwhile find it over again.
-func (l *relayLink) shed() {
+func (l *linkConn) shed() {
 	if !l.shedding {
 		l.shedding = true
 		l.s.tm.outboundShed.Inc()
@@ -107,7 +107,7 @@ func (l *relayLink) shed() {
 
 // underHardAfter is underHard after an AsyncWrite of n bytes: whatever gnet
 // holds beyond those n was waiting before them.
-func (l *relayLink) underHardAfter(n int) bool {
+func (l *linkConn) underHardAfter(n int) bool {
 	if l.closed {
 		return true
 	}
@@ -122,7 +122,7 @@ func (l *relayLink) underHardAfter(n int) bool {
 // stopReading stops serving the link's frames until its client reads, and
 // lists it for the watcher (checkThrottledLinks), counted with the stopped
 // connections.
-func (l *relayLink) stopReading() {
+func (l *linkConn) stopReading() {
 	if l.overSince != 0 {
 		return
 	}
@@ -140,7 +140,7 @@ func (l *relayLink) stopReading() {
 
 // outboundDrained reports whether a link stopped for its unsent answers may
 // be read again, and if so forgets that it was over.
-func (l *relayLink) outboundDrained() bool {
+func (l *linkConn) outboundDrained() bool {
 	if l.c.OutboundBuffered() > l.s.cfg.OutboundSoft {
 		return false
 	}
@@ -151,7 +151,7 @@ func (l *relayLink) outboundDrained() bool {
 // stillStopped looks, on its loop, at a listed link: it closes one that
 // stayed over the soft limit for too long, and reports whether it is still
 // stopped.
-func (l *relayLink) stillStopped() bool {
+func (l *linkConn) stillStopped() bool {
 	if l.closed || l.overSince == 0 || l.outboundDrained() {
 		return false
 	}
@@ -167,7 +167,7 @@ func (l *relayLink) stillStopped() bool {
 // link stopped for its unread answers is looked at once; one whose client
 // has read is served again (it lists and counts itself anew if it stops
 // again).
-func (ls *loopScratch) checkThrottledLinks() {
+func (ls *loopState) checkThrottledLinks() {
 	list := ls.throttledLinks
 	ls.throttledLinks, ls.spareLinks = ls.spareLinks[:0], nil
 	for i, l := range list {
@@ -191,7 +191,7 @@ func (ls *loopScratch) checkThrottledLinks() {
 // request bytes in flight. It reports false, and the link is closed, when
 // the bound cannot hold it, or when a stopped link queued more than an HTTP
 // connection may.
-func (l *relayLink) holdUnread() bool {
+func (l *linkConn) holdUnread() bool {
 	s := l.s
 	n := int64(l.c.InboundBuffered())
 	if l.overSince != 0 && n > int64(s.cfg.MaxPipelined) {
@@ -215,7 +215,7 @@ func (l *relayLink) holdUnread() bool {
 
 // release gives back what the link's unread frames held of the bound on
 // request bytes in flight.
-func (l *relayLink) release() {
+func (l *linkConn) release() {
 	if l.reserved != 0 {
 		l.s.inflight.Add(-l.reserved)
 		l.reserved = 0
@@ -231,15 +231,15 @@ const maxLinkOffLoop = 4
 // answered on the loop: one served off the loop (not a parked pop, nor one
 // relayed to another member, nor a parked view read, bounded apart:
 // cellview.go) counts against maxLinkOffLoop until offLoopDone.
-func (l *relayLink) noteOffLoop(cs *conn) {
-	if l.role == linkClient && !cs.parked() && cs.relayLink == l && cs.reqRoute != routeCellView {
+func (l *linkConn) noteOffLoop(cs *conn) {
+	if l.role == linkClient && !cs.parked() && cs.callLink == l && cs.reqRoute != routeCellView {
 		l.offLoop++
 	}
 }
 
 // offLoopDone runs on the loop when a request served off the loop was
 // answered.
-func (l *relayLink) offLoopDone() {
+func (l *linkConn) offLoopDone() {
 	if l.role == linkClient {
 		l.offLoop--
 	}
@@ -250,7 +250,7 @@ func (l *relayLink) offLoopDone() {
 // that may be served off the loop. A listing is refused whatever its
 // length (it is known only once made), a reset in a cell as well as
 // outside it.
-func (l *relayLink) offLoopBusy(rq *link.Request) bool {
+func (l *linkConn) offLoopBusy(rq *link.Request) bool {
 	if l.offLoop < maxLinkOffLoop {
 		return false
 	}
@@ -274,7 +274,7 @@ func (l *relayLink) offLoopBusy(rq *link.Request) bool {
 // answers took given back to the system soon (returnHeldMemory), as a relay
 // link holding a large frame does. Without it a broker that shed a link
 // holding listings kept 106 MiB for minutes after (reliability.TestUnreadLinkAnswers).
-func (l *relayLink) returnHeld() {
+func (l *linkConn) returnHeld() {
 	if l.role != linkClient || l.c == nil {
 		return
 	}

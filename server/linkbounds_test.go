@@ -92,7 +92,7 @@ func pendingOf(ts *testServer, queue string) int64 {
 func clientLinkOutbound(t *testing.T, ts *testServer) int {
 	t.Helper()
 	most := 0
-	ts.s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+	ts.s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		done := make(chan int, 1)
 		err := ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			n := 0

@@ -29,7 +29,7 @@ func TestPushWithMetricsIsAllocationFree(t *testing.T) {
 	if err != nil || req == nil {
 		t.Fatalf("parse: %v", err)
 	}
-	cs := &conn{s: s, ls: new(loopScratch)}
+	cs := &conn{s: s, ls: new(loopState)}
 	serve := func() {
 		cs.out = cs.out[:0]
 		cs.route(req)
@@ -100,7 +100,7 @@ func TestAckOutcomesAreCountedWithoutAllocating(t *testing.T) {
 	if err != nil || req == nil {
 		t.Fatalf("parse: %v", err)
 	}
-	cs := &conn{s: s, ls: new(loopScratch)}
+	cs := &conn{s: s, ls: new(loopState)}
 	serve := func() {
 		cs.out = cs.out[:0]
 		cs.route(req)

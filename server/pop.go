@@ -79,8 +79,8 @@ func (k *popSink) Complete(_ int, by engine.Origin) {
 	k.end()
 	k.ts.delivered.Add(k.n) // metering: a pop meters as deliveries
 	tc := k.cs
-	if tc.relayed {
-		tc.relayParked(by)
+	if tc.isStandIn {
+		tc.answerParkedOnLink(by)
 		return
 	}
 	if pc, ok := by.(*conn); ok && pc.loop == tc.loop && tc.loop != nil {

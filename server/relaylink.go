@@ -3,15 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"runtime"
-	"runtime/debug"
 	"time"
-
-	"github.com/queenmq/ephemeral/link"
 
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/cell/relay"
+	"github.com/queenmq/ephemeral/link"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -24,77 +21,22 @@ import (
 //   - Dialled links: on the landing member, each loop keeps one link per
 //     peer. A request relayed from a connection of that loop is a frame
 //     appended to the link's output, written once the loop has served
-//     every connection that was ready (flushLinks); the owner's answer arrives on
-//     the same loop, is appended to the client connection's output and
-//     written in that round. No goroutine, no cross-loop wake-up.
+//     every connection that was ready (flushLinks); the owner's answer
+//     arrives on the same loop, is appended to the client connection's
+//     output and written in that round (relay.go). No goroutine, no
+//     cross-loop wake-up.
 //   - Accepted links: on the owner, the links the other members dialled.
 //     The requests of one read are served in order through the route
-//     handlers (serveRelayed, on a stand-in conn) and their answers leave
+//     handlers (relayowner.go, on a stand-in conn) and their answers leave
 //     in one write. A pop that parks is answered later: on the link's loop
 //     (a push served there) by appending to its output, from anywhere else
 //     by the link's AsyncWrite.
 //
-// Every field of a link is touched only on its loop.
-
-type linkRole uint8
-
-const (
-	linkDialled  linkRole = iota // this member dialled it: it carries our calls
-	linkAccepted                 // a peer dialled it: we serve its calls
-	linkGateway                  // a gateway upgraded a connection to it: we serve its calls (gatewaylink.go)
-	linkClient                   // a client upgraded a connection to it: we serve its calls as its identity (clientlink.go)
-)
+// What every link shares, whatever its role, is in links.go.
 
 // maxRelayCalls bounds the calls waiting on one dialled link; one more is
 // refused 503 ephemeral_forward_failed at once (nothing was sent).
 const maxRelayCalls = 1 << 16
-
-type relayLink struct {
-	s    *Server
-	role linkRole
-	addr string       // the peer's advertised address (dialled links)
-	ls   *loopScratch // the loop it lives on (dialled: from the start; accepted: from OnOpen)
-	c    gnet.Conn    // nil while a dialled link is being dialled
-	out  []byte       // frames of this round, written by flushLinks
-
-	listed   bool  // in ls.dirty
-	closed   bool  // failed or closed: nothing more is sent on it
-	lastRead int64 // unix nanos of the last read
-	// partialSince: unix nanos since which the inbound buffer has held the
-	// start of a frame that is not whole yet (0: none), so that tend can
-	// fail a link whose frame does not complete within the frame timeout.
-	partialSince int64
-	// lastCall: on a client link, unix nanos (the real clock, not the
-	// tick's) of its last call: a request or token frame read, or a stream
-	// found in flight by tendClientLinks. Pings do not move it (shed.go,
-	// relayLink.idle).
-	lastCall int64
-
-	// Dialled links: the calls waiting for an answer, by stream id; if the
-	// link fails, those whose frame was handed to the socket may have been
-	// acted on by the owner (link.Streams).
-	calls link.Streams[*conn]
-
-	// Accepted links: relayed pops parked here, by stream id, until their
-	// answer has been written or their caller cancelled them.
-	streams map[uint64]*conn
-
-	// Client links: the identity of the upgrade (clientlink.go), and the
-	// bounds on its unread answers and frames (linkbounds.go): since when
-	// its unsent answers are over the soft limit (unix nanos, 0: not
-	// over), whether it is listed for the watcher, the bytes of
-	// Server.inflight its unread frames hold, and whether it was closed
-	// for its unread answers.
-	who       linkIdentity
-	overSince int64
-	// skip: bytes still to come of a request frame refused for its
-	// length (refuseLongFrame), dropped as they arrive.
-	skip       int64
-	listedOver bool
-	reserved   int64
-	shedding   bool
-	offLoop    int // its requests being served off the loop (maxLinkOffLoop)
-}
 
 // redialAfter: after a failed dial to a peer, a loop answers its calls to
 // that peer 503 ephemeral_forward_failed at once for this long rather than
@@ -104,7 +46,7 @@ const redialAfter = 100 * time.Millisecond
 
 // link returns this loop's link to the peer at addr, dialling it (off the
 // loop) when there is none; nil within redialAfter of a failed dial.
-func (ls *loopScratch) link(s *Server, addr string) *relayLink {
+func (ls *loopState) link(s *Server, addr string) *linkConn {
 	if l := ls.links[addr]; l != nil {
 		return l
 	}
@@ -115,9 +57,9 @@ func (ls *loopScratch) link(s *Server, addr string) *relayLink {
 		delete(ls.dialFailed, addr)
 	}
 	if ls.links == nil {
-		ls.links = map[string]*relayLink{}
+		ls.links = map[string]*linkConn{}
 	}
-	l := &relayLink{s: s, role: linkDialled, addr: addr, ls: ls}
+	l := &linkConn{s: s, role: linkDialled, addr: addr, ls: ls}
 	ls.links[addr] = l
 	ls.nLinks.Store(int32(len(ls.links)))
 	s.cell.linkCount.Add(1)
@@ -127,7 +69,7 @@ func (ls *loopScratch) link(s *Server, addr string) *relayLink {
 
 // dial connects and authenticates off the loop, then enrolls the
 // connection on the link's loop (OnOpen: opened), or fails the link there.
-func (l *relayLink) dial() {
+func (l *linkConn) dial() {
 	c := l.s.cell
 	c.dials.Inc()
 	nc, err := relay.Dial(l.addr, c.Secret, c.DialTimeout)
@@ -157,86 +99,9 @@ func (l *relayLink) dial() {
 	}
 }
 
-// opened runs on the loop (OnOpen) when the link's connection is there.
-func (l *relayLink) opened(c gnet.Conn, s *Server) {
-	l.c = c
-	l.lastRead = time.Now().UnixNano()
-	if l.role != linkDialled {
-		l.s = s
-		l.ls = s.scratchOf(c.EventLoop())
-		l.streams = map[uint64]*conn{}
-		l.countOpen(1)
-		switch l.role {
-		case linkAccepted:
-			l.ls.tendAccepted(l, true)
-		case linkClient:
-			l.ls.tendClient(l, true)
-		}
-		return
-	}
-	if l.closed {
-		// Forgotten while it was dialled: nobody is waiting for it.
-		_ = c.Close()
-		return
-	}
-	l.markDirty() // what was relayed while it was dialled
-}
-
-// markDirty lists the link to be written once the loop has served every
-// connection that was ready: the first link listed schedules flushLinks
-// as a task of the loop, which gnet runs after the events of the current
-// poll (and of the next, taken at once). So the requests that connections
-// of a loop relay to one peer in one poll leave in one write, and so do a
-// link's answers, where writing at the end of each connection's round had
-// cost one write (and one read and wake-up on the other side) each: −25 %
-// broker CPU per relayed round trip, measured (docs/cell-relay.md). It
-// costs one eventfd write per flush.
-func (l *relayLink) markDirty() {
-	if !l.listed {
-		l.listed = true
-		ls := l.ls
-		if !ls.flushPending && !ls.gatewayRead {
-			ls.flushPending = true
-			_ = ls.loop.Execute(context.Background(), ls.flushTask)
-		}
-		ls.dirty = append(ls.dirty, l)
-	}
-}
-
-// flushLinksTask is flushLinks as the loop's task (markDirty).
-func (ls *loopScratch) flushLinksTask(context.Context) error {
-	ls.flushPending = false
-	ls.flushLinks()
-	return nil
-}
-
-// flushLinks writes the frames given to the loop's links since the last
-// flush: one write per link, however many requests or answers it carries.
-func (ls *loopScratch) flushLinks() {
-	for i, l := range ls.dirty {
-		ls.dirty[i] = nil
-		l.listed = false
-		if l.c == nil || l.closed || len(l.out) == 0 {
-			continue // a dialled link keeps its frames until it is open
-		}
-		before := l.c.OutboundBuffered()
-		_, err := l.c.Write(l.out)
-		l.calls.Flushed()
-		if cap(l.out) > 1<<20 {
-			l.out = nil
-		} else {
-			l.out = l.out[:0]
-		}
-		if err != nil || l.role == linkClient && !l.underHard(before) {
-			_ = l.c.Close()
-		}
-	}
-	ls.dirty = ls.dirty[:0]
-}
-
 // call relays req for cs over the link: the connection goes busy until the
 // answer comes back on this loop (answered) or the link fails.
-func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bool {
+func (l *linkConn) call(cs *conn, req *wire.Request, deadline time.Duration) bool {
 	if l.closed || l.calls.Len() >= maxRelayCalls {
 		return false
 	}
@@ -252,7 +117,7 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 		return false
 	}
 	l.out = out
-	cs.relayLink, cs.relayID, cs.relayHead = l, l.calls.Add(cs), req.Head(0)
+	cs.callLink, cs.callID, cs.relayHead = l, l.calls.Add(cs), req.Head(0)
 	cs.relayUntil = time.Now().UnixNano() + int64(deadline) // Server.now may be a second old
 	l.markDirty()
 	return true
@@ -260,9 +125,9 @@ func (l *relayLink) call(cs *conn, req *wire.Request, deadline time.Duration) bo
 
 // cancel forgets cs's call (its client went away) and tells the owner, so
 // a relayed parked pop is let go there as a closed connection's is.
-func (l *relayLink) cancel(cs *conn) {
-	id := cs.relayID
-	cs.relayLink = nil
+func (l *linkConn) cancel(cs *conn) {
+	id := cs.callID
+	cs.callLink = nil
 	l.calls.Take(id)
 	if l.closed {
 		return
@@ -271,210 +136,14 @@ func (l *relayLink) cancel(cs *conn) {
 	l.markDirty()
 }
 
-// onTraffic reads every whole frame that arrived and acts on it.
-func (l *relayLink) onTraffic() gnet.Action {
-	// The clock is read here rather than from the server's tick (Server.now,
-	// up to a second old), which the ping timeout (a member timeout, 1 s in
-	// the tests) could not tell from silence.
-	l.lastRead = time.Now().UnixNano()
-	return l.serveFrames()
-}
-
-// serveFrames acts on every whole frame buffered, in order, until a client
-// link stops for its unread answers (linkbounds.go).
-func (l *relayLink) serveFrames() gnet.Action {
-	c := l.c
-	if l.role == linkGateway || l.role == linkClient {
-		// A gateway's clients are all on its links, so what the requests
-		// of one read answer, on this link and on the loop's other links
-		// (a push completing a pop parked on another), is nearly all there
-		// is to write: the links are written at the end of the read, which
-		// spares the flush task's wake-up and a turn of the loop, a round
-		// trip's longest waits at low load (docs/gateway.md). A client's
-		// link is served the same way.
-		l.ls.gatewayRead = true
-		defer l.ls.endGatewayRead()
-	}
-	whole := false // a frame was read: what is left begins a new one
-	for {
-		if l.skip > 0 && !l.skipFrame() {
-			break // the rest of a refused frame is still to come
-		}
-		if l.overSince != 0 && !l.outboundDrained() {
-			break // frames wait, unread, until the client reads its answers
-		}
-		typ, id, p, size, ok, err := link.NextFrame(c, l.frameLimit())
-		if err != nil {
-			if l.refuseLongFrame() {
-				continue // its bytes are skipped as they come
-			}
-			return gnet.Close // a protocol error: the link fails
-		}
-		if !ok {
-			break
-		}
-		if !l.frame(typ, id, p) {
-			return gnet.Close
-		}
-		_, _ = c.Discard(size)
-		whole = true
-		if l.role == linkClient && !l.boundOut() {
-			return gnet.Close
-		}
-	}
-	if l.role == linkClient && !l.holdUnread() {
-		return gnet.Close
-	}
-	switch {
-	case l.skip > 0:
-		// A refused frame still arriving is a frame begun: the body
-		// timeout bounds it (tendClientLinks).
-		if l.partialSince == 0 {
-			l.partialSince = l.lastRead
-		}
-	case c.InboundBuffered() == 0:
-		l.partialSince = 0
-	case whole || l.partialSince == 0:
-		l.partialSince = l.lastRead
-	}
-	return gnet.None
-}
-
-// endGatewayRead writes the links a gateway link's read gave frames to
-// (its answers, and in a cell the requests it relayed), one write each.
-func (ls *loopScratch) endGatewayRead() {
-	ls.gatewayRead = false
-	ls.flushLinks()
-}
-
-// frame acts on one frame; p is valid only during the call. It reports
-// false for a frame that breaks the protocol (the link is closed).
-func (l *relayLink) frame(typ byte, id uint64, p []byte) bool {
-	if l.role != linkDialled {
-		switch typ {
-		case link.FrameRequest:
-			switch l.role {
-			case linkGateway:
-				return l.s.serveGatewayFrame(l, id, p)
-			case linkClient:
-				return l.s.serveClientFrame(l, id, p)
-			}
-			return l.s.serveRelayed(l, id, p)
-		case link.FrameToken:
-			return l.role == linkClient && l.s.refreshToken(l, id, p)
-		case link.FrameCancel:
-			if cs := l.streams[id]; cs != nil {
-				delete(l.streams, id)
-				cs.letGo()
-			}
-		case link.FramePing:
-			l.out = link.AppendHeader(l.out, link.FramePong, 0, 0)
-			l.markDirty()
-		default:
-			return false
-		}
-		return true
-	}
-	switch typ {
-	case link.FrameAnswer:
-		if cs := l.take(id); cs != nil {
-			cs.relayAnswered(p)
-		}
-	case link.FrameRefuse:
-		if cs := l.take(id); cs != nil {
-			if link.RefusalServed(p) {
-				cs.relayLost() // served, or maybe: its answer could not come back
-			} else {
-				cs.relayRefused() // busy or closing: the owner did not serve it
-			}
-		}
-	case link.FramePong:
-	default:
-		return false
-	}
-	return true
-}
-
 // take removes the call of stream id, nil when it is not waited for (its
 // client went away).
-func (l *relayLink) take(id uint64) *conn {
+func (l *linkConn) take(id uint64) *conn {
 	cs, _ := l.calls.Take(id)
 	if cs != nil {
-		cs.relayLink = nil
+		cs.callLink = nil
 	}
 	return cs
-}
-
-// fail ends the link on its loop: its calls are answered 503
-// ephemeral_forward_failed when their frame never left, or have their
-// client's connection closed when the owner may have acted on them; its
-// parked streams are cancelled. A later call dials afresh.
-func (l *relayLink) fail(err error) {
-	if l.closed {
-		return
-	}
-	l.closed = true
-	if l.role == linkDialled {
-		if l.ls.links[l.addr] == l {
-			delete(l.ls.links, l.addr)
-			l.ls.nLinks.Store(int32(len(l.ls.links)))
-		}
-		l.calls.Fail(
-			func(cs *conn) { cs.relayLink = nil; cs.relayLost() },    // written: the owner may have acted
-			func(cs *conn) { cs.relayLink = nil; cs.relayRefused() }, // never left: nothing was done
-		)
-		if l.c != nil && err != nil && !errors.Is(err, errLinkClosedByPeer) {
-			l.s.cfg.Logger.Debug("cell: relay link failed", "peer", l.addr, "err", err)
-		}
-	}
-	for id, cs := range l.streams {
-		delete(l.streams, id)
-		cs.letGo()
-	}
-	if l.ls != nil {
-		switch l.role {
-		case linkAccepted:
-			l.ls.tendAccepted(l, false)
-		case linkClient:
-			l.ls.tendClient(l, false)
-		}
-	}
-	l.countOpen(-1)
-	l.release()
-	l.returnHeld()
-	l.out = nil
-	if l.c != nil {
-		_ = l.c.Close()
-	}
-}
-
-// countOpen moves the gauge of open links of the link's kind: the cell's
-// relay links, or the gateway links.
-func (l *relayLink) countOpen(n int64) {
-	switch l.role {
-	case linkGateway:
-		l.s.gatewayLinks.Add(n)
-	case linkClient:
-		l.s.clientLinks.Add(n)
-	default:
-		l.s.cell.linkCount.Add(n)
-	}
-}
-
-// errLinkClosedByPeer: the link's connection closed (gnet's OnClose).
-var errLinkClosedByPeer = errors.New("the relay connection closed")
-
-// tendAccepted lists (or unlists) an accepted link for tend.
-func (ls *loopScratch) tendAccepted(l *relayLink, open bool) {
-	if open {
-		if ls.accepted == nil {
-			ls.accepted = map[*relayLink]struct{}{}
-		}
-		ls.accepted[l] = struct{}{}
-	} else {
-		delete(ls.accepted, l)
-	}
-	ls.nAccepted.Store(int32(len(ls.accepted)))
 }
 
 // Why tend fails a link.
@@ -493,7 +162,7 @@ var (
 // timeout fails, whichever side dialled it, and gnet frees the bytes it
 // held; and calls past their deadline end (the owner may have acted: their
 // client's connection closes).
-func (ls *loopScratch) tend(context.Context) error {
+func (ls *loopState) tend(context.Context) error {
 	s := ls.s
 	now := time.Now().UnixNano()
 	limit, frame := int64(s.cell.PingTimeout), int64(s.cell.FrameTimeout)
@@ -528,7 +197,7 @@ func (ls *loopScratch) tend(context.Context) error {
 		l.calls.Each(func(id uint64, cs *conn) {
 			if now > cs.relayUntil {
 				l.calls.Take(id)
-				cs.relayLink = nil
+				cs.callLink = nil
 				l.out = link.AppendHeader(l.out, link.FrameCancel, id, 0)
 				l.markDirty()
 				cs.relayLost()
@@ -539,51 +208,25 @@ func (ls *loopScratch) tend(context.Context) error {
 	return nil
 }
 
-// failHolding fails the link and, when it held a large partial frame,
-// has the memory given back to the system soon: gnet pools a closed
-// connection's inbound buffer, which an idle broker would otherwise keep
-// (no allocation, no collection) for minutes.
-func (l *relayLink) failHolding(err error) {
-	held := l.c.InboundBuffered()
-	l.fail(err)
-	if held >= returnHeldAt {
-		l.s.returnHeldMemory()
-	}
-}
-
-// returnHeldAt: a failed link holding this much is worth a collection.
-const returnHeldAt = 4 << 20
-
-// returnHeldMemory collects twice (a pooled buffer survives the first
-// collection in sync.Pool's victim cache) and gives the freed memory back
-// to the system, a second after the first link that asked, on a goroutine
-// of its own: links failing together (one per loop, tended in the same
-// second) are covered by one return.
-func (s *Server) returnHeldMemory() {
-	if s.returning.CompareAndSwap(false, true) {
-		time.AfterFunc(time.Second, func() {
-			runtime.GC()
-			debug.FreeOSMemory()
-			s.returning.Store(false)
-		})
-	}
-}
-
-// forget fails this loop's link to addr (the member left the cell): its
-// calls end at once rather than at the ping timeout.
-func (ls *loopScratch) forget(addr string) {
-	if l := ls.links[addr]; l != nil {
-		l.fail(errors.New("the member left the cell"))
-	}
-}
-
 // tendLinks has every loop with relay links tend them, every ping
 // interval, until the server stops.
 func (s *Server) tendLinks() {
-	s.tickLoops(s.cell.PingInterval, func(ls *loopScratch) gnet.RunnableFunc {
+	s.tickLoops(s.cell.PingInterval, func(ls *loopState) gnet.RunnableFunc {
 		if ls.nLinks.Load() > 0 || ls.nAccepted.Load() > 0 {
 			return ls.tendTask
 		}
 		return nil
 	}, nil)
+}
+
+// forgetLinks fails every loop's link to the member at addr (it left the
+// cell): its calls end at once rather than at the ping timeout.
+func (s *Server) forgetLinks(addr string) {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
+		_ = ls.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			ls.forget(addr)
+			return nil
+		}))
+		return true
+	})
 }

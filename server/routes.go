@@ -132,8 +132,8 @@ var fixedRoutes = []ephemeralRoute{
 	{path: "queues", id: routeQueues, method: wire.MethodGet, need: identity.Read, cell: servedHere, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.listQueues(req) }},
 	// An addition to the specification's eight (D19): the cell's view for
-	// clients that route by owner (cellview.go). Last, so that the hot
-	// routes' scan is as before.
+	// clients that route by owner (cellview.go). Last, so that the scan
+	// finds the hot routes before it.
 	{path: "cell", id: routeCellView, method: wire.MethodGet, need: identity.Read, cell: servedHere, meter: meterNone,
 		serve: func(cs *conn, req *wire.Request, _ []byte) { cs.cellViewRead(req) }},
 }

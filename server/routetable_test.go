@@ -42,7 +42,7 @@ func TestRouteTablePublishesTheFamily(t *testing.T) {
 	// a route with its method is refused 401 at identity, before any
 	// handler runs.
 	s := New(Config{Engine: e, Store: openStore(t), Auth: gatewayAuth(t)})
-	cs := &conn{s: s, ls: new(loopScratch)}
+	cs := &conn{s: s, ls: new(loopState)}
 	cs.sink = popSink{cs: cs, e: e}
 	serve := func(method, path string) *wire.Request {
 		var p wire.Parser

@@ -21,13 +21,13 @@ import (
 type Server struct {
 	gnet.BuiltinEventEngine
 
-	cfg     Config
-	e       *engine.Engine
-	st      store.Store
-	cli     *gnet.Client // the event loops (listener.go says why a client)
-	ln      net.Listener
-	conns   *xsync.Map[*conn, struct{}]
-	scratch *xsync.Map[gnet.EventLoop, *loopScratch]
+	cfg   Config
+	e     *engine.Engine
+	st    store.Store
+	cli   *gnet.Client // the event loops (listener.go says why a client)
+	ln    net.Listener
+	conns *xsync.Map[*conn, struct{}]
+	loops *xsync.Map[gnet.EventLoop, *loopState] // each loop's state (loop.go)
 
 	booted    chan struct{}
 	accepting sync.WaitGroup // the acceptLoop goroutine
@@ -81,7 +81,7 @@ type Server struct {
 	nThrottled atomic.Int64 // connections stopped for their unread answers (conn.throttle)
 	watching   atomic.Bool  // watchThrottled's goroutine runs
 	inflight   atomic.Int64 // request bytes reserved by bodies being read (conn.reserve)
-	returning  atomic.Bool  // a returnHeldMemory is pending (relaylink.go)
+	returning  atomic.Bool  // a returnHeldMemory is pending (links.go)
 }
 
 // New returns a server; Start runs it.
@@ -92,7 +92,7 @@ func New(cfg Config) *Server {
 		e:       cfg.Engine,
 		st:      cfg.Store,
 		conns:   xsync.NewMap[*conn, struct{}](),
-		scratch: xsync.NewMap[gnet.EventLoop, *loopScratch](),
+		loops:   xsync.NewMap[gnet.EventLoop, *loopState](),
 		auth:    cfg.Auth,
 		m:       newServerMetrics(),
 		tenants: xsync.NewMap[string, *tenantState](),
@@ -184,7 +184,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // them before later tasks), or until ctx ends.
 func (s *Server) drainLoops(ctx context.Context) {
 	var wg sync.WaitGroup
-	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		wg.Add(1)
 		task := gnet.RunnableFunc(func(context.Context) error { wg.Done(); return nil })
 		if ls.loop.Execute(context.Background(), task) != nil {
@@ -208,7 +208,7 @@ func (s *Server) OnBoot(gnet.Engine) gnet.Action {
 
 // OnOpen gives the connection its state and charges it to the budget.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if l, ok := c.Context().(*relayLink); ok {
+	if l, ok := c.Context().(*linkConn); ok {
 		l.opened(c, s)
 		return nil, gnet.None
 	}
@@ -227,7 +227,7 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 		s.conns.Delete(cs)
 		s.openConns.Add(-1)
 		s.e.Release(s.cfg.ConnCharge)
-	} else if l, ok := c.Context().(*relayLink); ok {
+	} else if l, ok := c.Context().(*linkConn); ok {
 		l.fail(errLinkClosedByPeer)
 	}
 	return gnet.None
@@ -237,7 +237,7 @@ func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, ok := c.Context().(*conn)
 	if !ok {
-		if l, ok := c.Context().(*relayLink); ok {
+		if l, ok := c.Context().(*linkConn); ok {
 			return l.onTraffic()
 		}
 		return gnet.Close
@@ -280,7 +280,7 @@ func (s *Server) watchThrottled() {
 	if !s.watching.CompareAndSwap(false, true) {
 		return
 	}
-	go s.tickLoops(throttleCheck, func(ls *loopScratch) gnet.RunnableFunc {
+	go s.tickLoops(throttleCheck, func(ls *loopState) gnet.RunnableFunc {
 		if ls.nThrottled.Load() > 0 {
 			return ls.check
 		}
@@ -298,7 +298,7 @@ func (s *Server) watchThrottled() {
 
 // tickLoops, every interval until the server stops (or until done, when
 // given, says so after a round), has every loop run the task pick gives it.
-func (s *Server) tickLoops(every time.Duration, pick func(*loopScratch) gnet.RunnableFunc, done func() bool) {
+func (s *Server) tickLoops(every time.Duration, pick func(*loopState) gnet.RunnableFunc, done func() bool) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -316,8 +316,8 @@ func (s *Server) tickLoops(every time.Duration, pick func(*loopScratch) gnet.Run
 
 // onLoops has every loop run the task pick gives it, if any, as a task of
 // the loop (from a goroutine that watches the loops).
-func (s *Server) onLoops(pick func(*loopScratch) gnet.RunnableFunc) {
-	s.scratch.Range(func(_ gnet.EventLoop, ls *loopScratch) bool {
+func (s *Server) onLoops(pick func(*loopState) gnet.RunnableFunc) {
+	s.loops.Range(func(_ gnet.EventLoop, ls *loopState) bool {
 		if task := pick(ls); task != nil {
 			_ = ls.loop.Execute(context.Background(), task)
 		}

@@ -16,7 +16,7 @@ import (
 // share, and reports how many it closed (acceptloop.Loop.Shed).
 func (s *Server) shedIdle(n int) int {
 	var loops []gnet.EventLoop
-	s.scratch.Range(func(loop gnet.EventLoop, _ *loopScratch) bool {
+	s.loops.Range(func(loop gnet.EventLoop, _ *loopState) bool {
 		loops = append(loops, loop)
 		return true
 	})
@@ -24,7 +24,7 @@ func (s *Server) shedIdle(n int) int {
 }
 
 // shedOnLoop runs on loop: it closes up to n of the loop's connections
-// and client links that are idle (conn.idle, relayLink.idle) and were last
+// and client links that are idle (conn.idle, linkConn.idle) and were last
 // active earliest, oldest first. The scan reads the connections' own
 // fields, which only their loop may. It counts what it closed itself: a
 // loop that ran it after the acceptor stopped waiting closed connections
@@ -38,7 +38,7 @@ func (s *Server) shedOnLoop(loop gnet.EventLoop, n int) int {
 		}
 		return true
 	})
-	for l := range s.scratchOf(loop).clientLinks {
+	for l := range s.loopStateOf(loop).clientLinks {
 		if l.idle(now) {
 			oldest.Offer(l.c, l.lastCall)
 		}
@@ -55,7 +55,7 @@ func (s *Server) shedOnLoop(loop gnet.EventLoop, n int) int {
 // buffered), nothing waiting to be written, not about to close anyway, and
 // no traffic for acceptloop.MinIdle. A connection upgraded to a link is no
 // longer among the server's conns: a client link is judged by
-// relayLink.idle, a gateway link is never shed.
+// linkConn.idle, a gateway link is never shed.
 func (cs *conn) idle(now int64) bool {
 	return cs.state.Load() == stIdle && !cs.closeAfter && cs.p == nil &&
 		len(cs.out) == 0 && cs.c.OutboundBuffered() == 0 &&
@@ -73,13 +73,13 @@ func (cs *conn) idle(now int64) bool {
 // that carries nothing (docs/server.md, accepting connections). Closing it
 // loses nothing: it has no stream, and its client dials again when it next
 // has a call.
-func (l *relayLink) idle(now int64) bool {
+func (l *linkConn) idle(now int64) bool {
 	return l.quiet() && acceptloop.IdleLongEnough(l.lastCall, now)
 }
 
 // quiet reports whether a client link holds nothing that closing it would
 // cut: idle but for the time since its last call.
-func (l *relayLink) quiet() bool {
+func (l *linkConn) quiet() bool {
 	return !l.closed && len(l.streams) == 0 && l.offLoop == 0 && l.skip == 0 &&
 		l.overSince == 0 && l.partialSince == 0 && len(l.out) == 0 &&
 		l.c.InboundBuffered() == 0 && l.c.OutboundBuffered() == 0

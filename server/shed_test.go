@@ -129,10 +129,10 @@ func TestShedClosesTheLongestIdleAndKeepsTheBusy(t *testing.T) {
 
 // onClientLinks runs f, on its loop, for the client link whose client end
 // is tl, and waits for it.
-func onClientLinks(t *testing.T, ts *testServer, tl *testLink, f func(l *relayLink)) {
+func onClientLinks(t *testing.T, ts *testServer, tl *testLink, f func(l *linkConn)) {
 	t.Helper()
 	found := false
-	ts.s.scratch.Range(func(loop gnet.EventLoop, ls *loopScratch) bool {
+	ts.s.loops.Range(func(loop gnet.EventLoop, ls *loopState) bool {
 		done := make(chan struct{})
 		err := loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 			defer close(done)
@@ -188,7 +188,7 @@ func TestShedClosesIdleClientLinks(t *testing.T) {
 	// young ahead of the clock so that no tick makes it old in the test.
 	now := ts.s.now.Load()
 	ageLink := func(tl *testLink, d time.Duration) {
-		onClientLinks(t, ts, tl, func(l *relayLink) { l.lastCall = now - int64(d) })
+		onClientLinks(t, ts, tl, func(l *linkConn) { l.lastCall = now - int64(d) })
 	}
 	ageLink(oldest, 30*time.Second)
 	serverConn(t, ts, http1).lastActive.Store(now - int64(25*time.Second))
@@ -197,7 +197,7 @@ func TestShedClosesIdleClientLinks(t *testing.T) {
 	ageLink(parked, time.Minute)
 	waitUntil(t, "the half frame to arrive", func() bool {
 		in := 0
-		onClientLinks(t, ts, half, func(l *relayLink) { in = l.c.InboundBuffered() })
+		onClientLinks(t, ts, half, func(l *linkConn) { in = l.c.InboundBuffered() })
 		return in > 0
 	})
 	ageLink(half, time.Minute)

@@ -9,7 +9,7 @@ import "github.com/queenmq/ephemeral/wire"
 // never held whole.
 func (cs *conn) listQueues(req *wire.Request) {
 	if cs.s.e.QueueCount(cs.tenant) > listWholeMax {
-		if cs.gateway != nil {
+		if cs.frameLink != nil {
 			cs.listQueuesLater(req) // a link's frame: one answer frame
 			return
 		}
