@@ -1,0 +1,231 @@
+package conformance
+
+// Owner routing through the Go SDK (D19; docs/sdk-transport.md, "Owner
+// routing"): given one member's URL, the SDK learns the cell from the view
+// read and sends each queue's calls to its owner, so nothing is relayed;
+// a member whose public URL the client cannot reach is served through the
+// URL the client was given (relayed, as before); a single broker sees one
+// view read and nothing else changes.
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/queenmq/ephemeral/client"
+	"github.com/queenmq/ephemeral/internal/brokertest"
+)
+
+const relayedSeries = "queen_ephemeral_relayed_total"
+
+// sdkClient is a Go SDK client of url, closed when the test ends.
+func sdkClient(t *testing.T, url string, opts ...client.Option) *client.Client {
+	t.Helper()
+	cl, err := client.New(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cl.Close(ctx)
+	})
+	return cl
+}
+
+// relayed reads how many requests m relayed to an owner.
+func (m *member) relayed(t *testing.T) float64 {
+	t.Helper()
+	got, _ := m.scrape(t)
+	return got[relayedSeries]
+}
+
+// awaitRouted waits until cl, given via's URL, sends queue q (owned by
+// another member) to its owner: a push of q through cl leaves via's relay
+// count where it was. The SDK learns the view at its first call, in the
+// background; until then its calls are relayed, as before.
+func awaitRouted(t *testing.T, cl *client.Client, via *member, q string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		before := via.relayed(t)
+		if _, err := cl.Push(context.Background(), q, []any{"probe"}, client.PushOptions{}); err != nil {
+			t.Fatalf("probe push: %v", err)
+		}
+		if via.relayed(t) == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the SDK given %s still relays %s through it after 20 s", via.id, q)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Given one member's URL, pushes, pops (waiting and not), acks and depth
+// reads of queues owned by each member, and Requests answered by Serve on
+// a queue of a third member, are served by their owners: no member relays
+// anything. Without owner routing two thirds of them are relayed through
+// the member the client was given.
+func TestSDKOwnerRouting(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	members := []*member{a, b, cc}
+	all := ids(members...)
+	c.waitLive(all...)
+
+	cl := sdkClient(t, a.url(""))
+	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", b.id, all...))
+	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", cc.id, all...))
+	responder := sdkClient(t, b.url(""))
+	awaitRouted(t, responder, b, queueOwnedBy(t, "probe-b", cc.id, all...))
+
+	relayedBefore := make([]float64, len(members))
+	for i, m := range members {
+		relayedBefore[i] = m.relayed(t)
+	}
+	ctx := context.Background()
+	for i, m := range members {
+		q := queueOwnedBy(t, "routed"+strconv.Itoa(i), m.id, all...)
+		if _, err := cl.Push(ctx, q, []any{1, 2, 3}, client.PushOptions{}); err != nil {
+			t.Fatalf("push to %s's queue: %v", m.id, err)
+		}
+		d, err := cl.Depth(ctx, q, client.DepthOptions{})
+		if err != nil || d.Pending != 3 {
+			t.Fatalf("depth of %s's queue: %+v %v, want 3 pending", m.id, d, err)
+		}
+		res, err := cl.Pop(ctx, q, client.PopOptions{Batch: 10})
+		if err != nil || len(res.Messages) != 3 {
+			t.Fatalf("pop of %s's queue: %+v %v, want 3 messages", m.id, res, err)
+		}
+		ack, err := cl.Ack(ctx, q, res.Messages, client.AckOptions{})
+		if err != nil || len(ack.Results) != 3 {
+			t.Fatalf("ack on %s's queue: %+v %v", m.id, ack, err)
+		}
+		for _, r := range ack.Results {
+			if r.Outcome != client.OutcomeAcked {
+				t.Fatalf("ack on %s's queue: %+v, want every id acked", m.id, ack.Results)
+			}
+		}
+		empty, err := cl.Pop(ctx, q, client.PopOptions{Wait: true, Timeout: 50 * time.Millisecond})
+		if err != nil || len(empty.Messages) != 0 {
+			t.Fatalf("waiting pop of %s's empty queue: %+v %v", m.id, empty, err)
+		}
+	}
+
+	// Request/reply: the responder given b's URL serves a queue of cc's;
+	// the requester (given a's) mints inboxes cc owns too.
+	svc := queueOwnedBy(t, "routed-svc", cc.id, all...)
+	sctx, stop := context.WithCancel(ctx)
+	var served sync.WaitGroup
+	served.Add(1)
+	go func() {
+		defer served.Done()
+		_ = responder.Serve(sctx, svc, client.ServeOptions{Wait: time.Second, OnError: func(err error) { t.Errorf("Serve: %v", err) }},
+			func(_ context.Context, m client.Message) (any, error) {
+				env, err := client.ParseRequest(m)
+				return env.Payload, err
+			})
+	}()
+	for i := range 20 {
+		msg, err := cl.Request(ctx, svc, i, client.RequestOptions{Timeout: 10 * time.Second})
+		if err != nil || string(msg.Payload) != strconv.Itoa(i) {
+			stop()
+			t.Fatalf("request %d: %+v %v", i, msg, err)
+		}
+	}
+	stop()
+	served.Wait()
+
+	for i, m := range members {
+		if got := m.relayed(t); got != relayedBefore[i] {
+			t.Errorf("member %c (%s) relayed %v requests, want none (every call sent to its owner)", 'a'+i, m.id, got-relayedBefore[i])
+		}
+	}
+}
+
+// A member whose public URL the client cannot reach (published, but
+// nothing listens there): its queues' calls fail to dial, and go through
+// the URL the client was given, which relays them; every call succeeds.
+func TestSDKOwnerUnreachableRelayed(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	closed := "http://127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
+	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
+	cc := c.start(advertise(t), map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+	v := a.cellView(t, "")
+	if !containsURL(v, cc.id, closed) {
+		t.Fatalf("the view does not publish %s at %s: %s", cc.id, closed, v.members())
+	}
+
+	cl := sdkClient(t, a.url(""))
+	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", b.id, all...))
+
+	ctx := context.Background()
+	q := queueOwnedBy(t, "unreachable", cc.id, all...)
+	before := a.relayed(t)
+	if _, err := cl.Push(ctx, q, []any{"x", "y"}, client.PushOptions{}); err != nil {
+		t.Fatalf("push to the unreachable member's queue: %v", err)
+	}
+	res, err := cl.Pop(ctx, q, client.PopOptions{Batch: 10, Wait: true, Timeout: time.Second})
+	if err != nil || len(res.Messages) != 2 {
+		t.Fatalf("pop: %+v %v, want 2 messages", res, err)
+	}
+	ack, err := cl.Ack(ctx, q, res.Messages, client.AckOptions{})
+	if err != nil || len(ack.Results) != 2 || ack.Results[0].Outcome != client.OutcomeAcked || ack.Results[1].Outcome != client.OutcomeAcked {
+		t.Fatalf("ack: %+v %v", ack, err)
+	}
+	if got := a.relayed(t) - before; got < 3 {
+		t.Fatalf("a relayed %v requests of the unreachable member's queue, want at least 3 (push, pop, ack)", got)
+	}
+}
+
+// containsURL reports whether view v lists member id at url.
+func containsURL(v cellView, id, url string) bool {
+	for _, m := range v.Members {
+		if m.ID == id && m.URL == url {
+			return true
+		}
+	}
+	return false
+}
+
+// A single broker: the SDK reads the view once (generation 0: not a cell)
+// and never again, whatever it does next; its calls are served as before.
+func TestSDKSingleBrokerOneViewRead(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, nil)
+	cl := sdkClient(t, b.url(""))
+	ctx := context.Background()
+	const series = `queen_ephemeral_request_duration_seconds_count{route="cell"}`
+	if _, err := cl.Push(ctx, "single", []any{1}, client.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := b.scrape(t)
+		if got[series] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want 1", series, got[series])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 20 {
+		if _, err := cl.Push(ctx, "single", []any{1}, client.PushOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Pop(ctx, "single", client.PopOptions{Batch: 1, AutoAck: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := b.scrape(t); got[series] != 1 {
+		t.Fatalf("%s = %v after 40 more calls, want 1", series, got[series])
+	}
+}
