@@ -9,7 +9,10 @@ package conformance
 
 import (
 	"context"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -228,4 +231,72 @@ func TestSDKSingleBrokerOneViewRead(t *testing.T) {
 	if got, _ := b.scrape(t); got[series] != 1 {
 		t.Fatalf("%s = %v after 40 more calls, want 1", series, got[series])
 	}
+}
+
+// TestCellSDKRequestReplyCost measures (only with QUEEN_CELL_MEASURE=1)
+// request/reply through the Go SDK (queenbench -client sdk: 32 requesters,
+// 4 responders, a fresh inbox per request) pointed at ONE member of a
+// cell of three, against one broker on the same PostgreSQL, in alternating
+// rounds (QUEEN_CELL_MEASURE_ROUNDS, default 3): round trips/s and the
+// brokers' CPU per round trip (every member summed, from /proc over each
+// run, warm-up included). The goal with owner routing: the cell at
+// ≤ 1.15× one broker's CPU per round trip and ≥ 0.9× its round trips/s.
+//
+//	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellSDKRequestReplyCost -v -count 1
+func TestCellSDKRequestReplyCost(t *testing.T) {
+	if os.Getenv("QUEEN_CELL_MEASURE") != "1" {
+		t.Skip("a measurement: set QUEEN_CELL_MEASURE=1")
+	}
+	rounds := 3
+	if s := os.Getenv("QUEEN_CELL_MEASURE_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("QUEEN_CELL_MEASURE_ROUNDS=%q", s)
+		}
+		rounds = n
+	}
+	c := newTestCell(t)
+	bench := t.TempDir() + "/queenbench"
+	// bench/ is a module of its own: queenbench is built there.
+	if err := brokertest.Build("../bench", "./cmd/queenbench", bench); err != nil {
+		t.Fatal(err)
+	}
+	one := startBrokerOn(t, postgresStore, nil)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	c.waitLive(a.id, b.id, cc.id)
+	run := func(at *broker, cpuOf ...*broker) (rate, perRT float64) {
+		before := make([]time.Duration, len(cpuOf))
+		for i, m := range cpuOf {
+			before[i] = m.CPU(t)
+		}
+		r := brokertest.Queenbench(t, bench, "-scenario", "reqreply", "-client", "sdk",
+			"-addr", strings.TrimPrefix(at.url(""), "http://"), "-d", "3s", "-warmup", "1s").Rate
+		var used time.Duration
+		for i, m := range cpuOf {
+			used += m.CPU(t) - before[i]
+		}
+		// Over the whole run: 1 s of warm-up and 3 s measured.
+		return r, float64(used.Microseconds()) / (r * 4)
+	}
+	var rateOne, rateCell, cpuOne, cpuCell []float64
+	for range rounds {
+		r, u := run(one, one)
+		rateOne, cpuOne = append(rateOne, r), append(cpuOne, u)
+		r, u = run(a.broker, a.broker, b.broker, cc.broker)
+		rateCell, cpuCell = append(rateCell, r), append(cpuCell, u)
+	}
+	med := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	t.Logf("round trips/s, medians of %d: one broker %.0f, cell of three through one member %.0f, ratio %.2f (rounds: %.0f, %.0f)",
+		rounds, med(rateOne), med(rateCell), med(rateCell)/med(rateOne), rateOne, rateCell)
+	t.Logf("brokers' CPU per round trip, medians of %d: one broker %.1f µs, cell of three (A+B+C) %.1f µs, ratio %.2f (rounds: %.1f, %.1f)",
+		rounds, med(cpuOne), med(cpuCell), med(cpuCell)/med(cpuOne), cpuOne, cpuCell)
+	var relayed float64
+	for _, m := range []*member{a, b, cc} {
+		relayed += m.relayed(t)
+	}
+	t.Logf("requests relayed by the members over every round: %.0f", relayed)
 }
