@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
@@ -183,5 +184,37 @@ func TestOwnerRoutingStaleViewConverges(t *testing.T) {
 	d, err := c.Depth(testCtx(t), "q", DepthOptions{})
 	if err != nil || d.Pending != 1 {
 		t.Fatalf("the depth read, from the new owner: %+v %v, want the one message left", d, err)
+	}
+}
+
+// A client whose only calls are Serve's (a responder) learns the cell too:
+// its first batch starts the view read, as any call does. (Serve sends its
+// pops and replies in batches, not through the single-call path.)
+func TestServeAloneReadsTheView(t *testing.T) {
+	t.Parallel()
+	f := startCellBroker(t, func(r cellReq, _ int) string {
+		switch r.route {
+		case "/cell":
+			return response(200, "", `{"generation":0,"tenant":"default","members":[]}`)
+		case "/pop":
+			time.Sleep(20 * time.Millisecond)
+			return response(200, "", `{"queue":"q","messages":[]}`)
+		}
+		return response(404, "", `{"error":"no such route","code":"not_found"}`)
+	})
+	c, err := New(f.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(testCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	go func() {
+		_ = c.Serve(ctx, "q", ServeOptions{Wait: 50 * time.Millisecond}, func(context.Context, Message) (any, error) { return 1, nil })
+	}()
+	awaitCond(t, 10*time.Second, "a view read from a client that only serves", func() bool { return len(f.sent("/cell")) == 1 })
+	awaitCond(t, 10*time.Second, "Serve's pops", func() bool { return len(f.sent("/pop")) >= 3 })
+	if n := len(f.sent("/cell")); n != 1 {
+		t.Fatalf("%d view reads, want 1 (generation 0: not a cell)", n)
 	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -101,6 +102,10 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 		}
 		putCall(pop)
 		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && isCellCode(e.Code) {
+				c.refreshView(ctx) // ownership moved: the next pop goes by the new view
+			}
 			if stop, err := waitOutRefusal(ctx, err, &backoff, onErr); stop {
 				return err
 			}
@@ -181,6 +186,7 @@ func (s *server) onAnswer(cl *call) {
 // behind it. It answers the error that keeps pop from having an answer.
 func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) error {
 	c := s.c
+	c.watchCell() // a client that only serves learns the cell too
 	if len(replies) > 0 && c.cell.view.Load() != nil {
 		replies = s.sendElsewhere(ctx, replies, pop)
 	}

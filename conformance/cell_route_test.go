@@ -282,8 +282,10 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 	for range rounds {
 		r, u := run(one, one)
 		rateOne, cpuOne = append(rateOne, r), append(cpuOne, u)
+		before := []float64{a.relayed(t), b.relayed(t), cc.relayed(t)}
 		r, u = run(a.broker, a.broker, b.broker, cc.broker)
 		rateCell, cpuCell = append(rateCell, r), append(cpuCell, u)
+		t.Logf("cell round: %.0f round trips/s; relayed by a, b, c: %.0f, %.0f, %.0f", r, a.relayed(t)-before[0], b.relayed(t)-before[1], cc.relayed(t)-before[2])
 	}
 	med := func(v []float64) float64 {
 		s := slices.Clone(v)
