@@ -128,6 +128,47 @@ func (c *Client) onOwner(ctx context.Context, m *cellMember, method, prefix, rou
 	return true, fmt.Errorf("queen: %s %s: %w", method, m.url+prefix+route, err)
 }
 
+// failoverCell is failover over the configured URLs; when none of them can
+// be dialled and the client holds a view, send is tried on the view's
+// other members in turn (each relays what it does not own): a client given
+// one member's URL goes on when that member dies, and its view read learns
+// the view without it from another.
+func (c *Client) failoverCell(ctx context.Context, method, prefix, route string, send func(endpoint) error) error {
+	err := c.failover(ctx, method, prefix, route, send)
+	if err == nil || !isDialFailure(err) || ctx.Err() != nil {
+		return err
+	}
+	v := c.cell.view.Load()
+	if v == nil {
+		return err
+	}
+	for _, m := range v.members {
+		if m == nil || m.down() || c.isConfigured(m) {
+			continue
+		}
+		if done, merr := c.onOwner(ctx, m, method, prefix, route, send); done {
+			return merr
+		}
+	}
+	return err
+}
+
+// isDialFailure reports whether err says no connection could be made.
+func isDialFailure(err error) bool {
+	var ce *connError
+	return errors.As(err, &ce) && ce.dial
+}
+
+// isConfigured reports whether m shares a configured URL's endpoint.
+func (c *Client) isConfigured(m *cellMember) bool {
+	for _, ep := range c.eps {
+		if ep == m.ep {
+			return true
+		}
+	}
+	return false
+}
+
 // watchCell starts the view's watch at the client's first call.
 func (c *Client) watchCell() {
 	if c.cell.watching.Load() || !c.cell.watching.CompareAndSwap(false, true) {
@@ -214,7 +255,7 @@ func (c *Client) readView(ctx context.Context, gen uint64, after bool, wait time
 	var out viewAnswer
 	err := c.authorize(ctx, cl)
 	if err == nil {
-		err = c.failover(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
+		err = c.failoverCell(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
 	}
 	if err == nil {
 		err = c.answer(cl, false, &out)

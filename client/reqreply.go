@@ -233,7 +233,7 @@ func (c *Client) sendRequest(ctx context.Context, push, pop *call) error {
 			return err
 		}
 	}
-	return c.failover(ctx, push.method, push.prefix, push.route, pair)
+	return c.failoverCell(ctx, push.method, push.prefix, push.route, pair)
 }
 
 // ParseRequest decodes a message pushed by [Client.Request]. The

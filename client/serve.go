@@ -210,7 +210,7 @@ func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) er
 			done, err = c.onOwner(ctx, to, method, apiPrefix, route, send)
 		}
 		if !done {
-			err = c.failover(ctx, method, apiPrefix, route, send)
+			err = c.failoverCell(ctx, method, apiPrefix, route, send)
 		}
 	}
 	s.pop = nil

@@ -219,7 +219,7 @@ func (c *Client) roundTrip(ctx context.Context, cl *call) error {
 			return err
 		}
 	}
-	return c.failover(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
+	return c.failoverCell(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
 }
 
 // failover runs send against each URL in turn from the one in use; method,

@@ -302,3 +302,42 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 	}
 	t.Logf("requests relayed by the members over every round: %.0f", relayed)
 }
+
+// kill -9 of the one member the client was given, which owns a queue: the
+// SDK goes on through the other members of its view (the configured URL
+// cannot be dialled), learns the view without the dead member from one of
+// them, and the dead member's queue is served by its new owner again,
+// without the caller seeing an error: pushes refused forward_failed while
+// the cell waits out the member timeout are retried within their bound.
+func TestSDKGivenMemberKilled(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	all := ids(a, b, cc)
+	c.waitLive(all...)
+	cl := sdkClient(t, a.url(""), client.WithTimeout(15*time.Second))
+	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", b.id, all...))
+	ctx := context.Background()
+	qa := queueOwnedBy(t, "killed", a.id, all...)
+	qb := queueOwnedBy(t, "alive", b.id, all...)
+	if _, err := cl.Push(ctx, qa, []any{"before"}, client.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.kill(t)
+	killed := time.Now()
+	// b's queue is not a's: served at once, a's death changes nothing.
+	if _, err := cl.Push(ctx, qb, []any{"b"}, client.PushOptions{}); err != nil {
+		t.Fatalf("push to a live member's queue after the kill: %v", err)
+	}
+	// a's queue: served again by its new owner (empty: the class keeps
+	// nothing of a dead owner's), the push retried until then.
+	if _, err := cl.Push(ctx, qa, []any{"after"}, client.PushOptions{}); err != nil {
+		t.Fatalf("push to the dead member's queue: %v", err)
+	}
+	took := time.Since(killed)
+	res, err := cl.Pop(ctx, qa, client.PopOptions{Batch: 10})
+	if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != `"after"` {
+		t.Fatalf("pop of the dead member's queue from its new owner: %+v %v", res, err)
+	}
+	t.Logf("the dead member's queue served again %v after the kill (member timeout %d ms)", took.Round(time.Millisecond), cellTimeoutMS)
+}
