@@ -318,7 +318,14 @@ func (c *Client) roundTripCell(ctx context.Context, cl *call) error {
 		if err := r.again(ctx, e); err != nil {
 			return err
 		}
-		if left := r.left(); left > 0 && (cl.timeout == 0 || left < cl.timeout) {
+		left := r.left()
+		if left < 0 {
+			// The wait overran the bound (a goroutine descheduled past
+			// the reserve on a loaded machine): a send now would take a
+			// whole WithTimeout more.
+			return e
+		}
+		if left > 0 && (cl.timeout == 0 || left < cl.timeout) {
 			cl.timeout = left // the retries stay within the first send's bound
 		}
 		if err := c.roundTrip(ctx, cl); err != nil || cl.ans.status != 503 {
