@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -372,23 +371,4 @@ func (c *Client) closeMembers() {
 	for _, m := range c.cell.members {
 		m.ep.closeIdle()
 	}
-}
-
-// viewJSON is for tests: the current view's generation and member URLs.
-func (c *Client) viewJSON() string {
-	v := c.cell.view.Load()
-	if v == nil {
-		return "null"
-	}
-	urls := make([]string, len(v.members))
-	for i, m := range v.members {
-		if m != nil {
-			urls[i] = m.url
-		}
-	}
-	b, _ := json.Marshal(struct {
-		Generation uint64   `json:"generation"`
-		URLs       []string `json:"urls"`
-	}{v.generation, urls})
-	return string(b)
 }

@@ -218,3 +218,22 @@ func TestServeAloneReadsTheView(t *testing.T) {
 		t.Fatalf("%d view reads, want 1 (generation 0: not a cell)", n)
 	}
 }
+
+// viewJSON renders the client's current view's generation and member URLs.
+func (c *Client) viewJSON() string {
+	v := c.cell.view.Load()
+	if v == nil {
+		return "null"
+	}
+	urls := make([]string, len(v.members))
+	for i, m := range v.members {
+		if m != nil {
+			urls[i] = m.url
+		}
+	}
+	b, _ := json.Marshal(struct {
+		Generation uint64   `json:"generation"`
+		URLs       []string `json:"urls"`
+	}{v.generation, urls})
+	return string(b)
+}
