@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,6 +51,7 @@ const (
 // two hashes and a score per member, and nothing allocated.
 type cellView struct {
 	generation uint64
+	self       string // the member that answered it: generations are its own
 	tenant     string
 	seeds      []uint64      // rendezvous.Seed of each member's id, sorted by id
 	members    []*cellMember // same order; nil: the member publishes no URL
@@ -228,6 +228,7 @@ func isNotFound(err error) bool {
 type viewAnswer struct {
 	Generation uint64 `json:"generation"`
 	Tenant     string `json:"tenant"`
+	Self       string `json:"self"`
 	Members    []struct {
 		ID  string `json:"id"`
 		URL string `json:"url"`
@@ -269,7 +270,7 @@ func (c *Client) readView(ctx context.Context, gen uint64, after bool, wait time
 // install makes a the view calls are routed by, from then on (calls in
 // flight finish where they are).
 func (c *Client) install(a *viewAnswer) {
-	v := &cellView{generation: a.Generation, tenant: a.Tenant}
+	v := &cellView{generation: a.Generation, self: a.Self, tenant: a.Tenant}
 	for _, m := range a.Members {
 		v.seeds = append(v.seeds, rendezvous.Seed(m.ID))
 		v.members = append(v.members, c.memberAt(m.URL))
@@ -277,9 +278,10 @@ func (c *Client) install(a *viewAnswer) {
 	// Sorted by id, as the broker lists them (a tie goes to the lower id,
 	// as rendezvous.OwnerOf decides).
 	sortView(v, a)
-	if cur := c.cell.view.Load(); cur != nil && cur.generation == v.generation && cur.tenant == v.tenant &&
-		slices.Equal(cur.seeds, v.seeds) && slices.Equal(cur.members, v.members) {
-		return // the same view again (a long poll's timeout)
+	c.cell.mu.Lock()
+	defer c.cell.mu.Unlock()
+	if cur := c.cell.view.Load(); cur != nil && cur.self == v.self && cur.generation > v.generation {
+		return // an older view of the same member (the watch's and a refresh's answers crossed)
 	}
 	c.cell.view.Store(v)
 }
