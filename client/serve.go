@@ -238,12 +238,12 @@ func (s *server) report(cl *call, err error) {
 	}
 }
 
-// sendElsewhere sends, each on its own to its owner, the replies whose
-// inbox is owned by another member than the batch's (the pop's queue's
-// owner, or the last reply's without a pop), and answers the others. A
-// requester of this SDK mints inboxes of its request queue's owner
-// (inboxFor), so this is for the requesters that do not, or a view that
-// changed between the request and its reply.
+// sendElsewhere sends the replies whose inbox is owned by another member
+// than the batch's (the pop's queue's owner, or the last reply's without
+// a pop), in one batch per owner, and answers the others. A requester of
+// this SDK mints inboxes of its request queue's owner (inboxFor), so this
+// is for the requesters that do not, or a view that changed between the
+// request and its reply.
 func (s *server) sendElsewhere(ctx context.Context, replies []*call, pop *call) []*call {
 	c := s.c
 	last := pop
@@ -252,19 +252,40 @@ func (s *server) sendElsewhere(ctx context.Context, replies []*call, pop *call) 
 	}
 	to := c.owner(last.queue)
 	kept := replies[:0]
+	var other []*call
 	for _, cl := range replies {
 		if c.owner(cl.queue) == to {
 			kept = append(kept, cl)
-			continue
+		} else {
+			other = append(other, cl)
 		}
-		err := c.roundTrip(ctx, cl)
-		if err == nil {
-			if e := cellRefusal(cl); e != nil {
-				s.resend(cl, e)
+	}
+	for len(other) > 0 {
+		// The replies of other[0]'s owner first, then the rest.
+		m, n := c.owner(other[0].queue), 0
+		for i, cl := range other {
+			if c.owner(cl.queue) == m {
+				other[n], other[i] = other[i], other[n]
+				n++
 			}
 		}
-		s.report(cl, err)
-		release(cl, err)
+		group := other[:n]
+		other = other[n:]
+		err := c.authorize(ctx, group...)
+		if err == nil {
+			send := func(ep endpoint) error { return ep.batch(ctx, group, s.answered) }
+			done := false
+			if m != nil {
+				done, err = c.onOwner(ctx, m, http.MethodPost, apiPrefix, "/push", send)
+			}
+			if !done {
+				err = c.failoverCell(ctx, http.MethodPost, apiPrefix, "/push", send)
+			}
+		}
+		for _, cl := range group {
+			s.report(cl, err)
+			putCall(cl)
+		}
 	}
 	return kept
 }

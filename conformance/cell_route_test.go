@@ -341,3 +341,62 @@ func TestSDKGivenMemberKilled(t *testing.T) {
 	}
 	t.Logf("the dead member's queue served again %v after the kill (member timeout %d ms)", took.Round(time.Millisecond), cellTimeoutMS)
 }
+
+// Serve's replies to inboxes another member owns than the served queue's
+// (a requester that does not mint its inboxes on the request queue's
+// owner, as the Go SDK's Request does): each goes to its inbox's owner,
+// in one batch per owner; nothing is relayed and every reply arrives.
+func TestSDKServeRepliesToOtherOwners(t *testing.T) {
+	t.Parallel()
+	c := newTestCell(t)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	members := []*member{a, b, cc}
+	all := ids(members...)
+	c.waitLive(all...)
+	cl := sdkClient(t, a.url(""))
+	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", b.id, all...))
+	responder := sdkClient(t, b.url(""))
+	awaitRouted(t, responder, b, queueOwnedBy(t, "probe-b", cc.id, all...))
+	svc := queueOwnedBy(t, "svc", cc.id, all...)
+	var inboxes []string
+	for i, m := range members {
+		for k := range 3 {
+			inboxes = append(inboxes, queueOwnedBy(t, "inbox"+strconv.Itoa(i)+"x"+strconv.Itoa(k), m.id, all...))
+		}
+	}
+	relayedBefore := []float64{a.relayed(t), b.relayed(t), cc.relayed(t)}
+	ctx := context.Background()
+	var reqs []any
+	for i, in := range inboxes {
+		reqs = append(reqs, client.RequestEnvelope{ReplyTo: in, Payload: []byte(strconv.Itoa(i))})
+	}
+	// Pushed together: Serve's first pop takes them in one batch.
+	if _, err := cl.Push(ctx, svc, reqs, client.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	var served sync.WaitGroup
+	served.Add(1)
+	go func() {
+		defer served.Done()
+		_ = responder.Serve(sctx, svc, client.ServeOptions{Wait: time.Second, OnError: func(err error) { t.Errorf("Serve: %v", err) }},
+			func(_ context.Context, m client.Message) (any, error) {
+				env, err := client.ParseRequest(m)
+				return env.Payload, err
+			})
+	}()
+	for i, in := range inboxes {
+		res, err := cl.Pop(ctx, in, client.PopOptions{Wait: true, Timeout: 10 * time.Second, AutoAck: true})
+		if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != strconv.Itoa(i) {
+			stop()
+			t.Fatalf("the reply in %s: %+v %v", in, res, err)
+		}
+	}
+	stop()
+	served.Wait()
+	for i, m := range members {
+		if got := m.relayed(t); got != relayedBefore[i] {
+			t.Errorf("member %c relayed %v requests, want none", 'a'+i, got-relayedBefore[i])
+		}
+	}
+}
