@@ -67,6 +67,47 @@ func awaitRouted(t *testing.T, cl *client.Client, via *member, q string) {
 	}
 }
 
+// routedCell is a cell of three, a client given a's URL and one given b's
+// (the responder), each routing to owners already (awaitRouted).
+type routedCell struct {
+	a, b, cc      *member
+	members       []*member
+	all           []string
+	cl, responder *client.Client
+}
+
+func newRoutedCell(t *testing.T) routedCell {
+	t.Helper()
+	c := newTestCell(t)
+	r := routedCell{a: c.start(advertise(t), nil), b: c.start(advertise(t), nil), cc: c.start(advertise(t), nil)}
+	r.members = []*member{r.a, r.b, r.cc}
+	r.all = ids(r.members...)
+	c.waitLive(r.all...)
+	r.cl = sdkClient(t, r.a.url(""))
+	awaitRouted(t, r.cl, r.a, queueOwnedBy(t, "probe", r.b.id, r.all...))
+	r.responder = sdkClient(t, r.b.url(""))
+	awaitRouted(t, r.responder, r.b, queueOwnedBy(t, "probe-b", r.cc.id, r.all...))
+	return r
+}
+
+// echoServe runs Serve on svc through responder, answering each request
+// with its payload, until the stop it returns is called (which waits for
+// Serve to return).
+func echoServe(t *testing.T, responder *client.Client, svc string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var served sync.WaitGroup
+	served.Add(1)
+	go func() {
+		defer served.Done()
+		_ = responder.Serve(ctx, svc, client.ServeOptions{Wait: time.Second, OnError: func(err error) { t.Errorf("Serve: %v", err) }},
+			func(_ context.Context, m client.Message) (any, error) {
+				env, err := client.ParseRequest(m)
+				return env.Payload, err
+			})
+	}()
+	return func() { cancel(); served.Wait() }
+}
+
 // Given one member's URL, pushes, pops (waiting and not), acks and depth
 // reads of queues owned by each member, and Requests answered by Serve on
 // a queue of a third member, are served by their owners: no member relays
@@ -74,17 +115,9 @@ func awaitRouted(t *testing.T, cl *client.Client, via *member, q string) {
 // the member the client was given.
 func TestSDKOwnerRouting(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
-	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
-	members := []*member{a, b, cc}
-	all := ids(members...)
-	c.waitLive(all...)
-
-	cl := sdkClient(t, a.url(""))
-	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", b.id, all...))
+	r := newRoutedCell(t)
+	a, cc, members, all, cl, responder := r.a, r.cc, r.members, r.all, r.cl, r.responder
 	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", cc.id, all...))
-	responder := sdkClient(t, b.url(""))
-	awaitRouted(t, responder, b, queueOwnedBy(t, "probe-b", cc.id, all...))
 
 	relayedBefore := make([]float64, len(members))
 	for i, m := range members {
@@ -122,17 +155,7 @@ func TestSDKOwnerRouting(t *testing.T) {
 	// Request/reply: the responder given b's URL serves a queue of cc's;
 	// the requester (given a's) mints inboxes cc owns too.
 	svc := queueOwnedBy(t, "routed-svc", cc.id, all...)
-	sctx, stop := context.WithCancel(ctx)
-	var served sync.WaitGroup
-	served.Add(1)
-	go func() {
-		defer served.Done()
-		_ = responder.Serve(sctx, svc, client.ServeOptions{Wait: time.Second, OnError: func(err error) { t.Errorf("Serve: %v", err) }},
-			func(_ context.Context, m client.Message) (any, error) {
-				env, err := client.ParseRequest(m)
-				return env.Payload, err
-			})
-	}()
+	stop := echoServe(t, responder, svc)
 	for i := range 20 {
 		msg, err := cl.Request(ctx, svc, i, client.RequestOptions{Timeout: 10 * time.Second})
 		if err != nil || string(msg.Payload) != strconv.Itoa(i) {
@@ -141,7 +164,6 @@ func TestSDKOwnerRouting(t *testing.T) {
 		}
 	}
 	stop()
-	served.Wait()
 
 	for i, m := range members {
 		if got := m.relayed(t); got != relayedBefore[i] {
@@ -348,15 +370,8 @@ func TestSDKGivenMemberKilled(t *testing.T) {
 // in one batch per owner; nothing is relayed and every reply arrives.
 func TestSDKServeRepliesToOtherOwners(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
-	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
-	members := []*member{a, b, cc}
-	all := ids(members...)
-	c.waitLive(all...)
-	cl := sdkClient(t, a.url(""))
-	awaitRouted(t, cl, a, queueOwnedBy(t, "probe", b.id, all...))
-	responder := sdkClient(t, b.url(""))
-	awaitRouted(t, responder, b, queueOwnedBy(t, "probe-b", cc.id, all...))
+	r := newRoutedCell(t)
+	a, b, cc, members, all, cl, responder := r.a, r.b, r.cc, r.members, r.all, r.cl, r.responder
 	svc := queueOwnedBy(t, "svc", cc.id, all...)
 	var inboxes []string
 	for i, m := range members {
@@ -374,17 +389,7 @@ func TestSDKServeRepliesToOtherOwners(t *testing.T) {
 	if _, err := cl.Push(ctx, svc, reqs, client.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sctx, stop := context.WithCancel(ctx)
-	var served sync.WaitGroup
-	served.Add(1)
-	go func() {
-		defer served.Done()
-		_ = responder.Serve(sctx, svc, client.ServeOptions{Wait: time.Second, OnError: func(err error) { t.Errorf("Serve: %v", err) }},
-			func(_ context.Context, m client.Message) (any, error) {
-				env, err := client.ParseRequest(m)
-				return env.Payload, err
-			})
-	}()
+	stop := echoServe(t, responder, svc)
 	for i, in := range inboxes {
 		res, err := cl.Pop(ctx, in, client.PopOptions{Wait: true, Timeout: 10 * time.Second, AutoAck: true})
 		if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != strconv.Itoa(i) {
@@ -393,7 +398,6 @@ func TestSDKServeRepliesToOtherOwners(t *testing.T) {
 		}
 	}
 	stop()
-	served.Wait()
 	for i, m := range members {
 		if got := m.relayed(t); got != relayedBefore[i] {
 			t.Errorf("member %c relayed %v requests, want none", 'a'+i, got-relayedBefore[i])
