@@ -291,6 +291,9 @@ func (b *pushBuffer) send(batch []json.RawMessage) (int, error) {
 		wait := backoff/2 + rand.N(backoff/2+1)
 		var e *Error
 		if errors.As(err, &e) {
+			if isCellCode(e.Code) {
+				b.c.refreshView(ctx) // ownership moved: route the retry by the new view
+			}
 			if e.RetryAfter > 0 {
 				wait = e.RetryAfter
 			}

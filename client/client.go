@@ -46,6 +46,13 @@ type Client struct {
 	wg      sync.WaitGroup
 
 	flushRetries atomic.Int64 // refusals a flush waited out (for tests and stats)
+
+	// head: the constant headers (constantHeaders); tlsClient: net/http
+	// for https:// URLs without WithHTTPClient (made at the first). Both
+	// for endpointFor, which also makes cell members' endpoints.
+	head      []byte
+	tlsClient *http.Client
+	cell      cellState // owner routing (owner.go)
 }
 
 // Option configures a [Client].
@@ -150,39 +157,43 @@ func New(url string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tlsClient *http.Client
+	c.head = head
 	for i, s := range c.urls {
 		u, err := parseBase(s)
 		if err != nil {
 			return nil, err
 		}
 		c.urls[i] = strings.TrimRight(u.String(), "/")
-		switch {
-		case c.http != nil || u.Scheme == "https":
-			hc := c.http
-			if hc == nil {
-				if tlsClient == nil {
-					tlsClient = defaultHTTPClient()
-				}
-				hc = tlsClient
-			}
-			var ep endpoint = &httpEndpoint{hc: hc, base: c.urls[i], token: c.token, headers: c.headers}
-			if c.http == nil && !c.noLinks {
-				ep = newLinkEndpoint(u, append([]byte("Host: "+u.Host+"\r\n"), head...), ep, c.src)
-			}
-			c.eps = append(c.eps, ep)
-		default:
-			h := append([]byte("Host: "+u.Host+"\r\n"), head...)
-			var ep endpoint = newPool(u, h)
-			if !c.noLinks {
-				ep = newLinkEndpoint(u, h, ep, c.src)
-			}
-			c.eps = append(c.eps, ep)
-		}
+		c.eps = append(c.eps, c.endpointFor(u))
 	}
 	c.slots = make(chan struct{}, c.buf.MaxPending)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
+}
+
+// endpointFor makes the endpoint of broker URL u (a configured URL, or a
+// cell member's public URL) with the client's options.
+func (c *Client) endpointFor(u *url.URL) endpoint {
+	h := append([]byte("Host: "+u.Host+"\r\n"), c.head...)
+	if c.http != nil || u.Scheme == "https" {
+		hc := c.http
+		if hc == nil {
+			if c.tlsClient == nil {
+				c.tlsClient = defaultHTTPClient()
+			}
+			hc = c.tlsClient
+		}
+		var ep endpoint = &httpEndpoint{hc: hc, base: strings.TrimRight(u.String(), "/"), token: c.token, headers: c.headers}
+		if c.http == nil && !c.noLinks {
+			ep = newLinkEndpoint(u, h, ep, c.src)
+		}
+		return ep
+	}
+	var ep endpoint = newPool(u, h)
+	if !c.noLinks {
+		ep = newLinkEndpoint(u, h, ep, c.src)
+	}
+	return ep
 }
 
 // defaultHTTPClient is net/http as the client used it before its own
@@ -303,10 +314,18 @@ func (c *Client) roundTripCell(ctx context.Context, cl *call) error {
 		if e == nil {
 			return nil // another 503: answer reports it
 		}
+		c.refreshView(ctx)
 		if err := r.again(ctx, e); err != nil {
 			return err
 		}
-		if left := r.left(); left > 0 && (cl.timeout == 0 || left < cl.timeout) {
+		left := r.left()
+		if left < 0 {
+			// The wait overran the bound (a goroutine descheduled past
+			// the reserve on a loaded machine): a send now would take a
+			// whole WithTimeout more.
+			return e
+		}
+		if left > 0 && (cl.timeout == 0 || left < cl.timeout) {
 			cl.timeout = left // the retries stay within the first send's bound
 		}
 		if err := c.roundTrip(ctx, cl); err != nil || cl.ans.status != 503 {
@@ -457,6 +476,7 @@ func (c *Client) Push(ctx context.Context, queue string, payloads []any, opts Pu
 // pushCall makes the call of an unbuffered push of payloads.
 func (c *Client) pushCall(queue, partition string, payloads []any) (*call, error) {
 	cl := newCall(http.MethodPost, "/push", c.timeout)
+	cl.queue = queue
 	cl.hasBody = true
 	cl.body = appendPushHead(cl.body[:0], queue, partition)
 	for i, p := range payloads {
@@ -481,6 +501,7 @@ func (c *Client) pushCall(queue, partition string, payloads []any) (*call, error
 // not retried here.
 func (c *Client) pushNow(ctx context.Context, queue, partition string, msgs []json.RawMessage) (*PushResult, error) {
 	cl := newCall(http.MethodPost, "/push", c.timeout)
+	cl.queue = queue
 	cl.hasBody = true
 	cl.body = appendPushHead(cl.body[:0], queue, partition)
 	for i, m := range msgs {
@@ -533,6 +554,7 @@ func (c *Client) popCall(queue string, opts PopOptions) *call {
 		}
 	}
 	cl := newCall(http.MethodGet, "/pop", timeout)
+	cl.queue = queue
 	cl.exclusive = opts.Wait
 	t := appendQuery(cl.target, true, "queue", queue)
 	if opts.Partition != "" {
@@ -585,6 +607,7 @@ func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) (*PopRe
 					}
 					r = newCellRetry(start, budget)
 				}
+				c.refreshView(ctx)
 				if err := r.again(ctx, e); err != nil {
 					return nil, err
 				}
@@ -648,6 +671,7 @@ func (c *Client) AckIDs(ctx context.Context, queue string, ids []string, opts Ac
 // ack sends the ack of n messages, the i-th's id given by id(i).
 func (c *Client) ack(ctx context.Context, queue string, n int, id func(int) string, opts AckOptions) (*AckResult, error) {
 	cl := newCall(http.MethodPost, "/ack", c.timeout)
+	cl.queue = queue
 	cl.hasBody = true
 	b := append(cl.body[:0], `{"queue":`...)
 	b = wire.AppendString(b, queue)
@@ -717,6 +741,7 @@ func (c *Client) Queues(ctx context.Context) (*QueuesResult, error) {
 func (c *Client) Depth(ctx context.Context, queue string, opts DepthOptions) (*DepthResult, error) {
 	var out DepthResult
 	cl := newCall(http.MethodGet, "/queues/"+url.PathEscape(queue)+"/depth", c.timeout)
+	cl.queue = queue // a member answers the depth of the queues it owns
 	cl.safe = true
 	if opts.Group != "" {
 		cl.target = appendQuery(cl.target, true, "group", opts.Group)
@@ -759,5 +784,6 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, ep := range c.eps {
 		ep.closeIdle()
 	}
+	c.closeMembers()
 	return err
 }

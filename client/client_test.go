@@ -30,6 +30,9 @@ func newHTTPClient(t *testing.T, url string, opts ...Option) *Client {
 
 func newClient(t *testing.T, url string, opts ...Option) *Client {
 	t.Helper()
+	if _, fake := fakeURLs.Load(url); fake {
+		opts = append(opts, withoutCellView())
+	}
 	c, err := New(url, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -819,7 +822,7 @@ func TestCloseGivingUpSendsNothingMore(t *testing.T) {
 			read <- struct{}{}
 		}
 	})
-	c, err := New(f.URL(), WithTimeout(time.Minute), WithBuffer(BufferOptions{MessageCount: 2, Time: time.Millisecond, MaxPending: 8}))
+	c, err := New(f.URL(), WithTimeout(time.Minute), WithBuffer(BufferOptions{MessageCount: 2, Time: time.Millisecond, MaxPending: 8}), withoutCellView())
 	if err != nil {
 		t.Fatal(err)
 	}

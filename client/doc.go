@@ -45,7 +45,10 @@
 // within its own bound (WithTimeout, a waiting pop's or a Request's
 // timeout) and its context, and returns the last refusal only when those
 // end first (docs/sdk-transport.md, "Cell refusals"). Nothing else needs
-// configuring to use a cell. A 404 from any route but the depth
+// configuring to use a cell: given one member's URL, the client learns the
+// others from one view read kept waiting and sends each queue's push, pop,
+// ack and depth read to the member that owns it, instead of having the
+// member it was given relay them (docs/sdk-transport.md, "Owner routing"). A 404 from any route but the depth
 // read means the broker (or a proxy in front of it) predates the ephemeral
 // routes and is reported with the code [CodeUnsupported].
 //

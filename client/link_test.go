@@ -75,7 +75,9 @@ func TestLinkRequestReplySharesTwoConnections(t *testing.T) {
 func TestLinkCancelledPopLeavesNothingParked(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, nil)
-	c := newClient(t, b.URL())
+	// Without the view read, which would ride the second link: the link
+	// count below is the pop's alone.
+	c := newClient(t, b.URL(), withoutCellView())
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan error, 1)
 	go func() {
@@ -259,7 +261,9 @@ func TestLinkBusyIsSentAgain(t *testing.T) {
 func TestLinkSystemRoutesGoOverHTTP(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, map[string]string{"QUEEN_ADMIN_TOKEN": "admin-secret"})
-	c := newClient(t, b.URL(), WithToken("admin-secret"))
+	// Without the view read, which would ride the second link: the
+	// count below is the push's alone.
+	c := newClient(t, b.URL(), WithToken("admin-secret"), withoutCellView())
 	if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil {
 		t.Fatal(err)
 	}

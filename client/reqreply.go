@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
+	"github.com/queenmq/ephemeral/cell/rendezvous"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -35,11 +37,42 @@ type RequestOptions struct {
 func NewInbox() string {
 	// As "inbox-" + strings.ToLower(rand.Text()): 128 random bits in
 	// lowercase base32, made in one allocation (a Request mints one each).
+	var b inboxName
+	b.mint()
+	return string(b[:])
+}
+
+// inboxName is an inbox's name, minted on the stack.
+type inboxName [len("inbox-") + 26]byte
+
+func (b *inboxName) mint() {
 	var key [16]byte
 	rand.Read(key[:])
-	var b [len("inbox-") + 26]byte
 	copy(b[:], "inbox-")
 	inboxEncoding.Encode(b[len("inbox-"):], key[:])
+}
+
+// inboxFor mints the inbox of a Request to queue. In a cell (owner.go) it
+// mints until the inbox has the queue's owner for its owner too (at most
+// inboxTries names; with N members one in N does), so that the request's
+// push and its inbox's pop still leave together on one link, and the
+// responder's reply is pushed to the member it popped the request from:
+// the whole round trip is served by one member, relaying nothing.
+func (c *Client) inboxFor(queue string) string {
+	var b inboxName
+	b.mint()
+	v := c.cell.view.Load()
+	if v == nil || len(v.seeds) < 2 {
+		return string(b[:])
+	}
+	want := rendezvous.Owner(rendezvous.Key(v.tenant, queue), v.seeds)
+	for i := 1; i < inboxTries; i++ {
+		// The name is hashed in place; it becomes a string once, below.
+		if rendezvous.Owner(rendezvous.Key(v.tenant, unsafe.String(&b[0], len(b))), v.seeds) == want {
+			break
+		}
+		b.mint()
+	}
 	return string(b[:])
 }
 
@@ -76,6 +109,7 @@ func (c *Client) Request(ctx context.Context, queue string, payload any, opts Re
 		if refused == nil {
 			return msg, err
 		}
+		c.refreshView(ctx)
 		if err := r.again(ctx, refused.err); err != nil {
 			return nil, err
 		}
@@ -113,8 +147,9 @@ type requestRefused struct {
 // that inbox; a cell refusal of the push or of the first park is answered
 // as refused, for Request to retry.
 func (c *Client) request(ctx context.Context, queue string, payload any, partition string, deadline time.Time) (msg *Message, refused *requestRefused, err error) {
-	inbox := NewInbox()
+	inbox := c.inboxFor(queue)
 	push := newCall(http.MethodPost, "/push", c.timeout)
+	push.queue = queue
 	push.hasBody = true
 	b := appendPushHead(push.body[:0], queue, partition)
 	b = append(b, `{"payload":{"replyTo":`...)
@@ -139,9 +174,7 @@ func (c *Client) request(ctx context.Context, queue string, payload any, partiti
 		push.timeout = left
 	}
 	pop := c.popCall(inbox, PopOptions{Batch: 1, Wait: true, Timeout: left, AutoAck: true})
-	if err = c.authorize(ctx, push, pop); err == nil {
-		err = c.failover(ctx, push.method, push.prefix, push.route, func(ep endpoint) error { return ep.pair(ctx, push, pop) })
-	}
+	err = c.sendRequest(ctx, push, pop)
 	if err == nil {
 		if e := cellRefusal(push); e != nil {
 			putCall(push)
@@ -178,6 +211,29 @@ func (c *Client) request(ctx context.Context, queue string, payload any, partiti
 		}
 	}
 	return &res.Messages[0], nil, nil
+}
+
+// sendRequest sends a request's push and its inbox's pop together, on
+// their owner in a cell (owner.go) or on the broker in use. When their
+// owners differ (inboxFor found no inbox of the queue's owner, or one of
+// them is passed over) the push goes alone to its owner and pop is left
+// unsent (a zero status), for request to pop the inbox on its own owner.
+func (c *Client) sendRequest(ctx context.Context, push, pop *call) error {
+	c.watchCell()
+	if err := c.authorize(ctx, push, pop); err != nil {
+		return err
+	}
+	pair := func(ep endpoint) error { return ep.pair(ctx, push, pop) }
+	to := c.owner(push.queue)
+	if to != c.owner(pop.queue) {
+		return c.roundTrip(ctx, push)
+	}
+	if to != nil {
+		if done, err := c.onOwner(ctx, to, push.method, push.prefix, push.route, pair); done {
+			return err
+		}
+	}
+	return c.failoverCell(ctx, push.method, push.prefix, push.route, pair)
 }
 
 // ParseRequest decodes a message pushed by [Client.Request]. The

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -101,6 +102,10 @@ func (c *Client) Serve(ctx context.Context, queue string, opts ServeOptions, r R
 		}
 		putCall(pop)
 		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && isCellCode(e.Code) {
+				c.refreshView(ctx) // ownership moved: the next pop goes by the new view
+			}
 			if stop, err := waitOutRefusal(ctx, err, &backoff, onErr); stop {
 				return err
 			}
@@ -129,6 +134,7 @@ func (c *Client) replyCall(ctx context.Context, m Message, r Responder) (*call, 
 		return nil, fmt.Errorf("queen: serving %s: %w", m.ID, err)
 	}
 	cl := newCall(http.MethodPost, "/push", c.timeout)
+	cl.queue = env.ReplyTo
 	cl.hasBody = true
 	b := appendPushHead(cl.body[:0], env.ReplyTo, "")
 	b = appendMessageOpen(b, 0)
@@ -180,6 +186,10 @@ func (s *server) onAnswer(cl *call) {
 // behind it. It answers the error that keeps pop from having an answer.
 func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) error {
 	c := s.c
+	c.watchCell() // a client that only serves learns the cell too
+	if len(replies) > 0 && c.cell.view.Load() != nil {
+		replies = s.sendElsewhere(ctx, replies, pop)
+	}
 	calls := replies
 	if pop != nil {
 		calls = append(calls, pop)
@@ -194,26 +204,90 @@ func (s *server) sendReplies(ctx context.Context, replies []*call, pop *call) er
 	s.pop = pop
 	err := c.authorize(ctx, calls...)
 	if err == nil {
-		err = c.failover(ctx, method, apiPrefix, route, func(ep endpoint) error { return ep.batch(ctx, calls, s.answered) })
+		send := func(ep endpoint) error { return ep.batch(ctx, calls, s.answered) }
+		done := false
+		if to := c.owner(calls[len(calls)-1].queue); to != nil {
+			done, err = c.onOwner(ctx, to, method, apiPrefix, route, send)
+		}
+		if !done {
+			err = c.failoverCell(ctx, method, apiPrefix, route, send)
+		}
 	}
 	s.pop = nil
 	for _, cl := range replies {
-		switch {
-		case cl.ans.status != 0:
-			if cellRefusal(cl) != nil {
-				break // being sent again (answered)
-			}
-			if aerr := c.answer(cl, false, nil); aerr != nil {
-				s.onErr(aerr)
-			}
-		case err != nil:
-			s.onErr(fmt.Errorf("queen: a reply may not have arrived (it is not sent again): %w", err))
-		default:
-			s.onErr(fmt.Errorf("queen: a reply was not read by the broker, which closed the connection before it"))
-		}
+		s.report(cl, err)
 		putCall(cl)
 	}
 	return err
+}
+
+// report reports reply cl's outcome, err being its batch's.
+func (s *server) report(cl *call, err error) {
+	switch {
+	case cl.ans.status != 0:
+		if cellRefusal(cl) != nil {
+			break // being sent again (answered)
+		}
+		if aerr := s.c.answer(cl, false, nil); aerr != nil {
+			s.onErr(aerr)
+		}
+	case err != nil:
+		s.onErr(fmt.Errorf("queen: a reply may not have arrived (it is not sent again): %w", err))
+	default:
+		s.onErr(fmt.Errorf("queen: a reply was not read by the broker, which closed the connection before it"))
+	}
+}
+
+// sendElsewhere sends the replies whose inbox is owned by another member
+// than the batch's (the pop's queue's owner, or the last reply's without
+// a pop), in one batch per owner, and answers the others. A requester of
+// this SDK mints inboxes of its request queue's owner (inboxFor), so this
+// is for the requesters that do not, or a view that changed between the
+// request and its reply.
+func (s *server) sendElsewhere(ctx context.Context, replies []*call, pop *call) []*call {
+	c := s.c
+	last := pop
+	if last == nil {
+		last = replies[len(replies)-1]
+	}
+	to := c.owner(last.queue)
+	kept := replies[:0]
+	var other []*call
+	for _, cl := range replies {
+		if c.owner(cl.queue) == to {
+			kept = append(kept, cl)
+		} else {
+			other = append(other, cl)
+		}
+	}
+	for len(other) > 0 {
+		// The replies of other[0]'s owner first, then the rest.
+		m, n := c.owner(other[0].queue), 0
+		for i, cl := range other {
+			if c.owner(cl.queue) == m {
+				other[n], other[i] = other[i], other[n]
+				n++
+			}
+		}
+		group := other[:n]
+		other = other[n:]
+		err := c.authorize(ctx, group...)
+		if err == nil {
+			send := func(ep endpoint) error { return ep.batch(ctx, group, s.answered) }
+			done := false
+			if m != nil {
+				done, err = c.onOwner(ctx, m, http.MethodPost, apiPrefix, "/push", send)
+			}
+			if !done {
+				err = c.failoverCell(ctx, http.MethodPost, apiPrefix, "/push", send)
+			}
+		}
+		for _, cl := range group {
+			s.report(cl, err)
+			putCall(cl)
+		}
+	}
+	return kept
 }
 
 // resend sends again, after a backoff, a copy of reply cl that the cell
@@ -225,6 +299,7 @@ func (s *server) resend(cl *call, e *Error) {
 	cp.target = append(cp.target[:0], cl.target...)
 	cp.body = append(cp.body[:0], cl.body...)
 	cp.hasBody = cl.hasBody
+	cp.queue = cl.queue
 	s.resending.Add(1)
 	go func() {
 		defer s.resending.Done()
@@ -235,6 +310,7 @@ func (s *server) resend(cl *call, e *Error) {
 			defer cancel()
 		}
 		r := newCellRetry(time.Now(), c.timeout)
+		c.refreshView(ctx)
 		if err := r.again(ctx, e); err != nil {
 			putCall(cp)
 			s.onErr(fmt.Errorf("queen: a reply refused by the cell was not delivered: %w", err))

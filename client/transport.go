@@ -67,9 +67,12 @@ const (
 // connection's reader fills the answer and hands it back through done,
 // or, when the caller gave up (state callAbandoned), recycles it.
 type call struct {
-	method  string
-	prefix  string // apiPrefix, or systemPrefix for the system routes
-	route   string // for messages: "/push"
+	method string
+	prefix string // apiPrefix, or systemPrefix for the system routes
+	route  string // for messages: "/push"
+	// queue: the queue whose owner serves the call (push, pop, ack, the
+	// depth read: owner.go routes it); "" for the others.
+	queue   string
 	target  []byte // prefix + route + query, escaped
 	body    []byte
 	hasBody bool
@@ -125,6 +128,7 @@ func putCall(c *call) {
 	}
 	c.target, c.body, c.resp = c.target[:0], c.body[:0], c.resp[:0]
 	c.hasBody, c.safe, c.exclusive = false, false, false
+	c.queue = ""
 	c.timeout, c.deadline = 0, time.Time{}
 	c.ans, c.err = answer{}, nil
 	c.busy, c.tok = false, nil
@@ -201,15 +205,21 @@ func ioFailure(c *call, err error, started bool) *connError {
 	return &connError{err: err, retry: !started && c.safe && !isTimeout(err), maybeApplied: !c.safe || started}
 }
 
-// roundTrip sends cl to the broker in use, failing over to the next URL
-// when one cannot be dialled, and retrying by the retry rule. On success
-// cl.ans and cl.resp hold the answer. The caller releases cl with
-// release(cl, err).
+// roundTrip sends cl to its queue's owner in a cell (owner.go), or to the
+// broker in use, failing over to the next URL when one cannot be dialled,
+// and retrying by the retry rule. On success cl.ans and cl.resp hold the
+// answer. The caller releases cl with release(cl, err).
 func (c *Client) roundTrip(ctx context.Context, cl *call) error {
+	c.watchCell()
 	if err := c.authorize(ctx, cl); err != nil {
 		return err
 	}
-	return c.failover(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
+	if m := c.owner(cl.queue); m != nil {
+		if done, err := c.onOwner(ctx, m, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) }); done {
+			return err
+		}
+	}
+	return c.failoverCell(ctx, cl.method, cl.prefix, cl.route, func(ep endpoint) error { return ep.do(ctx, cl) })
 }
 
 // failover runs send against each URL in turn from the one in use; method,

@@ -36,6 +36,8 @@ func startFake(t *testing.T, serve func(n int, nc net.Conn, br *bufio.Reader)) *
 		t.Fatal(err)
 	}
 	f := &fakeServer{ln: ln}
+	fakeURLs.Store(f.URL(), true)
+	t.Cleanup(func() { fakeURLs.Delete(f.URL()) })
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Add(1)
@@ -59,6 +61,15 @@ func startFake(t *testing.T, serve func(n int, nc net.Conn, br *bufio.Reader)) *
 }
 
 func (f *fakeServer) URL() string { return "http://" + f.ln.Addr().String() }
+
+// fakeURLs holds the URLs of the fake servers running: a client made on
+// one by newClient reads no cell view (withoutCellView), as the fakes
+// script every request they answer and count them.
+var fakeURLs sync.Map
+
+// withoutCellView keeps a client from reading the cell's view (owner.go),
+// for the fake servers, which script every request.
+func withoutCellView() Option { return func(c *Client) { c.cell.watching.Store(true) } }
 
 // fakeRequest is one request read by a fake server.
 type fakeRequest struct {
@@ -751,7 +762,7 @@ func TestCloseEndsConnections(t *testing.T) {
 			_, _ = io.WriteString(nc, response(200, "", `{"queues":[],"count":0,"cellBytes":0}`))
 		}
 	})
-	c, err := New(f.URL(), WithHTTPOnly())
+	c, err := New(f.URL(), WithHTTPOnly(), withoutCellView())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -359,16 +359,7 @@ func TestCellChaos(t *testing.T) {
 		for k := 1; k < len(members); k++ {
 			others = append(others, members[(first+k)%len(members)].url(""))
 		}
-		cl, err := client.New(members[first].url(""), client.WithURLs(others...), client.WithTimeout(chaosCallTimeout))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = cl.Close(ctx)
-		})
-		return cl
+		return sdkClient(t, members[first].url(""), client.WithURLs(others...), client.WithTimeout(chaosCallTimeout))
 	}
 	clients := []*client.Client{newClient(0), newClient(1), newClient(2)}
 

@@ -1,0 +1,6 @@
+//go:build !race
+
+package client
+
+// raceOn: see race_on_test.go.
+const raceOn = false
