@@ -70,7 +70,7 @@ func nginxBlock(t *testing.T, root, file, name string) string {
 
 // needNginx answers the nginx binary, or skips t when there is none
 // (Debian installs it in /usr/sbin, which a user's PATH may lack), unless
-// CI=true: there it fails, since .ci/run installs the nginx-light package.
+// CI=true: there it fails, since .ci/run installs the nginx package.
 func needNginx(t *testing.T) string {
 	t.Helper()
 	if p, err := exec.LookPath("nginx"); err == nil {
@@ -80,9 +80,9 @@ func needNginx(t *testing.T) string {
 		return "/usr/sbin/nginx"
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true and no nginx on PATH or in /usr/sbin: .ci/run installs the nginx-light package")
+		t.Fatal("CI=true and no nginx on PATH or in /usr/sbin: .ci/run installs the nginx package")
 	}
-	t.Skip("no nginx on PATH or in /usr/sbin (apt-get install nginx-light); under CI=true this is a failure")
+	t.Skip("no nginx on PATH or in /usr/sbin (apt-get install nginx); under CI=true this is a failure")
 	return ""
 }
 
