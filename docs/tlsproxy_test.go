@@ -92,10 +92,7 @@ func needNginx(t *testing.T) string {
 // test changes only what a test must, each exactly once, or it fails:
 // `listen 443 ssl;` becomes a free loopback port, the two certificate paths
 // under /etc/ssl become this test's files, and the upstream's port 6632
-// the broker's. The block goes inside an http {} of the test's own (temp
-// paths, pid and logs in a temporary prefix, so nginx runs without root
-// and touches nothing of the machine's), and nginx runs in the foreground
-// as one process (-g "daemon off; master_process off;"). Through
+// the broker's; nginx runs it as startNginx says. Through
 // https://localhost it then checks /health, a push and a pop over HTTPS
 // (net/http trusting the certificate), a pop parked 2 s and answered by a
 // push, and a request/reply with queenctl (the Go SDK) trusting the
@@ -126,77 +123,25 @@ func TestTLSProxySnippet(t *testing.T) {
 	dir := t.TempDir()
 	crt, key := filepath.Join(dir, "queen.crt"), filepath.Join(dir, "queen.key")
 	pool := selfSigned(t, crt, key)
-	port := freePort(t)
-	conf := block
+	addr := "127.0.0.1:" + freePort(t)
+	server := block
 	for _, s := range []struct{ doc, test string }{
-		{"listen 443 ssl;", "listen 127.0.0.1:" + port + " ssl;"},
+		{"listen 443 ssl;", "listen " + addr + " ssl;"},
 		{"/etc/ssl/queen.crt", crt},
 		{"/etc/ssl/queen.key", key},
 		{"http://127.0.0.1:6632;", "http://" + b.Addr() + ";"},
 	} {
-		if n := strings.Count(conf, s.doc); n != 1 {
+		if n := strings.Count(server, s.doc); n != 1 {
 			t.Fatalf("docs/guide.md's nginx block has %q %d times, want once: the test substitutes it (update the test with the snippet)", s.doc, n)
 		}
-		conf = strings.Replace(conf, s.doc, s.test, 1)
+		server = strings.Replace(server, s.doc, s.test, 1)
 	}
-	accessLog := filepath.Join(dir, "access.log")
-	nginxConf := fmt.Sprintf(`pid %[1]s/nginx.pid;
-events { worker_connections 64; }
-http {
-    log_format status '$status "$request" "$http_user_agent"';
-    access_log %[1]s/access.log status;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
+	accessLog := startNginx(t, bin, dir, server, addr)
 
-%[2]s}
-`, dir, conf)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(nginxConf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var nginxOut bytes.Buffer
-	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"),
-		"-g", "daemon off; master_process off;")
-	cmd.Stdout, cmd.Stderr = &nginxOut, &nginxOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Logf("nginx.conf:\n%s\nnginx's output:\n%s\nerror.log:\n%s\naccess.log:\n%s", nginxConf, nginxOut.String(), errLog, readFile(t, accessLog))
-		}
-	})
-
-	base := "https://localhost:" + port
+	base := "https://localhost:" + strings.TrimPrefix(addr, "127.0.0.1:")
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: testAgent{tr}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-exited:
-			t.Fatalf("nginx exited at start: %s", nginxOut.String())
-		default:
-		}
-		resp, err := hc.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s/health through nginx: no 200 within 30 s (last: %v)", base, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 
 	// (1) A push and a pop over HTTPS.
 	call := func(method, path, body string, want int) []byte {
@@ -222,6 +167,7 @@ http {
 		}
 		return got
 	}
+	call("GET", "/health", "", http.StatusOK)
 	call("POST", "/api/v1/ephemeral/push", `{"queue":"tls-jobs","messages":[{"payload":{"n":1}}]}`, http.StatusCreated)
 	if got := popPayloads(t, call("GET", "/api/v1/ephemeral/pop?queue=tls-jobs&autoAck=true", "", http.StatusOK)); got != `[{"n":1}]` {
 		t.Errorf("pop through nginx: payloads %s, want [{\"n\":1}]", got)
@@ -272,7 +218,7 @@ http {
 	ctl := brokertest.Binary(t, "./cmd/queenctl")
 	env := append(brokertest.BaseEnv(), "SSL_CERT_FILE="+crt, "QUEEN_URL="+base)
 	reply := exec.Command(ctl, "reply", "tls-upper", "tr", "a-z", "A-Z")
-	var replyOut bytes.Buffer
+	var replyOut brokertest.LockedBuffer // written by exec's goroutine while it runs
 	reply.Env, reply.Stdout, reply.Stderr = env, &replyOut, &replyOut
 	reply.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := reply.Start(); err != nil {
@@ -296,7 +242,7 @@ http {
 	// links (it has exited) while the responder's is still open. The
 	// SDK's lines are those without the test's own User-Agent.
 	var sdk []string
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sdk = sdk[:0]
 		for _, l := range strings.Split(strings.TrimSpace(string(readFile(t, accessLog))), "\n") {
@@ -308,7 +254,7 @@ http {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx logged no upgrade to a link (101) for queenctl request within 30 s; its access log since: %q", sdk)
+			t.Fatalf("nginx logged no upgrade to a link (101) for queenctl request within 30 s; the SDK's lines of its access log: %q", sdk)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -316,6 +262,68 @@ http {
 		if strings.Contains(l, "/api/v1/ephemeral/push") || strings.Contains(l, "/api/v1/ephemeral/pop") {
 			t.Errorf("nginx logged an SDK call over HTTP, not on a link: %q", l)
 		}
+	}
+}
+
+// startNginx runs nginx (bin) with server, an http-level block, inside a
+// configuration of the test's own: pid, logs and temp paths in dir, so that
+// it needs no root and touches nothing of the machine's; in the foreground
+// as one process (-g "daemon off; master_process off;": no worker to
+// orphan, no switch to another user when run as root). It waits until
+// addr accepts connections, answers the access log's path (one line a
+// request: status, request line, User-Agent), and kills nginx when the
+// test ends, printing its configuration and logs if the test failed.
+func startNginx(t *testing.T, bin, dir, server, addr string) string {
+	t.Helper()
+	accessLog := filepath.Join(dir, "access.log")
+	conf := fmt.Sprintf(`pid %[1]s/nginx.pid;
+events { worker_connections 64; }
+http {
+    log_format status '$status "$request" "$http_user_agent"';
+    access_log %[1]s/access.log status;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+
+%[2]s}
+`, dir, server)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errorLog := filepath.Join(dir, "error.log")
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", errorLog,
+		"-g", "daemon off; master_process off;")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("nginx.conf:\n%s\nnginx's output:\n%s\nerror.log:\n%s\naccess.log:\n%s", conf, out.String(), readFile(t, errorLog), readFile(t, accessLog))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-exited:
+			t.Fatal("nginx exited at start")
+		default:
+		}
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return accessLog
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx does not listen on %s after 30 s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
