@@ -363,6 +363,8 @@ http {
 	}
 }
 
+// readFile is what path holds, nothing when it does not exist yet (nginx
+// creates its access log at start, but a failed start leaves none).
 func readFile(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
