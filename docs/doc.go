@@ -3,8 +3,11 @@
 // written against real processes, from the root of a copy of the checkout
 // (recipes_test.go), no sh block puts go run in the background (same
 // file), every relative link resolves (links_test.go), development.md's
-// Layout names every directory (layout_test.go), and openapi.yaml describes
-// the routes the broker serves, as it answers them (openapi_test.go).
+// Layout names every directory (layout_test.go), openapi.yaml describes
+// the routes the broker serves, as it answers them (openapi_test.go), and
+// guide.md's nginx block, marked <!-- nginx: tls-proxy --> on the line
+// before its ```nginx fence, proxies TLS and the SDKs' links to a broker
+// (tlsproxy_test.go; it skips without nginx, unless CI=true).
 //
 // A runnable recipe is a ```sh block preceded, on the line just before its
 // fence, by an HTML comment that GitHub does not render:

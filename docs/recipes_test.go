@@ -29,7 +29,9 @@ import (
 var pg *storetest.Postgres
 
 func TestMain(m *testing.M) {
-	os.Exit(storetest.MainWithPostgres(m, &pg))
+	code := storetest.MainWithPostgres(m, &pg)
+	brokertest.Cleanup() // the binaries TestOpenAPIRealAnswers and TestTLSProxySnippet built
+	os.Exit(code)
 }
 
 // recipeTimeout bounds one recipe, its processes included: generous, since
