@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/queenmq/ephemeral/cell/relay"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/store/embedded"
@@ -178,4 +180,34 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The cell's start order (AttachCell, the membership started and handed
+// over with SetMembership, then Start) is enforced: a server attached to a
+// cell without its membership refuses to start, and neither call is taken
+// after Start.
+func TestCellStartOrderEnforced(t *testing.T) {
+	rc, err := relay.NewClient(relay.ClientConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	e := engine.New(engine.Config{})
+	defer e.Close()
+	s := New(Config{Addr: "tcp://127.0.0.1:0", Engine: e, Logger: slog.New(slog.DiscardHandler)})
+	s.AttachCell(rc, RelayOptions{Secret: testSecret})
+	if err := s.Start(); err == nil || !strings.Contains(err.Error(), "SetMembership") {
+		t.Fatalf("Start after AttachCell alone: %v, want the missing SetMembership named", err)
+	}
+	mustPanic := func(name string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s after Start did not panic", name)
+			}
+		}()
+		f()
+	}
+	mustPanic("AttachCell", func() { s.AttachCell(rc, RelayOptions{Secret: testSecret}) })
+	mustPanic("SetMembership", func() { s.SetMembership(nil) })
 }

@@ -78,7 +78,12 @@ type viewer interface{ View() *cell.View }
 // It is called before the membership starts (whose OnChange is
 // CellChanged), SetMembership after, both before Start; connections from
 // other members are handed to AdoptRelayConn once Start has returned.
+// The order is enforced: either call after Start panics, and Start
+// refuses a server attached to a cell without its membership.
 func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
+	if s.started.Load() || s.cell != nil {
+		panic("server: AttachCell must be called once, before Start")
+	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 2 * time.Second
 	}
@@ -116,6 +121,9 @@ func (s *Server) AttachCell(rc *relay.Client, opts RelayOptions) {
 // /api/v1/system/cell) unless Config.Cell named another source. Like
 // AttachCell it is called before Start.
 func (s *Server) SetMembership(m *cell.Membership) {
+	if s.started.Load() || s.cell == nil || s.cell.m != nil {
+		panic("server: SetMembership must be called once, after AttachCell and before Start")
+	}
 	s.cell.m = m
 	if s.cfg.Cell == nil {
 		s.cfg.Cell = m

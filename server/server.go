@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,7 @@ type Server struct {
 	paused     atomic.Bool
 	retryAfter atomic.Int64
 	stopping   atomic.Bool
+	started    atomic.Bool  // Start was called: the cell can no longer be attached (cell.go)
 	now        atomic.Int64 // unix nanos, refreshed by the tick
 
 	sy syncState // following the store's changes (sync.go)
@@ -112,6 +114,12 @@ func New(cfg Config) *Server {
 // the background when it is not, D16), then serves on cfg.Addr. It returns
 // once the listener is up.
 func (s *Server) Start() error {
+	if s.started.Swap(true) {
+		return errors.New("server: Start called twice")
+	}
+	if s.cell != nil && s.cell.m == nil {
+		return errors.New("server: AttachCell was called without SetMembership: start the membership (cell.Start) and hand it over before Start")
+	}
 	s.background.Add(2)
 	go func() { defer s.background.Done(); s.persistKillSwitch() }()
 	go func() { defer s.background.Done(); s.watchStore() }()
