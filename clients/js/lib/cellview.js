@@ -1,0 +1,209 @@
+// Owner routing (docs/sdk-transport-js.md, "Owner routing"): the client's
+// view of a cell, and which member's URL each queue's calls go to.
+//
+// A member of a cell serves the push, pop and ack of a queue it does not own
+// by relaying them to the owner, which costs the cell about twice the CPU.
+// The client learns the members and where to reach them from the view read
+// (`GET /api/v1/ephemeral/cell`, docs/routes.md "cell") on a configured URL,
+// and sends each queue's calls to its owner by the cell's ownership function
+// (lib/owner.js, the broker's, checked against the same vectors).
+//
+// - The watch: after the client's first answered call, one view read
+//   without `after`, then one kept waiting with `after=G` (re-armed on each
+//   answer). An error backs off 1 s doubling to 30 s. Generation 0 with no
+//   members (a single broker, a gateway), a 404 (an older broker or
+//   gateway) or another 4xx (an identity that may not read) ends it for
+//   good: nothing changes for that client, and nothing more is sent.
+// - The waiting read is a background call: it keeps no process alive, and
+//   close() lets it go.
+// - route(queue): the pool of the owner's URL, or null (the configured URL,
+//   which relays): outside a cell, for a member that publishes no URL, for a
+//   URL another scheme than the configured ones allow, or for a member
+//   marked down (its URL failed to dial: DOWN_FOR ms).
+// - refresh(): a read without `after`, single-flight, after a cell refusal
+//   (`owner_moved`, `ephemeral_forward_failed`): the call is retried on the
+//   view it returns.
+//
+// The routing decision takes no allocation per call beyond the BigInt
+// arithmetic of the hash: seeds are computed once per view, and the owners
+// of the queues seen lately are kept per view (an inbox, new per request,
+// is hashed each time).
+
+import { keyHash, score, xxh64 } from './owner.js'
+import { sleep } from './cellretry.js'
+
+export const CELL_PATH = '/api/v1/ephemeral/cell'
+// How long a view read waits on the broker (its `timeout`); the broker's
+// own bound is 300 s.
+export const VIEW_WAIT = 60000
+// A member whose URL failed to dial is routed around for this long.
+export const DOWN_FOR = 5000
+const BACKOFF_MIN = 1000
+const BACKOFF_MAX = 30000
+// Owners remembered per view (queue → member index); cleared when full.
+const CACHE_MAX = 4096
+// Member URLs the client ever opens pools for (a bound against a broker
+// listing endless URLs).
+export const MAX_MEMBER_URLS = 1024
+
+export const IDLE = 0
+const WATCHING = 1
+const STOPPED = 2
+
+export class CellView {
+  constructor (transport) {
+    this.transport = transport
+    this.state = IDLE
+    this.view = null // { tenant, members: [{ id, pool }], seeds: [BigInt], owners: Map }
+    this.generation = -1
+    this.refreshing = null
+    this.abort = new AbortController()
+    this.reads = 0 // view reads sent (tests)
+  }
+
+  /** The first call was answered: learn the cell, in the background. */
+  start () {
+    if (this.state !== IDLE) return
+    this.state = WATCHING
+    this.watch().catch(() => {})
+  }
+
+  stop () {
+    this.state = STOPPED
+    this.view = null
+    this.abort.abort()
+  }
+
+  async watch () {
+    let backoff = BACKOFF_MIN
+    let first = true
+    while (this.state === WATCHING) {
+      const path = first ? CELL_PATH : CELL_PATH + '?after=' + this.generation + '&timeout=' + VIEW_WAIT
+      const sent = Date.now()
+      const after = this.generation
+      let res
+      try {
+        // The first read is answered at once (pipelined as any short call
+        // over HTTP/1.1); the waiting one holds a connection of its own there.
+        res = await this.read(path, first ? this.transport.callTimeout : VIEW_WAIT + this.transport.callTimeout, !first)
+      } catch {
+        res = null
+      }
+      if (this.state !== WATCHING) return
+      if (res !== null && res.status === 200) {
+        // A 200 that is no view (not a broker of this release) is no cell either.
+        if (this.apply(res.body) !== true) {
+          this.stop()
+          return
+        }
+        backoff = BACKOFF_MIN
+        // A waiting read answered early with the same generation (a server
+        // that does not wait) is paced, never a busy loop.
+        const early = BACKOFF_MIN - (Date.now() - sent)
+        if (!first && this.generation === after && early > 0) await sleep(early, this.abort.signal, true)
+        first = false
+        continue
+      } else if (res !== null && res.status >= 400 && res.status < 500 && res.status !== 429) {
+        // Not a route this broker (or gateway) serves, or not this
+        // identity's: never asked again.
+        this.stop()
+        return
+      }
+      first = true
+      await sleep(backoff, this.abort.signal, true)
+      backoff = Math.min(backoff * 2, BACKOFF_MAX)
+    }
+  }
+
+  /** One view read on the configured URL; resolves with the transport's answer. */
+  read (path, timeout, background) {
+    this.reads++
+    return this.transport.roundTrip('GET', path, undefined, { timeout, signal: this.abort.signal, safe: true, exclusive: background, background })
+  }
+
+  /**
+   * A cell refusal was answered: read the view now (one read for every
+   * refusal that comes while it is on its way), bounded by ms. Never
+   * rejects.
+   */
+  refresh (ms) {
+    if (this.state !== WATCHING || !(ms >= 1)) return Promise.resolve()
+    if (this.refreshing === null) {
+      this.refreshing = this.read(CELL_PATH, Math.max(1, Math.min(ms, this.transport.callTimeout)), false)
+        .then((res) => { if (res.status === 200 && this.state === WATCHING) this.apply(res.body) }, () => {})
+        .finally(() => { this.refreshing = null })
+    }
+    return this.refreshing
+  }
+
+  /**
+   * Takes a view read's body. Returns false for "not a cell" (stop), true
+   * for a view taken, undefined for a body that is not a view.
+   */
+  apply (body) {
+    let j
+    try {
+      j = JSON.parse(body.toString())
+    } catch {
+      return undefined
+    }
+    if (j === null || typeof j !== 'object' || !Number.isSafeInteger(j.generation) || j.generation < 0) return undefined
+    const list = Array.isArray(j.members) ? j.members : []
+    if (j.generation === 0 && list.length === 0) return false
+    this.generation = j.generation
+    const members = []
+    for (const m of list) {
+      if (m === null || typeof m !== 'object' || typeof m.id !== 'string' || m.id === '') continue
+      members.push({ id: m.id, pool: typeof m.url === 'string' && m.url !== '' ? this.transport.memberPool(m.url) : null })
+    }
+    if (members.length === 0) {
+      this.view = null // a cell whose owners are unknown for now: any member
+      return true
+    }
+    members.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    this.view = {
+      tenant: typeof j.tenant === 'string' ? j.tenant : '',
+      members,
+      seeds: members.map((m) => xxh64(m.id)),
+      owners: new Map()
+    }
+    return true
+  }
+
+  /**
+   * The pool of the member that owns queue in the current view, or null:
+   * send to the configured URL. Ties (a 64-bit collision) go to the lower
+   * id, as the broker decides.
+   */
+  route (queue) {
+    const v = this.view
+    if (v === null) return null
+    let i = v.owners.get(queue)
+    if (i === undefined) {
+      const seeds = v.seeds
+      const key = keyHash(v.tenant, queue)
+      i = 0
+      let best = score(key, seeds[0])
+      for (let k = 1; k < seeds.length; k++) {
+        const s = score(key, seeds[k])
+        if (s > best) {
+          best = s
+          i = k
+        }
+      }
+      if (v.owners.size >= CACHE_MAX) v.owners.clear()
+      v.owners.set(queue, i)
+    }
+    const pool = v.members[i].pool
+    if (pool === null || pool.downUntil > Date.now()) return null
+    return pool
+  }
+
+  /** The owner's id for queue in the current view (tests, docs). */
+  ownerId (queue) {
+    const v = this.view
+    if (v === null) return undefined
+    this.route(queue)
+    return v.members[v.owners.get(queue)].id
+  }
+}
