@@ -299,7 +299,7 @@ export class Queen {
     let repeated = false
     let viaHTTP = false
     let retry = null
-    let inbox = newInbox()
+    let inbox = t.inbox(queue, newInbox)
     for (;;) {
       const auth = t.authorize()
       if (auth !== undefined) await auth
@@ -369,7 +369,7 @@ export class Queen {
           if (!isCellRefusal(err)) throw err
           retry ??= new CellRetry(start, timeout)
           await this._cellWait(retry, err, signal)
-          inbox = newInbox()
+          inbox = t.inbox(queue, newInbox)
           continue
         }
         let unsent = 0

@@ -24,12 +24,13 @@
 //   (`owner_moved`, `ephemeral_forward_failed`): the call is retried on the
 //   view it returns.
 //
-// The routing decision takes no allocation per call beyond the BigInt
-// arithmetic of the hash: seeds are computed once per view, and the owners
-// of the queues seen lately are kept per view (an inbox, new per request,
-// is hashed each time).
+// The routing decision takes no allocation per call for ASCII names: the
+// hash is lib/ownerfast.js (lib/owner.js's function on 32-bit halves, not
+// BigInt), seeds are computed once per view, and the owners of the queues
+// seen lately are kept per view (an inbox, new per request, is hashed each
+// time it is not).
 
-import { keyHash, score, xxh64 } from './owner.js'
+import { seed32, ownerIndex32 } from './ownerfast.js'
 import { sleep } from './cellretry.js'
 
 export const CELL_PATH = '/api/v1/ephemeral/cell'
@@ -45,6 +46,9 @@ const CACHE_MAX = 4096
 // Member URLs the client ever opens pools for (a bound against a broker
 // listing endless URLs).
 export const MAX_MEMBER_URLS = 1024
+
+// Draws of an inbox name owned by the request queue's owner (inboxFor).
+const INBOX_TRIES = 8
 
 export const IDLE = 0
 const WATCHING = 1
@@ -161,10 +165,12 @@ export class CellView {
       return true
     }
     members.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    const tenant = typeof j.tenant === 'string' ? j.tenant : ''
     this.view = {
-      tenant: typeof j.tenant === 'string' ? j.tenant : '',
+      tenant,
+      tenantHash: seed32(tenant), // the key's tenant half, the same for every call
       members,
-      seeds: members.map((m) => xxh64(m.id)),
+      seeds: members.flatMap((m) => seed32(m.id)), // [hi, lo] per member, in order
       owners: new Map()
     }
     return true
@@ -180,23 +186,37 @@ export class CellView {
     if (v === null) return null
     let i = v.owners.get(queue)
     if (i === undefined) {
-      const seeds = v.seeds
-      const key = keyHash(v.tenant, queue)
-      i = 0
-      let best = score(key, seeds[0])
-      for (let k = 1; k < seeds.length; k++) {
-        const s = score(key, seeds[k])
-        if (s > best) {
-          best = s
-          i = k
-        }
-      }
+      i = ownerIndex(v, queue)
       if (v.owners.size >= CACHE_MAX) v.owners.clear()
       v.owners.set(queue, i)
     }
-    const pool = v.members[i].pool
-    if (pool === null || pool.downUntil > Date.now()) return null
-    return pool
+    return usable(v.members[i].pool)
+  }
+
+  /**
+   * A fresh inbox name (mint) for a request to queue whose owner is the
+   * owner of queue, when one of INBOX_TRIES draws is (with N members each
+   * is with probability 1/N): the request's push and its inbox pop then go
+   * to one member in one write, and the responder's reply to the member it
+   * popped from, so a round trip touches one member, not two or three.
+   * Names stay random (log2 N bits fewer than 128). Returns the name; the
+   * pool its pop goes to is route(name).
+   */
+  inboxFor (queue, mint) {
+    const v = this.view
+    if (v === null) return mint()
+    let i = v.owners.get(queue)
+    if (i === undefined) {
+      i = ownerIndex(v, queue)
+      if (v.owners.size >= CACHE_MAX) v.owners.clear()
+      v.owners.set(queue, i)
+    }
+    let name
+    for (let k = 0; k < INBOX_TRIES; k++) {
+      name = mint()
+      if (ownerIndex(v, name) === i) break
+    }
+    return name
   }
 
   /** The owner's id for queue in the current view (tests, docs). */
@@ -206,4 +226,14 @@ export class CellView {
     this.route(queue)
     return v.members[v.owners.get(queue)].id
   }
+}
+
+// The index in v.members of the owner of queue: the highest score, ties
+// (a 64-bit collision) to the lower id (members are sorted).
+function ownerIndex (v, queue) {
+  return ownerIndex32(v.tenantHash, v.seeds, queue)
+}
+
+function usable (pool) {
+  return pool === null || pool.downUntil > Date.now() ? null : pool
 }

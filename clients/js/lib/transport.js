@@ -394,6 +394,11 @@ export class Transport {
     return p === this.pools[this.current] ? null : p
   }
 
+  /** A fresh inbox name from mint for a request to queue: one its owner owns, in a cell (CellView.inboxFor). */
+  inbox (queue, mint) {
+    return this.cell === null ? mint() : this.cell.inboxFor(queue, mint)
+  }
+
   /** A member's URL failed to dial: its queues go through the configured URL for a while. */
   down (pool) {
     pool.downUntil = Date.now() + DOWN_FOR

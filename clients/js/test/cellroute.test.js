@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { Queen } from '../index.js'
+import { Queen, newInbox } from '../index.js'
 import { ownerOf } from '../lib/owner.js'
 import { scripted, answer } from './scripted.js'
 import { startBroker, freePort } from './broker.js'
@@ -171,6 +171,12 @@ test('request(): the push to the service queue\'s owner, the inbox pop to the in
   assert.deepEqual(calls(inboxOwner).filter((s) => s.startsWith('/pop')), [`/pop ${inbox}`])
   pending()
   assert.equal((await got).payload, 'pong')
+  // Inboxes are drawn owned by the service queue's owner (8 draws: a miss
+  // is (2/3)^8, 4 %): the push and the inbox pop go to one member.
+  const drawn = Array.from({ length: 30 }, () => q.transport.inbox(svc, newInbox))
+  const onB = drawn.filter((n) => ownerOf(ms.ids, TENANT, n) === b.id).length
+  assert.ok(onB >= 24, `${onB} of 30 inboxes owned by the service queue's owner`)
+  assert.ok(drawn.every((n) => /^inbox-[0-9a-f]{32}$/.test(n)))
   for (const m of ms) m.seen.length = 0
   // A responder's reply goes to the inbox's owner.
   await q.ephemeral.reply({ payload: { replyTo: inbox, payload: 1 } }, 'pong')
