@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,13 +41,15 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 	one := startBrokerOn(t, postgresStore, nil)
 	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
 	c.waitLive(a.id, b.id, cc.id)
-	type result struct{ rate, cpu float64 }
+	type result struct{ rate, cpu, client float64 }
 	run := func(url string, brokers []*broker, extra ...string) result {
 		before := make([]time.Duration, len(brokers))
 		for i, m := range brokers {
 			before[i] = m.CPU(t)
 		}
-		args := append([]string{script, "--url", url, "--seconds", "3", "--warmup", "1"}, extra...)
+		// QUEEN_CELL_MEASURE_NODE_ARGS: node's own flags (e.g. --cpu-prof).
+		args := append(strings.Fields(os.Getenv("QUEEN_CELL_MEASURE_NODE_ARGS")), script, "--url", url, "--seconds", "3", "--warmup", "1")
+		args = append(args, extra...)
 		out, err := exec.Command(node, args...).Output()
 		if err != nil {
 			t.Fatalf("reqreply.mjs: %v", err)
@@ -55,11 +58,11 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 		for i, m := range brokers {
 			used += m.CPU(t) - before[i]
 		}
-		var r struct{ RoundTripsPerSec float64 }
+		var r struct{ RoundTripsPerSec, CPUUsPerRoundTrip float64 }
 		if err := json.Unmarshal(out, &r); err != nil || r.RoundTripsPerSec == 0 {
 			t.Fatalf("reqreply.mjs printed %s: %v", out, err)
 		}
-		return result{r.RoundTripsPerSec, float64(used.Microseconds()) / (r.RoundTripsPerSec * 4)}
+		return result{r.RoundTripsPerSec, float64(used.Microseconds()) / (r.RoundTripsPerSec * 4), r.CPUUsPerRoundTrip}
 	}
 	members := []*broker{a.broker, b.broker, cc.broker}
 	var single, routed, relayed []result
@@ -82,5 +85,7 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 	sc, oc, lc := med(single, cpu), med(routed, cpu), med(relayed, cpu)
 	t.Logf("JS SDK request/reply through one URL, medians of %d interleaved rounds: round trips/s one broker %.0f, cell of three with owner routing %.0f (%.2f×), relayed %.0f (%.2f×)", rounds, s, o, o/s, l, l/s)
 	t.Logf("brokers' CPU per round trip (every member summed): one broker %.1f µs, cell of three with owner routing %.1f µs (%.2f×), relayed %.1f µs (%.2f×)", sc, oc, oc/sc, lc, lc/sc)
-	t.Logf("rounds (round trips/s, µs): one %v, routed %v, relayed %v", single, routed, relayed)
+	client := func(r result) float64 { return r.client }
+	t.Logf("the client's CPU per round trip: one broker %.1f µs, routed %.1f µs, relayed %.1f µs", med(single, client), med(routed, client), med(relayed, client))
+	t.Logf("rounds (round trips/s, brokers' µs, client's µs): one %v, routed %v, relayed %v", single, routed, relayed)
 }

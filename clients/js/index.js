@@ -300,6 +300,7 @@ export class Queen {
     let viaHTTP = false
     let retry = null
     let inbox = t.inbox(queue, newInbox)
+    let matched = t.inboxMatched
     for (;;) {
       const auth = t.authorize()
       if (auth !== undefined) await auth
@@ -313,7 +314,7 @@ export class Queen {
       // the same member (or outside a cell), and then the two leave in one
       // write as before.
       const pool = t.route(queue) ?? home
-      let popPool = t.route(inbox) ?? home
+      let popPool = matched ? pool : t.route(inbox) ?? home
       let left = Math.max(1, Math.floor(deadline - Date.now()))
       // The request's timeout bounds its push too, not only the wait for
       // the reply: a broker that never answers the push must not hold the
@@ -370,6 +371,7 @@ export class Queen {
           retry ??= new CellRetry(start, timeout)
           await this._cellWait(retry, err, signal)
           inbox = t.inbox(queue, newInbox)
+          matched = t.inboxMatched
           continue
         }
         let unsent = 0

@@ -26,9 +26,10 @@
 //
 // The routing decision takes no allocation per call for ASCII names: the
 // hash is lib/ownerfast.js (lib/owner.js's function on 32-bit halves, not
-// BigInt), seeds are computed once per view, and the owners of the queues
-// seen lately are kept per view (an inbox, new per request, is hashed each
-// time it is not).
+// BigInt; about a microsecond for an inbox name), and seeds are computed
+// once per view. Owners are not cached: most names a client routes are
+// inboxes, new per request, and a cache of them cost more in garbage
+// collection than the hash it saved.
 
 import { seed32, ownerIndex32 } from './ownerfast.js'
 import { sleep } from './cellretry.js'
@@ -41,14 +42,14 @@ export const VIEW_WAIT = 60000
 export const DOWN_FOR = 5000
 const BACKOFF_MIN = 1000
 const BACKOFF_MAX = 30000
-// Owners remembered per view (queue → member index); cleared when full.
-const CACHE_MAX = 4096
 // Member URLs the client ever opens pools for (a bound against a broker
 // listing endless URLs).
 export const MAX_MEMBER_URLS = 1024
 
 // Draws of an inbox name owned by the request queue's owner (inboxFor).
 const INBOX_TRIES = 8
+// Inbox names kept per member for later requests (inboxFor).
+const STASH_MAX = 16
 
 export const IDLE = 0
 const WATCHING = 1
@@ -63,6 +64,7 @@ export class CellView {
     this.refreshing = null
     this.abort = new AbortController()
     this.reads = 0 // view reads sent (tests)
+    this.matched = false // the last inboxFor's name is owned by its queue's owner
   }
 
   /** The first call was answered: learn the cell, in the background. */
@@ -171,7 +173,9 @@ export class CellView {
       tenantHash: seed32(tenant), // the key's tenant half, the same for every call
       members,
       seeds: members.flatMap((m) => seed32(m.id)), // [hi, lo] per member, in order
-      owners: new Map()
+      stash: members.map(() => []), // inbox names each member owns, drawn and not used yet (inboxFor)
+      memoQueue: null, // the last name hashed, and its owner's index
+      memoIndex: 0
     }
     return true
   }
@@ -184,13 +188,7 @@ export class CellView {
   route (queue) {
     const v = this.view
     if (v === null) return null
-    let i = v.owners.get(queue)
-    if (i === undefined) {
-      i = ownerIndex(v, queue)
-      if (v.owners.size >= CACHE_MAX) v.owners.clear()
-      v.owners.set(queue, i)
-    }
-    return usable(v.members[i].pool)
+    return usable(v.members[ownerIndex(v, queue)].pool)
   }
 
   /**
@@ -199,39 +197,47 @@ export class CellView {
    * is with probability 1/N): the request's push and its inbox pop then go
    * to one member in one write, and the responder's reply to the member it
    * popped from, so a round trip touches one member, not two or three.
-   * Names stay random (log2 N bits fewer than 128). Returns the name; the
-   * pool its pop goes to is route(name).
+   * Names stay random (log2 N bits fewer than 128). A draw another member
+   * owns is kept for a later request to that member's queues (STASH_MAX
+   * each, dropped with the view), so each inbox costs about one hash.
+   * Returns the name; `matched` says whether its owner is queue's (then
+   * its pop goes where the push goes; else to route(name)).
    */
   inboxFor (queue, mint) {
+    this.matched = false
     const v = this.view
     if (v === null) return mint()
-    let i = v.owners.get(queue)
-    if (i === undefined) {
-      i = ownerIndex(v, queue)
-      if (v.owners.size >= CACHE_MAX) v.owners.clear()
-      v.owners.set(queue, i)
-    }
-    let name
+    const i = ownerIndex(v, queue)
+    this.matched = true
+    if (v.stash[i].length > 0) return v.stash[i].pop()
     for (let k = 0; k < INBOX_TRIES; k++) {
-      name = mint()
-      if (ownerIndex(v, name) === i) break
+      const name = mint()
+      const j = ownerIndex(v, name)
+      if (j === i) return name
+      if (v.stash[j].length < STASH_MAX) v.stash[j].push(name)
     }
-    return name
+    this.matched = false
+    return mint()
   }
 
   /** The owner's id for queue in the current view (tests, docs). */
   ownerId (queue) {
     const v = this.view
     if (v === null) return undefined
-    this.route(queue)
-    return v.members[v.owners.get(queue)].id
+    return v.members[ownerIndex(v, queue)].id
   }
 }
 
 // The index in v.members of the owner of queue: the highest score, ties
 // (a 64-bit collision) to the lower id (members are sorted).
+// The last name is remembered: a request's queue is hashed for its inbox
+// and again for its push.
 function ownerIndex (v, queue) {
-  return ownerIndex32(v.tenantHash, v.seeds, queue)
+  if (queue === v.memoQueue) return v.memoIndex
+  const i = ownerIndex32(v.tenantHash, v.seeds, queue)
+  v.memoQueue = queue
+  v.memoIndex = i
+  return i
 }
 
 function usable (pool) {

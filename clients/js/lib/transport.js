@@ -399,6 +399,11 @@ export class Transport {
     return this.cell === null ? mint() : this.cell.inboxFor(queue, mint)
   }
 
+  /** Whether the last inbox() is owned by its queue's owner: its pop goes where the push goes. */
+  get inboxMatched () {
+    return this.cell !== null && this.cell.matched
+  }
+
   /** A member's URL failed to dial: its queues go through the configured URL for a while. */
   down (pool) {
     pool.downUntil = Date.now() + DOWN_FOR
