@@ -59,7 +59,7 @@ export class CellView {
   constructor (transport) {
     this.transport = transport
     this.state = IDLE
-    this.view = null // { tenant, members: [{ id, pool }], seeds: [BigInt], owners: Map }
+    this.view = null // { tenant, tenantHash, members: [{ id, pool }], seeds, stash, memo }: apply()
     this.generation = -1
     this.refreshing = null
     this.abort = new AbortController()
