@@ -6,17 +6,12 @@ package conformance
 // given member A's URL only.
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/queenmq/ephemeral/client"
 	"github.com/queenmq/ephemeral/internal/brokertest"
@@ -66,27 +61,9 @@ func TestCellJSSDKOwnerRouting(t *testing.T) {
 		return out
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(os.Environ(), "QUEEN_CELL_JS="+string(cfg))
-	var stderr brokertest.LockedBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, sc, stderr := startJSScript(t, node, script, cfg)
 	var before, afterOwned, afterFar []float64
 	var owns, fars []jsOwnerVerbs
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		var ev struct {
 			Event   string

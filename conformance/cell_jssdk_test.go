@@ -42,6 +42,33 @@ func jsNode(t *testing.T) string {
 	return node
 }
 
+// startJSScript starts node on script with QUEEN_CELL_JS=cfg, for 60 s at
+// most: the process (to Wait for), its stdin, a scanner of its stdout's
+// lines (one JSON object each) and its stderr.
+func startJSScript(t *testing.T, node, script string, cfg []byte) (*exec.Cmd, io.Writer, *bufio.Scanner, *brokertest.LockedBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), "QUEEN_CELL_JS="+string(cfg))
+	stderr := &brokertest.LockedBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	return cmd, stdin, sc, stderr
+}
+
 // jsOutcome is one call's outcome as the script reports it: its value, or
 // the error it threw.
 type jsOutcome struct {
@@ -158,28 +185,10 @@ func cellJSSDK(t *testing.T, node, script string, routing bool) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(os.Environ(), "QUEEN_CELL_JS="+string(cfg))
-	var stderr brokertest.LockedBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, sc, stderr := startJSScript(t, node, script, cfg)
 	var res jsResult
 	var got, killed bool
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		var ev struct{ Event string }
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
