@@ -41,11 +41,14 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 	one := startBrokerOn(t, postgresStore, nil)
 	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
 	c.waitLive(a.id, b.id, cc.id)
-	type result struct{ rate, cpu, client float64 }
+	type result struct{ rate, cpu, client, relayed float64 }
 	run := func(url string, brokers []*broker, extra ...string) result {
 		before := make([]time.Duration, len(brokers))
+		relayed := 0.0
 		for i, m := range brokers {
 			before[i] = m.CPU(t)
+			s, _ := m.scrape(t)
+			relayed -= s["queen_ephemeral_relayed_total"]
 		}
 		// QUEEN_CELL_MEASURE_NODE_ARGS: node's own flags (e.g. --cpu-prof).
 		args := append(strings.Fields(os.Getenv("QUEEN_CELL_MEASURE_NODE_ARGS")), script, "--url", url, "--seconds", "3", "--warmup", "1")
@@ -57,12 +60,14 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 		var used time.Duration
 		for i, m := range brokers {
 			used += m.CPU(t) - before[i]
+			s, _ := m.scrape(t)
+			relayed += s["queen_ephemeral_relayed_total"]
 		}
 		var r struct{ RoundTripsPerSec, CPUUsPerRoundTrip float64 }
 		if err := json.Unmarshal(out, &r); err != nil || r.RoundTripsPerSec == 0 {
 			t.Fatalf("reqreply.mjs printed %s: %v", out, err)
 		}
-		return result{r.RoundTripsPerSec, float64(used.Microseconds()) / (r.RoundTripsPerSec * 4), r.CPUUsPerRoundTrip}
+		return result{r.RoundTripsPerSec, float64(used.Microseconds()) / (r.RoundTripsPerSec * 4), r.CPUUsPerRoundTrip, relayed / (r.RoundTripsPerSec * 4)}
 	}
 	members := []*broker{a.broker, b.broker, cc.broker}
 	var single, routed, relayed []result
@@ -87,5 +92,6 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 	t.Logf("brokers' CPU per round trip (every member summed): one broker %.1f µs, cell of three with owner routing %.1f µs (%.2f×), relayed %.1f µs (%.2f×)", sc, oc, oc/sc, lc, lc/sc)
 	client := func(r result) float64 { return r.client }
 	t.Logf("the client's CPU per round trip: one broker %.1f µs, routed %.1f µs, relayed %.1f µs", med(single, client), med(routed, client), med(relayed, client))
-	t.Logf("rounds (round trips/s, brokers' µs, client's µs): one %v, routed %v, relayed %v", single, routed, relayed)
+	t.Logf("requests relayed per round trip (every member summed): routed %.2f, relayed %.2f", med(routed, func(r result) float64 { return r.relayed }), med(relayed, func(r result) float64 { return r.relayed }))
+	t.Logf("rounds (round trips/s, brokers' µs, client's µs, relayed per round trip): one %v, routed %v, relayed %v", single, routed, relayed)
 }

@@ -175,7 +175,9 @@ export class CellView {
       seeds: members.flatMap((m) => seed32(m.id)), // [hi, lo] per member, in order
       stash: members.map(() => []), // inbox names each member owns, drawn and not used yet (inboxFor)
       memoQueue: null, // the last name hashed, and its owner's index
-      memoIndex: 0
+      memoIndex: 0,
+      reqQueue: null, // the last request's queue, and its owner's index (inboxFor)
+      reqIndex: 0
     }
     return true
   }
@@ -207,7 +209,14 @@ export class CellView {
     this.matched = false
     const v = this.view
     if (v === null) return mint()
-    const i = ownerIndex(v, queue)
+    // The request queue's owner, remembered apart from the last name hashed
+    // (a responder's replies hash inboxes in between).
+    let i = v.reqIndex
+    if (queue !== v.reqQueue) {
+      i = ownerIndex(v, queue)
+      v.reqQueue = queue
+      v.reqIndex = i
+    }
     this.matched = true
     if (v.stash[i].length > 0) return v.stash[i].pop()
     for (let k = 0; k < INBOX_TRIES; k++) {
