@@ -299,6 +299,7 @@ export class Queen {
     let repeated = false
     let viaHTTP = false
     let retry = null
+    let alt = null // another member of the cell when no configured URL can be dialled
     let inbox = t.inbox(queue, newInbox)
     let matched = t.inboxMatched
     for (;;) {
@@ -308,7 +309,7 @@ export class Queen {
       const body = { queue, messages: [{ payload: { replyTo: inbox, payload } }] }
       if (partition) body.partition = partition
       const idx = t.current
-      const home = t.pools[idx]
+      const home = alt ?? t.pools[idx]
       // In a cell (owner routing, lib/cellview.js) the push goes to the
       // queue's owner and the pop to the inbox's; one pool when they are
       // the same member (or outside a cell), and then the two leave in one
@@ -361,6 +362,7 @@ export class Queen {
             if (err.dial && pool !== home) { t.down(pool); continue }
             if (!err.dial && !repeated) { repeated = true; continue }
             if (err.dial && ++dials < t.pools.length) { t.failover(idx); continue }
+            if (err.dial && (alt = t.alternative(pool)) !== null) continue
           }
           throw err
         }
@@ -387,7 +389,7 @@ export class Queen {
             else if (err.dial) {
               t.down(popPool)
               leave()
-              popPool = t.pools[t.current]
+              popPool = home
             }
             pop = park()
             continue
@@ -398,7 +400,7 @@ export class Queen {
             retry ??= new CellRetry(start, timeout)
             await this._cellWait(retry, err, signal)
             // The view may have moved the inbox.
-            const next = t.route(inbox) ?? t.pools[t.current]
+            const next = t.route(inbox) ?? home
             if (next !== popPool) {
               leave()
               popPool = next

@@ -229,6 +229,23 @@ export class CellView {
     return mint()
   }
 
+  /**
+   * A member's pool other than failed to send a call to when no configured
+   * URL can be dialled (the member the client was given died): the first
+   * in the view not marked down, or null. It relays what it does not own,
+   * and answers the view read, so the client learns the view without the
+   * dead member.
+   */
+  another (failed) {
+    const v = this.view
+    if (v === null) return null
+    const now = Date.now()
+    for (const m of v.members) {
+      if (m.pool !== null && m.pool !== failed && m.pool.downUntil <= now) return m.pool
+    }
+    return null
+  }
+
   /** The owner's id for queue in the current view (tests, docs). */
   ownerId (queue) {
     const v = this.view

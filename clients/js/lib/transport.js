@@ -409,6 +409,17 @@ export class Transport {
     pool.downUntil = Date.now() + DOWN_FOR
   }
 
+  /**
+   * No configured URL could be dialled, the last being failed: another
+   * member of the cell's view (CellView.another), failed marked down; or
+   * null outside a cell.
+   */
+  alternative (failed) {
+    if (this.cell === null) return null
+    this.down(failed)
+    return this.cell.another(failed)
+  }
+
   /** Make a call of method on path (under the URL's own path); see roundTrip. */
   call (method, path, body, timeout, signal, safe) {
     if (this.timer === null) this.startSweep()
@@ -453,6 +464,7 @@ export class Transport {
           if (err.fallback) { viaHTTP = true; continue } // never sent: over HTTP/1.1
           if (err.dial && routed !== null) { this.down(routed); routed = null; viaHTTP = false; continue } // never sent: through the configured URL
           if (err.dial && ++dials < this.pools.length) { this.failover(idx); continue }
+          if (err.dial && (routed = this.alternative(pool)) !== null) { viaHTTP = false; continue } // every configured URL down: another member
           if (err.retryable && !err.dial && !repeated) { repeated = true; continue }
         }
         throw err

@@ -282,6 +282,32 @@ test('a new view re-routes: the waiting view read answered with another member s
   assert.equal(calls(b).length, 1)
 })
 
+test('the member the client was given dies: its calls and the view read go to another member of the view', async (t, link) => {
+  const ms = await cell(t, link)
+  const [a, b, c] = ms
+  const q = client(t, a.url, { forceHTTP: !link })
+  await q.ephemeral.queues()
+  await until('the view', () => q.transport.cell.view !== null)
+  const aq = queueOwnedBy('given', a.id, ms.ids)
+  a.srv.stop()
+  // The client sees A's connections close (a call written before that is a
+  // lost answer, "may have been applied", as with any broker killed).
+  const home = q.transport.pools[0]
+  await until('A\'s connections closed', () => home.links.length === 0 && home.shared.length === 0)
+  for (const m of ms) m.seen.length = 0
+  // A's queue (a push, a waiting pop, an ack, a request) through the first
+  // other member of the view, which relays; nothing fails.
+  assert.deepEqual(await q.ephemeral.push(aq, [1]), { pushed: 1 })
+  assert.equal((await q.ephemeral.pop(aq, { wait: true, timeout: 1000 })).messages.length, 1)
+  assert.equal((await q.ephemeral.ack(aq, ['e:1:Default:1'])).results[0].outcome, 'acked')
+  const r = await q.ephemeral.request(aq, 'x', { timeout: 300 }).catch((err) => err)
+  assert.equal(r.name, 'RequestTimeoutError', 'request() sent, nobody replying')
+  assert.deepEqual(calls(b).filter((s) => !s.includes('inbox-')), [`/push ${aq}`, `/pop ${aq}`, `/ack ${aq}`, `/push ${aq}`])
+  assert.equal(c.seen.filter((r) => r.queue === aq).length, 0)
+  // The view read goes on with B.
+  await until('a view read on B', () => b.viewReads.length > 0)
+})
+
 nodeTest('a single broker: one view read (the broker\'s /metrics route="cell"), then nothing; ownerRouting: false sends none', async (t) => {
   const b = await startBroker(t)
   const count = async () => {

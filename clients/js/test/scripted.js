@@ -128,10 +128,13 @@ export async function scripted (t, onRequest, { link = false, view = singleBroke
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
   srv.url = `http://127.0.0.1:${server.address().port}`
-  t.after(() => {
+  // srv.stop(): the server is gone, as a broker killed -9 (connections
+  // reset, the port refusing).
+  srv.stop = () => {
     for (const s of srv.sockets) s.destroy()
     server.close()
-  })
+  }
+  t.after(srv.stop)
   return srv
 }
 
