@@ -31,7 +31,7 @@
 // inboxes, new per request, and a cache of them cost more in garbage
 // collection than the hash it saved.
 
-import { seed32, ownerIndex32 } from './ownerfast.js'
+import { seed32, ownerIndex32, prefixState, ownerIndexSharing } from './ownerfast.js'
 import { sleep } from './cellretry.js'
 
 export const CELL_PATH = '/api/v1/ephemeral/cell'
@@ -199,11 +199,16 @@ export class CellView {
    * is with probability 1/N): the request's push and its inbox pop then go
    * to one member in one write, and the responder's reply to the member it
    * popped from, so a round trip touches one member, not two or three.
-   * Names stay random (log2 N bits fewer than 128). A draw another member
-   * owns is kept for a later request to that member's queues (STASH_MAX
-   * each, dropped with the view), so each inbox costs about one hash.
-   * Returns the name; `matched` says whether its owner is queue's (then
-   * its pop goes where the push goes; else to route(name)).
+   * Names stay random (log2 N bits fewer than 128). The draws of one
+   * request share the first 32 bytes of the first (`inbox-` and 26 hex
+   * digits: 104 random bits) and differ in the rest (6 hex digits from a
+   * fresh name each), so each draw is hashed from byte 32 on
+   * (ownerIndexSharing), not whole; only the name chosen is ever used, so
+   * no two names in use share the prefix (one could not be guessed from
+   * another). A first draw another member owns is kept for a later request
+   * to that member's queues (STASH_MAX each, dropped with the view).
+   * Returns the name; `matched` says whether its owner is queue's (then its
+   * pop goes where the push goes; else to route(name)).
    */
   inboxFor (queue, mint) {
     this.matched = false
@@ -219,11 +224,24 @@ export class CellView {
     }
     this.matched = true
     if (v.stash[i].length > 0) return v.stash[i].pop()
-    for (let k = 0; k < INBOX_TRIES; k++) {
-      const name = mint()
-      const j = ownerIndex(v, name)
-      if (j === i) return name
-      if (v.stash[j].length < STASH_MAX) v.stash[j].push(name)
+    const first = mint()
+    const n = first.length
+    if (n < 32 || n >= 64) {
+      // Not the SDK's inboxes: whole draws.
+      for (let k = 0; k < INBOX_TRIES; k++) {
+        const name = k === 0 ? first : mint()
+        if (ownerIndex(v, name) === i) return name
+      }
+    } else {
+      prefixState(first)
+      const j = ownerIndexSharing(v.tenantHash, v.seeds, first)
+      if (j === i) return first
+      if (v.stash[j].length < STASH_MAX) v.stash[j].push(first) // shares its prefix with no name used
+      const head = first.slice(0, 32)
+      for (let k = 1; k < INBOX_TRIES; k++) {
+        const name = head + mint().slice(32)
+        if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
+      }
     }
     this.matched = false
     return mint()

@@ -58,47 +58,67 @@ function mergeRound (ah, al, vh, vl) {
   add(R[0], R[1], 0x85ebca77, 0xc2b2ae63)
 }
 
-/** XXH64 (seed 0) of s's UTF-8 bytes into H, L. */
-function xxh64 (s) {
-  let b = ascii
-  let n = s.length
+let loaded = 0 // the byte length of the name load() read
+
+// The UTF-8 bytes of s: the ascii scratch for an ASCII name (no
+// allocation), else an encoded copy; their length in loaded.
+function load (s) {
+  const n = s.length
   if (n <= ascii.length) {
-    for (let i = 0; i < n; i++) {
+    let i = 0
+    for (; i < n; i++) {
       const c = s.charCodeAt(i)
-      if (c >= 0x80) { b = null; break }
+      if (c >= 0x80) break
       ascii[i] = c
     }
-  } else b = null
-  if (b === null) {
-    b = encoder.encode(s)
-    n = b.length
-  }
-  let i = 0
-  let hh, hl
-  if (n >= 32) {
-    add(0x9e3779b1, 0x85ebca87, 0xc2b2ae3d, 0x27d4eb4f)
-    let v1h = R[0]; let v1l = R[1]
-    let v2h = 0xc2b2ae3d; let v2l = 0x27d4eb4f
-    let v3h = 0; let v3l = 0
-    let v4h = 0x61c8864e; let v4l = 0x7a143579 // -P1 mod 2^64
-    for (; i + 32 <= n; i += 32) {
-      round(v1h, v1l, lane(b, i + 4), lane(b, i)); v1h = R[0]; v1l = R[1]
-      round(v2h, v2l, lane(b, i + 12), lane(b, i + 8)); v2h = R[0]; v2l = R[1]
-      round(v3h, v3l, lane(b, i + 20), lane(b, i + 16)); v3h = R[0]; v3l = R[1]
-      round(v4h, v4l, lane(b, i + 28), lane(b, i + 24)); v4h = R[0]; v4l = R[1]
+    if (i === n) {
+      loaded = n
+      return ascii
     }
-    rotl(v1h, v1l, 1); hh = R[0]; hl = R[1]
-    rotl(v2h, v2l, 7); add(hh, hl, R[0], R[1]); hh = R[0]; hl = R[1]
-    rotl(v3h, v3l, 12); add(hh, hl, R[0], R[1]); hh = R[0]; hl = R[1]
-    rotl(v4h, v4l, 18); add(hh, hl, R[0], R[1])
-    mergeRound(R[0], R[1], v1h, v1l)
-    mergeRound(R[0], R[1], v2h, v2l)
-    mergeRound(R[0], R[1], v3h, v3l)
-    mergeRound(R[0], R[1], v4h, v4l)
-    hh = R[0]; hl = R[1]
-  } else {
-    hh = 0x27d4eb2f; hl = 0x165667c5
   }
+  const b = encoder.encode(s)
+  loaded = b.length
+  return b
+}
+
+/** XXH64 (seed 0) of s's UTF-8 bytes into R. */
+function xxh64 (s) {
+  const b = load(s)
+  const n = loaded
+  if (n < 32) {
+    finish(b, 0, n, 0x27d4eb2f, 0x165667c5) // P5
+    return
+  }
+  stripes(b, n)
+  finish(b, n & ~31, n, R[0], R[1])
+}
+
+// XXH64's stripes of 32 bytes over b[0, n), n ≥ 32, merged: h into R.
+function stripes (b, n) {
+  add(0x9e3779b1, 0x85ebca87, 0xc2b2ae3d, 0x27d4eb4f)
+  let v1h = R[0]; let v1l = R[1]
+  let v2h = 0xc2b2ae3d; let v2l = 0x27d4eb4f
+  let v3h = 0; let v3l = 0
+  let v4h = 0x61c8864e; let v4l = 0x7a143579 // -P1 mod 2^64
+  for (let i = 0; i + 32 <= n; i += 32) {
+    round(v1h, v1l, lane(b, i + 4), lane(b, i)); v1h = R[0]; v1l = R[1]
+    round(v2h, v2l, lane(b, i + 12), lane(b, i + 8)); v2h = R[0]; v2l = R[1]
+    round(v3h, v3l, lane(b, i + 20), lane(b, i + 16)); v3h = R[0]; v3l = R[1]
+    round(v4h, v4l, lane(b, i + 28), lane(b, i + 24)); v4h = R[0]; v4l = R[1]
+  }
+  rotl(v1h, v1l, 1); let hh = R[0]; let hl = R[1]
+  rotl(v2h, v2l, 7); add(hh, hl, R[0], R[1]); hh = R[0]; hl = R[1]
+  rotl(v3h, v3l, 12); add(hh, hl, R[0], R[1]); hh = R[0]; hl = R[1]
+  rotl(v4h, v4l, 18); add(hh, hl, R[0], R[1])
+  mergeRound(R[0], R[1], v1h, v1l)
+  mergeRound(R[0], R[1], v2h, v2l)
+  mergeRound(R[0], R[1], v3h, v3l)
+  mergeRound(R[0], R[1], v4h, v4l)
+}
+
+// XXH64 from h (hh:hl, after the stripes) over b[i, n) and the length n,
+// avalanched, into R.
+function finish (b, i, n, hh, hl) {
   add(hh, hl, 0, n); hh = R[0]; hl = R[1]
   for (; i + 8 <= n; i += 8) {
     round(0, 0, lane(b, i + 4), lane(b, i))
@@ -160,6 +180,33 @@ export function seed32 (id) {
  */
 export function ownerIndex32 (tenant, seeds, queue) {
   xxh64(queue)
+  return pick(tenant, seeds)
+}
+
+// The stripe state of a prefix (prefixState): h after its one stripe.
+const P = new Uint32Array(2)
+
+/**
+ * Remembers XXH64's state after the first 32 bytes of s (ASCII, 32 ≤
+ * length < 64), for ownerIndexSharing: names of that length that share
+ * those bytes are then hashed from byte 32 on (a request's inbox drawn
+ * until its owner is the request queue's: lib/cellview.js).
+ */
+export function prefixState (s) {
+  stripes(load(s), 32)
+  P[0] = R[0]
+  P[1] = R[1]
+}
+
+/** ownerIndex32 of s, ASCII, as long as the name given to prefixState (under 64) and sharing its first 32 bytes. */
+export function ownerIndexSharing (tenant, seeds, s) {
+  const b = load(s)
+  finish(b, 32, loaded, P[0], P[1])
+  return pick(tenant, seeds)
+}
+
+// The owner's index for the queue whose XXH64 is in R (see ownerIndex32).
+function pick (tenant, seeds) {
   mul(R[0], R[1], 0x9e3779b9, 0x7f4a7c15) // × φ
   score(tenant[0], tenant[1], R[0], R[1])
   const kh = R[0]

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { keyHash, ownerOf, xxh64 } from '../lib/owner.js'
-import { seed32, ownerIndex32, xxh64Big } from '../lib/ownerfast.js'
+import { seed32, ownerIndex32, xxh64Big, prefixState, ownerIndexSharing } from '../lib/ownerfast.js'
 
 const vectors = JSON.parse(readFileSync(new URL('../../../cell/testdata/owners.json', import.meta.url)))
 
@@ -55,5 +55,20 @@ test('the 32-bit function equals the BigInt one on random names of every length,
     assert.equal(xxh64Big(s), xxh64(s), JSON.stringify(s))
     const tenant = i % 3 ? 'acme' : s
     assert.equal(ids[ownerIndex32(seed32(tenant), seeds, s)], ownerOf(ids, tenant, s), JSON.stringify(s))
+  }
+})
+
+test('names sharing a 32-byte prefix, hashed from byte 32 on, have the owner of the whole function', () => {
+  const ids = ['10.0.0.1:7000', '10.0.0.2:7000', '10.0.0.3:7000']
+  const seeds = ids.flatMap(seed32)
+  const tenant = seed32('acme')
+  for (let i = 0; i < 500; i++) {
+    const head = randomBytes(16).toString('hex')
+    prefixState(head + 'x'.repeat(i % 32))
+    for (let k = 0; k < 8; k++) {
+      const name = head + randomBytes(16).toString('hex').slice(0, i % 32)
+      assert.equal(ownerIndexSharing(tenant, seeds, name), ownerIndex32(tenant, seeds, name), name)
+      assert.equal(ids[ownerIndexSharing(tenant, seeds, name)], ownerOf(ids, 'acme', name), name)
+    }
   }
 })
