@@ -48,8 +48,6 @@ export const MAX_MEMBER_URLS = 1024
 
 // Draws of an inbox name owned by the request queue's owner (inboxFor).
 const INBOX_TRIES = 8
-// Inbox names kept per member for later requests (inboxFor).
-const STASH_MAX = 16
 
 export const IDLE = 0
 const WATCHING = 1
@@ -59,7 +57,7 @@ export class CellView {
   constructor (transport) {
     this.transport = transport
     this.state = IDLE
-    this.view = null // { tenant, tenantHash, members: [{ id, pool }], seeds, stash, memo }: apply()
+    this.view = null // { tenant, tenantHash, members: [{ id, pool }], seeds, memos }: apply()
     this.generation = -1
     this.refreshing = null
     this.abort = new AbortController()
@@ -173,7 +171,6 @@ export class CellView {
       tenantHash: seed32(tenant), // the key's tenant half, the same for every call
       members,
       seeds: members.flatMap((m) => seed32(m.id)), // [hi, lo] per member, in order
-      stash: members.map(() => []), // inbox names each member owns, drawn and not used yet (inboxFor)
       memoQueue: null, // the last name hashed, and its owner's index
       memoIndex: 0,
       reqQueue: null, // the last request's queue, and its owner's index (inboxFor)
@@ -205,8 +202,9 @@ export class CellView {
    * fresh name each), so each draw is hashed from byte 32 on
    * (ownerIndexSharing), not whole; only the name chosen is ever used, so
    * no two names in use share the prefix (one could not be guessed from
-   * another). A first draw another member owns is kept for a later request
-   * to that member's queues (STASH_MAX each, dropped with the view).
+   * another). (Keeping the draws another member owns for later requests
+   * was tried: it saved nothing with one request queue, and kept names
+   * that share a prefix with one in use.)
    * Returns the name; `matched` says whether its owner is queue's (then its
    * pop goes where the push goes; else to route(name)).
    */
@@ -223,23 +221,16 @@ export class CellView {
       v.reqIndex = i
     }
     this.matched = true
-    if (v.stash[i].length > 0) return v.stash[i].pop()
-    const first = mint()
-    const n = first.length
-    if (n < 32 || n >= 64) {
+    let name = mint()
+    if (name.length < 32 || name.length >= 64) {
       // Not the SDK's inboxes: whole draws.
-      for (let k = 0; k < INBOX_TRIES; k++) {
-        const name = k === 0 ? first : mint()
+      for (let k = 1; k <= INBOX_TRIES; k++, name = mint()) {
         if (ownerIndex(v, name) === i) return name
       }
     } else {
-      prefixState(first)
-      const j = ownerIndexSharing(v.tenantHash, v.seeds, first)
-      if (j === i) return first
-      if (v.stash[j].length < STASH_MAX) v.stash[j].push(first) // shares its prefix with no name used
-      const head = first.slice(0, 32)
-      for (let k = 1; k < INBOX_TRIES; k++) {
-        const name = head + mint().slice(32)
+      prefixState(name)
+      const head = name.slice(0, 32)
+      for (let k = 1; k <= INBOX_TRIES; k++, name = head + mint().slice(32)) {
         if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
       }
     }
