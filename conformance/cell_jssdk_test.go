@@ -42,6 +42,33 @@ func jsNode(t *testing.T) string {
 	return node
 }
 
+// startJSScript starts node on script with QUEEN_CELL_JS=cfg, for 60 s at
+// most: the process (to Wait for), its stdin, a scanner of its stdout's
+// lines (one JSON object each) and its stderr.
+func startJSScript(t *testing.T, node, script string, cfg []byte) (*exec.Cmd, io.Writer, *bufio.Scanner, *brokertest.LockedBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), "QUEEN_CELL_JS="+string(cfg))
+	stderr := &brokertest.LockedBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	return cmd, stdin, sc, stderr
+}
+
 // jsOutcome is one call's outcome as the script reports it: its value, or
 // the error it threw.
 type jsOutcome struct {
@@ -113,6 +140,12 @@ type jsResult struct {
 // client with a 300 ms timeout shows the refusal (503, a cell code, several
 // sends) and appends nothing, and buffered pushes (batches of 10, every
 // 10 ms) drain through the membership change: checkDrainedThroughKill.
+//
+// Run twice, on a cell of its own each: with the SDK's owner routing off
+// (every call relayed by the member it was sent to) and on (each queue's
+// calls sent to its owner, learnt from the view read: the kill -9 of an
+// owner under owner routing, its queues served again, nothing delivered
+// twice, acks of its ids stale, and no caller seeing another error).
 func TestCellJSSDK(t *testing.T) {
 	node := jsNode(t)
 	t.Parallel()
@@ -120,6 +153,16 @@ func TestCellJSSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, routing := range []bool{false, true} {
+		name := "relayed"
+		if routing {
+			name = "ownerRouting"
+		}
+		t.Run(name, func(t *testing.T) { cellJSSDK(t, node, script, routing) })
+	}
+}
+
+func cellJSSDK(t *testing.T, node, script string, routing bool) {
 	c := newTestCell(t)
 	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b, cc)
@@ -127,42 +170,25 @@ func TestCellJSSDK(t *testing.T) {
 	relay := []string{queueOwnedBy(t, "jsrelay", a.id, all...), queueOwnedBy(t, "jsrelay", b.id, all...), queueOwnedBy(t, "jsrelay", cc.id, all...)}
 	cfg, err := json.Marshal(map[string]any{
 		"a": a.url(""), "b": b.url(""), "c": cc.url(""),
-		"relay":   relay,
-		"waiting": queueOwnedBy(t, "jswait", a.id, all...),
-		"svc":     queueOwnedBy(t, "jssvc", cc.id, all...),
-		"dead":    queueOwnedBy(t, "jsdead", cc.id, all...),
-		"plain":   queueOwnedBy(t, "jsplain", cc.id, all...),
-		"later":   queueOwnedBy(t, "jslater", cc.id, all...),
-		"svc2":    queueOwnedBy(t, "jssvc2", cc.id, all...),
-		"k1":      100,
-		"n":       500,
+		"relay":        relay,
+		"waiting":      queueOwnedBy(t, "jswait", a.id, all...),
+		"svc":          queueOwnedBy(t, "jssvc", cc.id, all...),
+		"dead":         queueOwnedBy(t, "jsdead", cc.id, all...),
+		"plain":        queueOwnedBy(t, "jsplain", cc.id, all...),
+		"later":        queueOwnedBy(t, "jslater", cc.id, all...),
+		"svc2":         queueOwnedBy(t, "jssvc2", cc.id, all...),
+		"k1":           100,
+		"n":            500,
+		"ownerRouting": routing,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(os.Environ(), "QUEEN_CELL_JS="+string(cfg))
-	var stderr brokertest.LockedBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, sc, stderr := startJSScript(t, node, script, cfg)
 	var res jsResult
 	var got, killed bool
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		var ev struct{ Event string }
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {

@@ -126,6 +126,14 @@ export interface QueenOptions {
    * `Upgrade`), remembered per URL for a minute.
    */
   forceHTTP?: boolean
+  /**
+   * `false`: every call goes to the configured URL, as before owner routing. By
+   * default (`true`), once a call is answered the client reads the cell's view
+   * (`GET /api/v1/ephemeral/cell`) and sends each queue's push, pop, ack and depth
+   * read to the member that owns the queue; a single broker or a gateway answers
+   * that it is no cell, and nothing changes.
+   */
+  ownerRouting?: boolean
   buffer?: BufferOptions
   /** Called for each flush that finally failed (also reported by the next buffered push, flush() and close()). */
   onFlushError?: (err: FlushError) => void

@@ -195,7 +195,12 @@ export class Queen {
     // A token function's token is not a constant header: the transport
     // caches it and renews it (lib/token.js).
     const tokenFn = typeof this.token === 'function' ? this.token : undefined
-    this.transport = new Transport(this.urls, headerLines(this.headers, tokenFn ? undefined : this.token), { links: options.forceHTTP ? 0 : 1, token: tokenFn })
+    this.transport = new Transport(this.urls, headerLines(this.headers, tokenFn ? undefined : this.token), {
+      links: options.forceHTTP ? 0 : 1,
+      token: tokenFn,
+      callTimeout: this.timeout,
+      ownerRouting: options.ownerRouting
+    })
     this.closed = false
     this.closeController = new AbortController()
     this.ephemeral = new Ephemeral(this, bufferOptions(options.buffer), options.onFlushError)
@@ -213,29 +218,42 @@ export class Queen {
    * takes a connection of its own; `depth` marks the one route whose 404 has
    * a code of its own; `cell` (the default): a cell refusal
    * (lib/cellretry.js) is sent again, within the client's timeout from the
-   * first send and the signal.
+   * first send and the signal. `queue`: the call is that queue's, and goes
+   * to its owner in a cell (lib/cellview.js).
    */
-  async _call (method, route, { query, body, timeout = this.timeout, signal, depth = false, safe = false, exclusive = false, cell = true } = {}) {
+  async _call (method, route, { query, body, timeout = this.timeout, signal, depth = false, safe = false, exclusive = false, cell = true, queue } = {}) {
     const path = API + route + (query ? queryString(query) : '')
     const data = body === undefined ? undefined : JSON.stringify(body)
     const start = Date.now()
-    const res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
-    if (res.status === 503 && cell) return this._callAgain(res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive })
+    const res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive, queue })
+    if (res.status === 503 && cell) return this._callAgain(res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive, queue })
     return this._answer(res, method, API + route, depth)
   }
 
   /** _call's retries of a call answered `res`, a 503, first sent at `start`. */
-  async _callAgain (res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive }) {
+  async _callAgain (res, start, method, route, path, data, { timeout, signal, depth, safe, exclusive, queue }) {
     const retry = new CellRetry(start, this.timeout)
     for (;;) {
       const err = this._error(res, method, API + route, depth)
       if (!isCellRefusal(err)) throw err
-      await retry.again(err, signal)
+      await this._cellWait(retry, err, signal)
       const left = retry.left()
       if (timeout > 0 && left < timeout) timeout = left // the retries stay within the first send's bound
-      res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive })
+      res = await this.transport.roundTrip(method, path, data, { timeout, signal, safe, exclusive, queue })
       if (res.status !== 503) return this._answer(res, method, API + route, depth)
     }
+  }
+
+  /**
+   * Before a call refused by the cell is sent again: the view is read
+   * afresh (owner routing: the refusal says ownership moved or the owner is
+   * gone; one read shared by every refusal meanwhile, within what the bound
+   * leaves), then the backoff is waited (lib/cellretry.js).
+   */
+  async _cellWait (retry, err, signal) {
+    const cell = this.transport.cell
+    if (cell !== null) await cell.refresh(retry.left() - 50)
+    await retry.again(err, signal)
   }
 
   /** The parsed body of a 2xx answer, or the QueenError of any other. */
@@ -281,7 +299,9 @@ export class Queen {
     let repeated = false
     let viaHTTP = false
     let retry = null
-    let inbox = newInbox()
+    let alt = null // another member of the cell when no configured URL can be dialled
+    let inbox = t.inbox(queue, newInbox)
+    let matched = t.inboxMatched
     for (;;) {
       const auth = t.authorize()
       if (auth !== undefined) await auth
@@ -289,7 +309,13 @@ export class Queen {
       const body = { queue, messages: [{ payload: { replyTo: inbox, payload } }] }
       if (partition) body.partition = partition
       const idx = t.current
-      const pool = t.pools[idx]
+      const home = alt ?? t.pools[idx]
+      // In a cell (owner routing, lib/cellview.js) the push goes to the
+      // queue's owner and the pop to the inbox's; one pool when they are
+      // the same member (or outside a cell), and then the two leave in one
+      // write as before.
+      const pool = t.route(queue) ?? home
+      let popPool = matched ? pool : t.route(inbox) ?? home
       let left = Math.max(1, Math.floor(deadline - Date.now()))
       // The request's timeout bounds its push too, not only the wait for
       // the reply: a broker that never answers the push must not hold the
@@ -297,13 +323,28 @@ export class Queen {
       const pushCall = t.call('POST', pushPath, JSON.stringify(body), Math.min(this.timeout, left), signal, false)
       const onLink = !viaHTTP && pool.linkable(pushCall)
       const conn = onLink ? pool.link() : pool.lease()
+      let popViaHTTP = viaHTTP
+      let popConn = null // a leased connection of popPool's, when the pop goes elsewhere over HTTP/1.1
+      const leave = () => {
+        if (popConn !== null) popConn.pool.release(popConn)
+        popConn = null
+      }
+      let pop = null
       const park = () => {
         const c = t.call('GET', popPath(inbox, left), undefined, left + this.timeout, signal, false)
-        // A re-park goes on any link of the URL (a fresh one if that died).
-        return { call: c, answer: (onLink && pop ? pool.link() : conn).send(c) }
+        let carrier
+        if (popPool === pool) {
+          // A re-park goes on any link of the URL (a fresh one if that died).
+          carrier = onLink && pop ? pool.link() : conn
+        } else if (!popViaHTTP && popPool.linkable(c)) {
+          carrier = popPool.link()
+        } else {
+          popConn ??= popPool.lease()
+          carrier = popConn
+        }
+        return { call: c, answer: carrier.send(c) }
       }
       const push = conn.send(pushCall)
-      let pop = null
       pop = park()
       pop.answer.catch(noop) // awaited below unless the push fails first
       try {
@@ -311,13 +352,17 @@ export class Queen {
         try {
           res = await push
         } catch (err) {
+          pop.call.cancel(new ConnectionError('the request\'s push failed', { sent: false }))
           // Provably unsent (a failed dial, a connection the server was
           // closing, a refused upgrade): safe to send again, over HTTP/1.1
-          // after a refused upgrade, on the next URL after a dial failure.
+          // after a refused upgrade, through the configured URL after an
+          // owner's failed dial, on the next URL after a dial failure.
           if (err instanceof ConnectionError && !signal?.aborted && !err.sent) {
             if (err.fallback) { viaHTTP = true; continue }
+            if (err.dial && pool !== home) { t.down(pool); continue }
             if (!err.dial && !repeated) { repeated = true; continue }
             if (err.dial && ++dials < t.pools.length) { t.failover(idx); continue }
+            if (err.dial && (alt = t.alternative(pool)) !== null) continue
           }
           throw err
         }
@@ -326,17 +371,40 @@ export class Queen {
           const err = this._error(res, 'POST', pushPath)
           if (!isCellRefusal(err)) throw err
           retry ??= new CellRetry(start, timeout)
-          await retry.again(err, signal)
-          inbox = newInbox()
+          await this._cellWait(retry, err, signal)
+          inbox = t.inbox(queue, newInbox)
+          matched = t.inboxMatched
           continue
         }
+        let unsent = 0
         for (;;) {
-          res = await pop.answer
+          try {
+            res = await pop.answer
+          } catch (err) {
+            // The pop went to the inbox's owner alone and never reached it
+            // (a failed dial, a refused upgrade): parked again, through the
+            // configured URL (or over HTTP/1.1). The request was delivered.
+            if (!(err instanceof ConnectionError) || signal?.aborted || err.sent || popPool === pool || ++unsent > 3) throw err
+            if (err.fallback) popViaHTTP = true
+            else if (err.dial) {
+              t.down(popPool)
+              leave()
+              popPool = home
+            }
+            pop = park()
+            continue
+          }
           if (res.status === 503) {
             const err = this._error(res, 'GET', API + '/pop')
             if (!isCellRefusal(err)) throw err
             retry ??= new CellRetry(start, timeout)
-            await retry.again(err, signal)
+            await this._cellWait(retry, err, signal)
+            // The view may have moved the inbox.
+            const next = t.route(inbox) ?? home
+            if (next !== popPool) {
+              leave()
+              popPool = next
+            }
           } else {
             const r = this._answer(res, 'GET', API + '/pop')
             if (r.messages?.length > 0) return r.messages[0]
@@ -347,6 +415,7 @@ export class Queen {
         }
       } finally {
         if (!onLink) pool.release(conn)
+        leave()
       }
     }
   }
@@ -513,7 +582,7 @@ export class Ephemeral {
   _pushNow (queue, partition, payloads, signal, cell = true) {
     const body = { queue, messages: payloads.map((payload) => ({ payload })) }
     if (partition) body.partition = partition
-    return this.queen._call('POST', '/push', { body, signal, cell })
+    return this.queen._call('POST', '/push', { body, signal, cell, queue })
   }
 
   async _acquire () {
@@ -571,14 +640,15 @@ export class Ephemeral {
           // nothing twice that a lost answer had not already leased.
           safe: !autoAck,
           exclusive: wait,
-          cell: false // retried here, where the wait can shrink
+          cell: false, // retried here, where the wait can shrink
+          queue
         })
         res.messages ??= []
         return res
       } catch (err) {
         if (!isCellRefusal(err)) throw err
         retry ??= new CellRetry(start, wait && timeout > 0 ? timeout : this.queen.timeout)
-        await retry.again(err, signal)
+        await this.queen._cellWait(retry, err, signal)
         if (wait && timeout > 0) {
           // The wait is the caller's, not each send's.
           timeout = Math.floor(retry.left())
@@ -597,7 +667,7 @@ export class Ephemeral {
     })
     const body = { queue, acks }
     if (group) body.group = group
-    return this.queen._call('POST', '/ack', { body, signal })
+    return this.queen._call('POST', '/ack', { body, signal, queue })
   }
 
   async reset (queue, { signal } = {}) {
@@ -613,7 +683,7 @@ export class Ephemeral {
   }
 
   async depth (queue, { group, signal } = {}) {
-    return this.queen._call('GET', '/queues/' + encodeURIComponent(queue) + '/depth', { query: { group }, signal, depth: true, safe: true })
+    return this.queen._call('GET', '/queues/' + encodeURIComponent(queue) + '/depth', { query: { group }, signal, depth: true, safe: true, queue })
   }
 
   /**

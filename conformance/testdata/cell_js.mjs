@@ -31,9 +31,13 @@ async function settle (f) {
   }
 }
 
-const qa = new Queen(cfg.a)
-const qb = new Queen(cfg.b)
-const qc = new Queen(cfg.c)
+// cfg.ownerRouting false: every call to the member the client was given
+// (relayed to the owner); true: each queue's calls to its owner, the view
+// learnt from the given member (clients/js/lib/cellview.js).
+const routing = { ownerRouting: cfg.ownerRouting }
+const qa = new Queen(cfg.a, routing)
+const qb = new Queen(cfg.b, routing)
+const qc = new Queen(cfg.c, routing)
 const result = { event: 'result' }
 
 // (1) Push through A, pop through B, ack through C, for a queue owned by
@@ -90,7 +94,7 @@ for (const q of cfg.relay) {
   const K1 = cfg.k1
   const N = cfg.n
   const flushErrors = []
-  const buf = new Queen(cfg.a, { buffer: { messageCount: 10, timeMillis: 10 }, onFlushError: (err) => flushErrors.push(describe(err)) })
+  const buf = new Queen(cfg.a, { ...routing, buffer: { messageCount: 10, timeMillis: 10 }, onFlushError: (err) => flushErrors.push(describe(err)) })
   const bufErrors = []
   for (let i = 0; i < K1; i++) await buf.ephemeral.push(cfg.dead, [i], { buffered: true })
   const flushed = await settle(() => buf.ephemeral.flush())
@@ -118,7 +122,7 @@ for (const q of cfg.relay) {
   if (value !== 'killed') throw new Error('want "killed" on stdin, got ' + JSON.stringify(value))
   const k2 = next
   await sleep(50) // A's relay connections to C have seen it die
-  const short = new Queen(cfg.a, { timeout: 300 })
+  const short = new Queen(cfg.a, { ...routing, timeout: 300 })
   const start = Date.now()
   let plainMs = 0
   // Issued right after the kill, all through the refusals: a waiting pop

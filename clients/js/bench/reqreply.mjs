@@ -9,7 +9,7 @@
 //   node bench/reqreply.mjs [--url http://127.0.0.1:6632] [--seconds 5]
 //        [--requesters 32] [--responders 4] [--client ./index.js]
 //        [--pipeline 16] [--connections 4] [--consume ack|autoAck]
-//        [--http] [--links 1]
+//        [--http] [--links 1] [--no-owner-routing]
 //
 // --http forces HTTP/1.1 (the forceHTTP option); --links sets the links per
 // broker URL. "tcp" is the most TCP connections the client held at once
@@ -17,7 +17,9 @@
 // Without --url it starts a broker of its own (test/broker.js: QUEEN_BIN or
 // `go build ./cmd/queen`) on a free port with a temporary data directory.
 // --client loads another build of the SDK (e.g. the previous index.js) so
-// two transports can be compared in the same run.
+// two transports can be compared in the same run. --no-owner-routing: every
+// call to --url (a cell member relays what it does not own), as before owner
+// routing (lib/cellview.js).
 import { parseArgs } from 'node:util'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -48,7 +50,8 @@ const { values: a } = parseArgs({
     consume: { type: 'string' }, // 'ack' or 'autoAck': responders are consume() loops
     connections: { type: 'string' },
     http: { type: 'boolean', default: false },
-    links: { type: 'string' }
+    links: { type: 'string' },
+    'no-owner-routing': { type: 'boolean', default: false }
   }
 })
 const { Queen, parseRequest } = await import(pathToFileURL(path.resolve(a.client)).href)
@@ -61,7 +64,7 @@ if (!url) {
   url = broker.url
 }
 
-const queen = new Queen(url, { forceHTTP: a.http })
+const queen = new Queen(url, { forceHTTP: a.http, ownerRouting: !a['no-owner-routing'] })
 if (a.links) queen.transport.linksPerURL = Number(a.links)
 // Transport knobs (this SDK only): calls per shared connection, shared connections per URL.
 if (a.pipeline) queen.transport.pipeline = Number(a.pipeline)

@@ -42,6 +42,7 @@ export class Call {
     this.onAbort = null
     this.busyWait = 0 // the last backoff after a link's "busy" refusal
     this.closings = 0 // the link's "closing" refusals
+    this.background = false // the cell's waiting view read: keeps no process alive (lib/cellview.js)
     this.promise = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
     if (signal) {
       this.onAbort = () => this.cancel(signal.reason)

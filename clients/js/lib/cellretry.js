@@ -31,11 +31,12 @@ export function isCellRefusal (err) {
   return err?.status === 503 && CELL_CODES.has(err.code)
 }
 
-/** Resolves after ms, or at once when signal aborts. */
-export function sleep (ms, signal) {
+/** Resolves after ms, or at once when signal aborts; `unref`: the wait keeps no process alive. */
+export function sleep (ms, signal, unref = false) {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve()
     const t = setTimeout(done, ms)
+    if (unref) t.unref()
     function done () { clearTimeout(t); signal?.removeEventListener('abort', done); resolve() }
     signal?.addEventListener('abort', done, { once: true })
   })

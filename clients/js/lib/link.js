@@ -85,6 +85,7 @@ export class Link {
     this.unanswered = 0 // pings sent since the broker last sent anything
     this.bearer = t.source?.cur ?? null // the token of the upgrade (in t.headers now)
     this.retireAt = this.bearer?.retireAt ?? 0
+    this.bg = null // the cell's waiting view read, when it is on this link
     this.retired = false
     this.refreshTimer = null
     const s = pool.secure
@@ -118,7 +119,8 @@ export class Link {
     call.conn = this
     if (this.state === OPEN) this.write(call)
     else if (this.state === OPENING) {
-      if (this.queued.length === 0 && this.streams.size === 0) this.socket.ref()
+      if (!call.background) this.socket.ref()
+      else if (this.queued.length === 0 && this.streams.size === 0) this.socket.unref()
       this.queued.push(call)
     } else {
       const err = new ConnectionError(`${call.method} ${call.path}: the link to ${this.pool.origin} had closed`, { code: 'ECONNCLOSED', sent: false })
@@ -132,7 +134,12 @@ export class Link {
     const id = this.nextId++
     call.id = id
     this.streams.set(id, call)
-    if (this.streams.size === 1) this.socket.ref()
+    // The socket keeps the process alive while a call other than the
+    // cell's waiting view read (at most one a link: this.bg) is in flight.
+    if (call.background) {
+      this.bg = call
+      if (this.streams.size === 1) this.socket.unref()
+    } else if (this.streams.size === 1 || this.streams.size === 2) this.socket.ref()
     this.out.push(call)
     this.outLen += requestFrameLen(call.method, call.path, call.bodyLen > 0 ? call.bodyLen : 0)
     this.schedule()
@@ -169,9 +176,11 @@ export class Link {
 
   /** Nothing in flight: the socket no longer keeps the process alive. */
   idle () {
-    if (this.streams.size > 0 || this.queued.length > 0) return
+    const n = this.streams.size
+    if (this.queued.length > 0 || n > 1) return
+    if (n === 1 && (this.bg === null || this.streams.get(this.bg.id) !== this.bg)) return
     this.socket.unref()
-    if (this.transport.closed || this.retired) this.destroy()
+    if (n === 0 && (this.transport.closed || this.retired)) this.destroy()
   }
 
   /** No new call: its token nears its exp. It closes once its calls end. */

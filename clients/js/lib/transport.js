@@ -32,6 +32,7 @@ import { ResponseParser, requestHead } from './http1.js'
 import { Call, ConnectionError, timeoutError } from './call.js'
 import { Link, LINK_MAX_BODY } from './link.js'
 import { TokenSource } from './token.js'
+import { CellView, MAX_MEMBER_URLS, DOWN_FOR, IDLE as CELL_IDLE } from './cellview.js'
 
 export { ConnectionError }
 
@@ -77,7 +78,8 @@ class Conn {
     call.conn = this
     call.reused = this.served > 0
     call.out ??= requestHead(call.method, this.pool.prefix + call.path, this.pool.host, this.pool.transport.headers, call.bodyLen) + (call.body ?? '')
-    if (this.calls.length === 0) this.socket.ref()
+    if (call.background) this.socket.unref() // a connection of its own (exclusive)
+    else if (this.calls.length === 0) this.socket.ref()
     this.calls.push(call)
     this.out += call.out
     if (!this.flushQueued) {
@@ -183,6 +185,7 @@ class Pool {
     this.next = 0
     this.linkMode = LINK_UNKNOWN
     this.linkAgainAt = 0 // when a refused URL is offered a link again
+    this.downUntil = 0 // a cell member's URL that failed to dial: routed around until then (lib/cellview.js)
   }
 
   /**
@@ -309,10 +312,21 @@ export class Transport {
    * urls: broker URLs (failover order); headers: constant request headers
    * as `name: value\r\n` lines; opts: { pipeline, connections, idle, tls,
    * links (per URL; 0: HTTP/1.1 only), pingEvery, linkRetry, token (a
-   * function returning the bearer token, or a Promise of it: lib/token.js) }.
+   * function returning the bearer token, or a Promise of it: lib/token.js),
+   * callTimeout (the client's timeout), ownerRouting (default true:
+   * lib/cellview.js) }.
    */
   constructor (urls, headers, opts = {}) {
     this.pools = urls.map((u) => new Pool(this, u))
+    // Every pool by its URL: the configured ones, and the cell's members'
+    // (lib/cellview.js), a member URL equal to a configured one sharing
+    // its pool and links.
+    this.byURL = new Map()
+    for (let i = 0; i < urls.length; i++) this.byURL.set(urls[i], this.pools[i])
+    this.allPools = [...this.pools]
+    this.secureOnly = this.pools.some((p) => p.secure)
+    this.callTimeout = opts.callTimeout ?? 30000
+    this.cell = opts.ownerRouting === false ? null : new CellView(this)
     this.current = 0
     this.headers = headers
     // With a token function (lib/token.js): headers are the constant ones
@@ -343,6 +357,69 @@ export class Transport {
     return this.source === null ? undefined : this.source.ready()
   }
 
+  /**
+   * The pool of a cell member's public URL, or null for one the client
+   * will not use: not http(s), with a path, plain HTTP when a configured
+   * URL is https (the token would leave in the clear), or past
+   * MAX_MEMBER_URLS.
+   */
+  memberPool (href) {
+    let u
+    try {
+      u = new URL(href)
+    } catch {
+      return null
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return null
+    if (this.secureOnly && u.protocol !== 'https:') return null
+    if (u.username !== '' || u.password !== '' || u.search !== '' || u.hash !== '' || (u.pathname !== '/' && u.pathname !== '')) return null
+    const key = u.href.replace(/\/+$/, '')
+    let p = this.byURL.get(key)
+    if (p === undefined) {
+      if (this.allPools.length >= MAX_MEMBER_URLS) return null
+      p = new Pool(this, key)
+      this.byURL.set(key, p)
+      this.allPools.push(p)
+    }
+    return p
+  }
+
+  /**
+   * The pool a call about queue goes to: its owner's in the cell's view,
+   * or null for the configured URL in use.
+   */
+  route (queue) {
+    if (this.cell === null || queue === undefined) return null
+    const p = this.cell.route(queue)
+    return p === this.pools[this.current] ? null : p
+  }
+
+  /** A fresh inbox name from mint for a request to queue: one its owner owns, in a cell (CellView.inboxFor). */
+  inbox (queue, mint) {
+    return this.cell === null ? mint() : this.cell.inboxFor(queue, mint)
+  }
+
+  /** Whether the last inbox() is owned by its queue's owner: its pop goes where the push goes. */
+  get inboxMatched () {
+    return this.cell !== null && this.cell.matched
+  }
+
+  /** A member's URL failed to dial: its queues go through the configured URL for a while. */
+  down (pool) {
+    pool.downUntil = Date.now() + DOWN_FOR
+  }
+
+  /**
+   * No configured URL could be dialled, the last being failed: another
+   * member of the cell's view (CellView.another), failed marked down; or
+   * null outside a cell.
+   */
+  alternative (failed) {
+    if (this.cell === null) return null
+    this.down(failed)
+    return this.cell.another(failed)
+  }
+
   /** Make a call of method on path (under the URL's own path); see roundTrip. */
   call (method, path, body, timeout, signal, safe) {
     if (this.timer === null) this.startSweep()
@@ -354,30 +431,40 @@ export class Transport {
    * { status, body: Buffer, retryAfter } whatever the status.
    * On a link when the URL speaks links (lib/link.js), else over HTTP/1.1:
    * `exclusive` there takes a leased connection (a call that parks).
+   * `queue`: the call is that queue's (push, pop, ack, depth), and goes to
+   * its owner in the cell's view (lib/cellview.js); an owner whose URL
+   * fails to dial is marked down and the call goes to the configured URL.
+   * `background`: the cell's waiting view read (keeps no process alive).
    */
-  async roundTrip (method, path, body, { timeout, signal, safe = false, exclusive = false }) {
+  async roundTrip (method, path, body, { timeout, signal, safe = false, exclusive = false, queue, background = false }) {
     let dials = 0
     let repeated = false
     let viaHTTP = false
+    let routed = this.route(queue)
     for (;;) {
       const auth = this.authorize()
       if (auth !== undefined) await auth
       const idx = this.current
-      const pool = this.pools[idx]
+      const pool = routed ?? this.pools[idx]
       if (signal?.aborted) throw signal.reason
       const call = this.call(method, path, body, timeout, signal, safe)
+      call.background = background
       let conn = null
       try {
-        if (!viaHTTP && pool.linkable(call)) return await pool.link().send(call)
-        if (exclusive) {
+        let res
+        if (!viaHTTP && pool.linkable(call)) res = await pool.link().send(call)
+        else if (exclusive) {
           conn = pool.lease()
-          return await conn.send(call)
-        }
-        return await pool.submit(call)
+          res = await conn.send(call)
+        } else res = await pool.submit(call)
+        if (this.cell !== null && this.cell.state === CELL_IDLE) this.cell.start() // learn the cell, once
+        return res
       } catch (err) {
         if (err instanceof ConnectionError && !signal?.aborted) {
           if (err.fallback) { viaHTTP = true; continue } // never sent: over HTTP/1.1
+          if (err.dial && routed !== null) { this.down(routed); routed = null; viaHTTP = false; continue } // never sent: through the configured URL
           if (err.dial && ++dials < this.pools.length) { this.failover(idx); continue }
+          if (err.dial && (routed = this.alternative(pool)) !== null) { viaHTTP = false; continue } // every configured URL down: another member
           if (err.retryable && !err.dial && !repeated) { repeated = true; continue }
         }
         throw err
@@ -415,7 +502,7 @@ export class Transport {
         }
       }
     }
-    for (const p of this.pools) {
+    for (const p of this.allPools) {
       if (p.waiting.length === 0) continue
       for (const call of p.waiting) if (call.deadline <= now) call.fail(timeoutError(call.method, call.path, call.timeout))
       p.waiting = p.waiting.filter((call) => !call.done)
@@ -425,9 +512,10 @@ export class Transport {
   /** Close idle connections now and busy shared ones when their calls are answered. */
   close () {
     this.closed = true
+    this.cell?.stop()
     for (const c of this.conns) if (c.calls.length === 0) c.destroy()
     for (const l of this.links) l.idle()
-    for (const p of this.pools) p.idle.length = 0
+    for (const p of this.allPools) p.idle.length = 0
     if (this.timer) {
       clearInterval(this.timer)
       this.timer = null

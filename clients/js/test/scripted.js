@@ -20,8 +20,14 @@ const LINK_PATH = '/api/v1/ephemeral/link'
 // the frame in, and sock.refuse(reason) sends a refuse frame.
 // srv.upgrades counts upgrade requests, srv.cancels counts cancel frames, srv.pings
 // pings (each answered by a pong unless srv.pong is false).
-export async function scripted (t, onRequest, { link = false } = {}) {
-  const srv = { connections: 0, requests: 0, upgrades: 0, links: 0, cancels: 0, pings: 0, pong: true, sockets: new Set() }
+//
+// The cell's view read (GET /api/v1/ephemeral/cell, which the client sends
+// once after its first answered call: lib/cellview.js) is answered by
+// view(req), which returns the answer (or a promise of it), and is counted
+// in srv.views, not srv.requests, nor handed to onRequest; by default it
+// answers as a single broker does (generation 0, no members).
+export async function scripted (t, onRequest, { link = false, view = singleBroker } = {}) {
+  const srv = { connections: 0, requests: 0, upgrades: 0, links: 0, cancels: 0, pings: 0, views: 0, pong: true, sockets: new Set() }
   const server = net.createServer((sock) => {
     srv.connections++
     srv.sockets.add(sock)
@@ -62,6 +68,11 @@ export async function scripted (t, onRequest, { link = false } = {}) {
           return
         }
         const req = { method, path, body, head }
+        if (isView(path)) {
+          srv.views++
+          chain = chain.then(async () => { const a = await view(req); if (!sock.destroyed) sock.write(a) })
+          continue
+        }
         chain = chain.then(() => onRequest(req, sock, ++srv.requests))
       }
     })
@@ -95,7 +106,12 @@ export async function scripted (t, onRequest, { link = false } = {}) {
             resetAndDestroy () { sock.resetAndDestroy() },
             get destroyed () { return sock.destroyed }
           }
-          Promise.resolve(onRequest(req, facade, ++srv.requests)).catch(() => {})
+          if (isView(req.path)) {
+            srv.views++
+            Promise.resolve(view(req)).then((a) => facade.write(a), () => {})
+          } else {
+            Promise.resolve(onRequest(req, facade, ++srv.requests)).catch(() => {})
+          }
         } else if (type === 3) {
           srv.cancels++
           streams.get(id)?.abort()
@@ -112,11 +128,26 @@ export async function scripted (t, onRequest, { link = false } = {}) {
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
   srv.url = `http://127.0.0.1:${server.address().port}`
-  t.after(() => {
+  // srv.stop(): the server is gone, as a broker killed -9 (connections
+  // reset, the port refusing).
+  srv.stop = () => {
     for (const s of srv.sockets) s.destroy()
     server.close()
-  })
+  }
+  t.after(srv.stop)
   return srv
+}
+
+const VIEW_PATH = '/api/v1/ephemeral/cell'
+
+function isView (path) {
+  const q = path.indexOf('?')
+  return (q < 0 ? path : path.slice(0, q)).endsWith(VIEW_PATH)
+}
+
+/** A single broker's answer to the view read. */
+export function singleBroker () {
+  return answer(200, '{"generation":0,"tenant":"","members":[]}')
 }
 
 function header (type, id, n) {

@@ -1,0 +1,97 @@
+package conformance
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCellJSSDKRequestReplyCost measures (only with QUEEN_CELL_MEASURE=1)
+// the JS SDK's request/reply (clients/js/bench/reqreply.mjs: 32
+// requesters, 4 responders, a fresh inbox per request, 1 s warm-up and 3 s
+// measured) pointed at ONE URL: one broker on PostgreSQL, and member A of a
+// cell of three on the same PostgreSQL, with owner routing (the default)
+// and without it (--no-owner-routing: every call relayed by A to its
+// owner). Interleaved rounds (QUEEN_CELL_MEASURE_ROUNDS, default 3); it logs
+// the medians of round trips/s and of the brokers' CPU per round trip (every
+// member summed, from /proc, over the run's 4 s) and their ratios to one
+// broker (the goals: ≤ 1.15× the CPU, ≥ 0.9× the round trips/s).
+//
+//	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellJSSDKRequestReplyCost -v -count 1
+func TestCellJSSDKRequestReplyCost(t *testing.T) {
+	if os.Getenv("QUEEN_CELL_MEASURE") != "1" {
+		t.Skip("a measurement: set QUEEN_CELL_MEASURE=1")
+	}
+	node := jsNode(t)
+	script, err := filepath.Abs(filepath.Join("..", "clients", "js", "bench", "reqreply.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := 3
+	if n, err := strconv.Atoi(os.Getenv("QUEEN_CELL_MEASURE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	c := newTestCell(t)
+	one := startBrokerOn(t, postgresStore, nil)
+	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	c.waitLive(a.id, b.id, cc.id)
+	type result struct{ rate, cpu, client, relayed float64 }
+	run := func(url string, brokers []*broker, extra ...string) result {
+		before := make([]time.Duration, len(brokers))
+		relayed := 0.0
+		for i, m := range brokers {
+			before[i] = m.CPU(t)
+			s, _ := m.scrape(t)
+			relayed -= s["queen_ephemeral_relayed_total"]
+		}
+		// QUEEN_CELL_MEASURE_NODE_ARGS: node's own flags (e.g. --cpu-prof).
+		args := append(strings.Fields(os.Getenv("QUEEN_CELL_MEASURE_NODE_ARGS")), script, "--url", url, "--seconds", "3", "--warmup", "1")
+		args = append(args, extra...)
+		out, err := exec.Command(node, args...).Output()
+		if err != nil {
+			t.Fatalf("reqreply.mjs: %v", err)
+		}
+		var used time.Duration
+		for i, m := range brokers {
+			used += m.CPU(t) - before[i]
+			s, _ := m.scrape(t)
+			relayed += s["queen_ephemeral_relayed_total"]
+		}
+		var r struct{ RoundTripsPerSec, CPUUsPerRoundTrip float64 }
+		if err := json.Unmarshal(out, &r); err != nil || r.RoundTripsPerSec == 0 {
+			t.Fatalf("reqreply.mjs printed %s: %v", out, err)
+		}
+		return result{r.RoundTripsPerSec, float64(used.Microseconds()) / (r.RoundTripsPerSec * 4), r.CPUUsPerRoundTrip, relayed / (r.RoundTripsPerSec * 4)}
+	}
+	members := []*broker{a.broker, b.broker, cc.broker}
+	var single, routed, relayed []result
+	for i := 0; i < rounds; i++ {
+		single = append(single, run(one.url(""), []*broker{one}))
+		routed = append(routed, run(a.url(""), members))
+		relayed = append(relayed, run(a.url(""), members, "--no-owner-routing"))
+	}
+	med := func(rs []result, f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	rate := func(r result) float64 { return r.rate }
+	cpu := func(r result) float64 { return r.cpu }
+	s, o, l := med(single, rate), med(routed, rate), med(relayed, rate)
+	sc, oc, lc := med(single, cpu), med(routed, cpu), med(relayed, cpu)
+	t.Logf("JS SDK request/reply through one URL, medians of %d interleaved rounds: round trips/s one broker %.0f, cell of three with owner routing %.0f (%.2f×), relayed %.0f (%.2f×)", rounds, s, o, o/s, l, l/s)
+	t.Logf("brokers' CPU per round trip (every member summed): one broker %.1f µs, cell of three with owner routing %.1f µs (%.2f×), relayed %.1f µs (%.2f×)", sc, oc, oc/sc, lc, lc/sc)
+	client := func(r result) float64 { return r.client }
+	t.Logf("the client's CPU per round trip: one broker %.1f µs, routed %.1f µs, relayed %.1f µs", med(single, client), med(routed, client), med(relayed, client))
+	t.Logf("requests relayed per round trip (every member summed): routed %.2f, relayed %.2f", med(routed, func(r result) float64 { return r.relayed }), med(relayed, func(r result) float64 { return r.relayed }))
+	t.Logf("rounds (round trips/s, brokers' µs, client's µs, relayed per round trip): one %v, routed %v, relayed %v", single, routed, relayed)
+}
