@@ -26,6 +26,12 @@ import (
 // more than this.
 const memberTimeout = 5 * time.Second
 
+// maxMembers bounds the members a view may name: the view comes from the
+// server at --url, which may not be an honest broker, and each member
+// costs a client and a connection. A cell is a few members to a few
+// dozen (docs/cell.md, "How a cell scales").
+const maxMembers = 256
+
 // cellQueue is one queue of the merged listing with the member that owns it.
 type cellQueue struct {
 	client.QueueInfo
@@ -98,6 +104,10 @@ func (r *cellReader) read(ctx context.Context) (*cellQueues, *client.QueuesResul
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if len(v.Members) > maxMembers {
+		return nil, nil, fmt.Errorf("the cell view at %s names %d members, more than %d: not a broker's answer (--member-only reads this member alone)",
+			r.c.URL(), len(v.Members), maxMembers)
 	}
 	clients := make([]*client.Client, len(v.Members))
 	for i, m := range v.Members {
