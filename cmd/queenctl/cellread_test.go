@@ -36,7 +36,9 @@ func TestMergeCellListing(t *testing.T) {
 	}
 	q1, q2, q3 := ownedBy(t, "a", ids[0], ids), ownedBy(t, "b", ids[1], ids), ownedBy(t, "c", ids[2], ids)
 	d3, moved := ownedBy(t, "decl", ids[2], ids), ownedBy(t, "moved", ids[2], ids)
-	row := func(q, tier string, depth int) client.QueueInfo { return client.QueueInfo{Queue: q, Tier: tier, Depth: depth} }
+	row := func(q, tier string, depth int) client.QueueInfo {
+		return client.QueueInfo{Queue: q, Tier: tier, Depth: depth}
+	}
 	listings := []*client.QueuesResult{
 		{Queues: []client.QueueInfo{row(q1, "implicit", 1), row(d3, "declared", 0)}, CellBytes: 100},
 		{Queues: []client.QueueInfo{row(q2, "implicit", 2), row(d3, "declared", 0), row(moved, "implicit", 7)}, CellBytes: 200},
