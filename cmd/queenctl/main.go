@@ -43,6 +43,7 @@ const (
 	exitUsage      = 2 // bad arguments, flags or input
 	exitConnection = 3 // the broker could not be reached, or the connection failed
 	exitNoReply    = 4 // request: no reply came within --timeout
+	exitPartial    = 5 // queues, top --once: a member of the cell did not answer
 	// exitInterrupted: a call cut short by SIGINT or SIGTERM (tail and
 	// reply, which run until interrupted, exit 0 then).
 	exitInterrupted = 130
@@ -102,6 +103,21 @@ func (a *app) client() (*client.Client, error) {
 	if a.c != nil {
 		return a.c, nil
 	}
+	opts, err := a.options()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(a.g.url, opts...)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	a.c = c
+	return c, nil
+}
+
+// options are the SDK options the global flags ask for: the same identity
+// for the URL given and for every member of its cell (cellread.go).
+func (a *app) options() ([]client.Option, error) {
 	opts := []client.Option{client.WithTimeout(a.g.timeout)}
 	if a.g.token != "" {
 		opts = append(opts, client.WithToken(a.g.token))
@@ -113,12 +129,7 @@ func (a *app) client() (*client.Client, error) {
 		}
 		opts = append(opts, client.WithHeader(k, v))
 	}
-	c, err := client.New(a.g.url, opts...)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	a.c = c
-	return c, nil
+	return opts, nil
 }
 
 // printJSON writes v as one line of JSON, with the characters a terminal
@@ -150,7 +161,8 @@ func newRoot(a *app) *cobra.Command {
 
 Every refusal is printed to stderr as "error: <status> <code>: <message>".
 Exit status: 0 success, 1 refused by the broker, 2 usage error,
-3 broker unreachable or connection failed, 4 request without a reply.
+3 broker unreachable or connection failed, 4 request without a reply,
+5 a listing of a cell that lacks a member that did not answer.
 See docs/cli.md.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -245,7 +257,11 @@ func report(stderr io.Writer, err error) int {
 	var ce *client.Error
 	var ue usageError
 	var ne connError
+	var pe partialError
 	switch {
+	case errors.As(err, &pe):
+		fmt.Fprintf(stderr, "warning: %s\n", visible(err.Error()))
+		return exitPartial
 	case errors.As(err, &ce):
 		msg := ce.Message
 		if ce.RetryAfter > 0 {

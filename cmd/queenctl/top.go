@@ -25,6 +25,7 @@ import (
 // have been read (a rate needs an interval).
 type topRow struct {
 	queue, tier                      string
+	owner                            string // the member that owns it, in a cell
 	depth, bytes, partitions, groups int64
 	bounds, ttl, retry               int64
 	depthRate, dropRate              *float64
@@ -81,6 +82,19 @@ var topColumns = []topColumn{
 	rateCol("DROPS/S", func(r *topRow) *float64 { return r.dropRate }),
 }
 
+// ownerColumn is shown after QUEUE when top reads a cell.
+var ownerColumn = topColumn{title: "OWNER", cell: func(r *topRow) string { return visible(r.owner) },
+	cmp: func(a, b *topRow) int { return strings.Compare(a.owner, b.owner) }}
+
+// columns answers the frame's columns: OWNER only in a cell, so that a
+// single broker's frame is what it always was.
+func (st *topState) columns() []topColumn {
+	if !st.cell {
+		return topColumns
+	}
+	return slices.Insert(slices.Clone(topColumns), 1, ownerColumn)
+}
+
 // topState is everything a frame shows.
 type topState struct {
 	url       string
@@ -88,6 +102,8 @@ type topState struct {
 	rows      []topRow
 	cellBytes int64
 	paused    *bool  // the kill switch; nil when it could not be read
+	cell      bool   // the rows are a cell's, with owners
+	members   string // in a cell: how many members answered, for the title
 	err       string // the last refresh's failure, shown above the table
 	sortCol   int    // index into topColumns
 	desc      bool
@@ -96,13 +112,23 @@ type topState struct {
 // snapshot turns a listing into rows, with rates against prev (the rows of
 // the listing read dt earlier).
 func snapshot(res *client.QueuesResult, prev []topRow, dt time.Duration) []topRow {
+	qs := make([]cellQueue, len(res.Queues))
+	for i, q := range res.Queues {
+		qs[i] = cellQueue{QueueInfo: q}
+	}
+	return snapshotRows(qs, prev, dt)
+}
+
+// snapshotRows is snapshot of a cell's merged listing (or of one broker's,
+// without owners).
+func snapshotRows(qs []cellQueue, prev []topRow, dt time.Duration) []topRow {
 	before := make(map[string]*topRow, len(prev))
 	for i := range prev {
 		before[prev[i].queue] = &prev[i]
 	}
-	rows := make([]topRow, 0, len(res.Queues))
-	for _, q := range res.Queues {
-		r := topRow{queue: q.Queue, tier: q.Tier, depth: int64(q.Depth), bytes: q.Bytes,
+	rows := make([]topRow, 0, len(qs))
+	for _, q := range qs {
+		r := topRow{queue: q.Queue, tier: q.Tier, owner: q.Owner, depth: int64(q.Depth), bytes: q.Bytes,
 			partitions: int64(q.Partitions), groups: int64(q.Groups),
 			bounds: q.Drops.Bounds, ttl: q.Drops.TTL, retry: q.Drops.Retry}
 		if p := before[q.Queue]; p != nil && dt > 0 {
@@ -139,7 +165,8 @@ func renderTop(st topState, width, height int) string {
 		return "queenctl top: the terminal is too small"
 	}
 	rows := slices.Clone(st.rows)
-	col := topColumns[st.sortCol]
+	columns := st.columns()
+	col := columns[min(st.sortCol, len(columns)-1)]
 	slices.SortStableFunc(rows, func(a, b topRow) int {
 		c := col.cmp(&a, &b)
 		if st.desc {
@@ -153,9 +180,9 @@ func renderTop(st topState, width, height int) string {
 
 	// Column widths: the widest cell, header included (with its sort mark).
 	cells := make([][]string, len(rows))
-	widths := make([]int, len(topColumns))
-	headers := make([]string, len(topColumns))
-	for j, c := range topColumns {
+	widths := make([]int, len(columns))
+	headers := make([]string, len(columns))
+	for j, c := range columns {
 		headers[j] = c.title
 		if j == st.sortCol {
 			if st.desc {
@@ -167,8 +194,8 @@ func renderTop(st topState, width, height int) string {
 		widths[j] = utf8.RuneCountInString(headers[j])
 	}
 	for i := range rows {
-		cells[i] = make([]string, len(topColumns))
-		for j, c := range topColumns {
+		cells[i] = make([]string, len(columns))
+		for j, c := range columns {
 			cells[i][j] = c.cell(&rows[i])
 			widths[j] = max(widths[j], utf8.RuneCountInString(cells[i][j]))
 		}
@@ -177,7 +204,7 @@ func renderTop(st topState, width, height int) string {
 	line := func(vals []string) string {
 		parts := make([]string, len(vals))
 		for j, v := range vals {
-			parts[j] = fit(v, widths[j], topColumns[j].right)
+			parts[j] = fit(v, widths[j], columns[j].right)
 		}
 		return strings.Join(parts, "  ")
 	}
@@ -190,8 +217,13 @@ func renderTop(st topState, width, height int) string {
 			state = "PAUSED (kill switch)"
 		}
 	}
-	lines = append(lines, fmt.Sprintf("queenctl top  %s  %s  %d queues  broker %d bytes  %s",
-		visible(st.url), st.at.Format("15:04:05"), len(rows), st.cellBytes, state))
+	if st.cell {
+		lines = append(lines, fmt.Sprintf("queenctl top  %s  %s  %d queues  %s  cell %d bytes  %s",
+			visible(st.url), st.at.Format("15:04:05"), len(rows), st.members, st.cellBytes, state))
+	} else {
+		lines = append(lines, fmt.Sprintf("queenctl top  %s  %s  %d queues  broker %d bytes  %s",
+			visible(st.url), st.at.Format("15:04:05"), len(rows), st.cellBytes, state))
+	}
 	if st.err != "" {
 		lines = append(lines, "error: "+visible(st.err))
 	} else {
@@ -223,7 +255,8 @@ func renderTop(st topState, width, height int) string {
 // The bubbletea program: a refresh every second, keys to sort and quit.
 
 type refreshed struct {
-	res    *client.QueuesResult
+	res    *client.QueuesResult // one broker's listing, or nil
+	cell   *cellQueues          // a cell's, or nil
 	paused *bool
 	at     time.Time
 	err    error
@@ -233,6 +266,7 @@ type tick struct{}
 
 type topModel struct {
 	c             *client.Client
+	r             *cellReader // the listing: the cell's on a member, else this broker's
 	ctx           context.Context
 	st            topState
 	width, height int
@@ -240,17 +274,18 @@ type topModel struct {
 }
 
 // refresh reads the listing and the kill switch (which needs the operator:
-// when it cannot be read top shows "?" rather than failing).
+// when it cannot be read top shows "?" rather than failing). The kill
+// switch is the URL given's: each member has its own.
 func (m topModel) refresh() tea.Msg {
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 	defer cancel()
-	res, err := m.c.Queues(ctx)
+	cell, res, err := m.r.read(ctx)
 	var paused *bool
 	if k, kerr := m.c.KillSwitch(ctx); kerr == nil {
 		p := !k.Enabled
 		paused = &p
 	}
-	return refreshed{res: res, paused: paused, at: time.Now(), err: err}
+	return refreshed{res: res, cell: cell, paused: paused, at: time.Now(), err: err}
 }
 
 func (m topModel) Init() tea.Cmd { return m.refresh }
@@ -264,9 +299,10 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "q", "ctrl+c", "esc":
 			return m, tea.Quit
 		case "right", "l", ">", "tab":
-			m.st.sortCol = (m.st.sortCol + 1) % len(topColumns)
+			m.st.sortCol = (m.st.sortCol + 1) % len(m.st.columns())
 		case "left", "h", "<", "shift+tab":
-			m.st.sortCol = (m.st.sortCol + len(topColumns) - 1) % len(topColumns)
+			n := len(m.st.columns())
+			m.st.sortCol = (m.st.sortCol + n - 1) % n
 		case "r":
 			m.st.desc = !m.st.desc
 		}
@@ -276,8 +312,13 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.st.err = msg.err.Error()
 		} else {
 			m.st.err = ""
-			m.st.rows = snapshot(msg.res, m.st.rows, msg.at.Sub(m.last))
-			m.st.cellBytes = msg.res.CellBytes
+			if msg.cell != nil {
+				m.st.setCell(msg.cell, m.last, msg.at)
+			} else {
+				m.st.cell, m.st.members = false, ""
+				m.st.rows = snapshot(msg.res, m.st.rows, msg.at.Sub(m.last))
+				m.st.cellBytes = msg.res.CellBytes
+			}
 			m.last = msg.at
 		}
 		m.st.paused = msg.paused
@@ -288,6 +329,26 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// setCell makes a cell's listing, read at at (the previous at last), the
+// frame's rows; the members that did not answer are named in the error line.
+func (st *topState) setCell(l *cellQueues, last, at time.Time) {
+	if !st.cell {
+		st.rows = nil // rates against one member's listing would be wrong
+	}
+	st.cell = true
+	st.rows = snapshotRows(l.Queues, st.rows, at.Sub(last))
+	st.cellBytes = l.CellBytes
+	missing := l.missing()
+	st.members = fmt.Sprintf("%d/%d members", len(l.Members)-len(missing), len(l.Members))
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, m := range missing {
+			names[i] = m.ID + ": " + m.Error
+		}
+		st.err = "not answering (queues not shown): " + strings.Join(names, "; ")
+	}
+}
+
 func (m topModel) View() string {
 	if m.width == 0 {
 		return "" // the size is not known yet
@@ -296,7 +357,7 @@ func (m topModel) View() string {
 }
 
 func topCmd(a *app) *cobra.Command {
-	var once bool
+	var once, memberOnly bool
 	var width, height int
 	cmd := &cobra.Command{
 		Use:   "top",
@@ -306,6 +367,8 @@ second: depth, bytes, partitions, groups, drops by cause, and two rates computed
 between refreshes (DEPTH/S, the change of depth; DROPS/S, new drops of any cause).
 Keys: ←/→ (or h/l, <, >) choose the sort column, r reverses it, q quits.
 The header shows the kill switch when the credential may read it.
+On a member of a cell it shows the whole cell, each queue with its OWNER, and names
+in the error line any member that does not answer (--member-only: this member only).
 --once prints one frame (without rates) and exits: for a terminal-less run.`,
 		Example: `  queenctl top
   queenctl top --once --width 120`,
@@ -315,7 +378,9 @@ The header shows the kill switch when the credential may read it.
 			if err != nil {
 				return err
 			}
-			m := topModel{c: c, ctx: cmd.Context(), st: topState{url: c.URL()}}
+			r := newCellReader(a, c, memberOnly)
+			defer r.close()
+			m := topModel{c: c, r: r, ctx: cmd.Context(), st: topState{url: c.URL()}}
 			if once {
 				msg := m.refresh().(refreshed)
 				if msg.err != nil {
@@ -327,8 +392,13 @@ The header shows the kill switch when the credential may read it.
 				if h <= 0 {
 					h = len(st.rows) + 4
 				}
-				_, err := fmt.Fprintln(a.stdout, strings.TrimRight(renderTop(st, width, h), "\n"))
-				return err
+				if _, err := fmt.Fprintln(a.stdout, strings.TrimRight(renderTop(st, width, h), "\n")); err != nil {
+					return err
+				}
+				if msg.cell != nil {
+					return warnMissing(a.stderr, msg.cell)
+				}
+				return nil
 			}
 			in, inOK := a.stdin.(*os.File)
 			out, outOK := a.stdout.(*os.File)
@@ -344,6 +414,7 @@ The header shows the kill switch when the credential may read it.
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&memberOnly, "member-only", false, "on a member of a cell, only this member's listing (no OWNER column)")
 	cmd.Flags().BoolVar(&once, "once", false, "print one frame and exit (no terminal needed)")
 	cmd.Flags().IntVar(&width, "width", 120, "with --once, the frame's width")
 	cmd.Flags().IntVar(&height, "height", 0, "with --once, the frame's height (default: every queue)")
