@@ -265,7 +265,9 @@ func TestSDKSingleBrokerOneViewRead(t *testing.T) {
 // warm-up included), medians and their ratios to one broker. Twice: with
 // one request queue (the whole load on its owner: the SDK draws inboxes
 // on the request queue's owner) and with 8 (-services 8: each member owns
-// some, so the load spreads over the cell). Then the members at rest: CPU
+// some, so the load spreads over the cell), with one broker driven by 16
+// and by 11 requesters besides: a member's share of the spread load. Then
+// the members at rest: CPU
 // per member per second over QUEEN_CELL_MEASURE_IDLE (default 20 s) for
 // the cells of two and three and one broker, and again with the cell of
 // three grown to six; the difference from one broker at rest is the
@@ -314,9 +316,10 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 	cell3 := newTestCell(t)
 	two, three := startCell(newTestCell(t), 2), startCell(cell3, 3)
 	type setup struct {
-		name    string
-		brokers []*broker // the first is the one the SDK is given
-		members []*member
+		name       string
+		brokers    []*broker // the first is the one the SDK is given
+		members    []*member
+		requesters int // 0: queenbench's 32
 	}
 	brokers := func(ms []*member) []*broker {
 		var bs []*broker
@@ -325,14 +328,22 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 		}
 		return bs
 	}
-	setups := []setup{{"one broker", []*broker{one}, nil}, {"cell of two", brokers(two), two}, {"cell of three", brokers(three), three}}
+	// One broker again with a half and a third of the requesters: what a
+	// member of a cell of two or three serves when 8 request queues spread
+	// the load (fewer calls in flight per member, so fewer per write).
+	setups := []setup{{"one broker", []*broker{one}, nil, 0}, {"cell of two", brokers(two), two, 0}, {"cell of three", brokers(three), three, 0},
+		{"one broker, 16 requesters", []*broker{one}, nil, 16}, {"one broker, 11 requesters", []*broker{one}, nil, 11}}
 	run := func(s setup, services int) (rate, perRT float64) {
 		before := make([]time.Duration, len(s.brokers))
 		for i, b := range s.brokers {
 			before[i] = b.CPU(t)
 		}
-		r := brokertest.Queenbench(t, bench, "-scenario", "reqreply", "-client", "sdk", "-services", strconv.Itoa(services),
-			"-addr", strings.TrimPrefix(s.brokers[0].url(""), "http://"), "-d", "3s", "-warmup", "1s").Rate
+		args := []string{"-scenario", "reqreply", "-client", "sdk", "-services", strconv.Itoa(services),
+			"-addr", strings.TrimPrefix(s.brokers[0].url(""), "http://"), "-d", "3s", "-warmup", "1s"}
+		if s.requesters > 0 {
+			args = append(args, "-c", strconv.Itoa(s.requesters))
+		}
+		r := brokertest.Queenbench(t, bench, args...).Rate
 		var used time.Duration
 		for i, b := range s.brokers {
 			used += b.CPU(t) - before[i]
@@ -346,6 +357,10 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 		return s[len(s)/2]
 	}
 	for _, services := range []int{1, 8} {
+		setups := setups
+		if services == 1 {
+			setups = setups[:3]
+		}
 		rates, cpus := make([][]float64, len(setups)), make([][]float64, len(setups))
 		for round := range rounds {
 			load, _ := os.ReadFile("/proc/loadavg")
@@ -387,7 +402,7 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 			t.Logf("at rest (%s) over %s: %s, %.0f µs CPU per member per second (%.3f%% of a core)", label, idle, s.name, perMember, perMember/1e4)
 		}
 	}
-	atRest("three cells", setups)
+	atRest("three cells", setups[:3])
 	six := slices.Clone(three)
 	var ids []string
 	for range 3 {
@@ -397,7 +412,7 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 		ids = append(ids, m.id)
 	}
 	cell3.waitLive(ids...)
-	atRest("the cell of three grown to six", []setup{{"one broker", []*broker{one}, nil}, {"cell of six", brokers(six), nil}})
+	atRest("the cell of three grown to six", []setup{{"one broker", []*broker{one}, nil, 0}, {"cell of six", brokers(six), nil, 0}})
 }
 
 // kill -9 of the one member the client was given, which owns a queue: the
