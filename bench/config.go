@@ -55,6 +55,7 @@ type Config struct {
 	Size     int           // payload bytes (at least 24)
 
 	Requesters, Responders, RespBatch int     // reqreply
+	Services                          int     // reqreply with -client sdk: request queues, each with its owner in a cell
 	Producers, Consumers, Batch       int     // throughput (Batch also fanout)
 	Rate                              float64 // throughput: messages/s in, 0 = as fast as possible
 	Window                            int     // messages produced and not yet consumed, at most
@@ -74,7 +75,7 @@ func Defaults() Config {
 		Duration:   10 * time.Second,
 		Warmup:     time.Second,
 		Size:       64,
-		Requesters: 32, Responders: 4, RespBatch: 16,
+		Requesters: 32, Responders: 4, RespBatch: 16, Services: 1,
 		Producers: 4, Consumers: 4, Batch: 100,
 		Window:  5000,
 		Groups:  8,
@@ -110,6 +111,12 @@ func (c *Config) check() error {
 		if c.Inbox == InboxRequester {
 			return fmt.Errorf("-client sdk -inbox requester: the SDK's Request mints a fresh inbox per call; use -inbox request")
 		}
+	}
+	if c.Services < 1 {
+		return fmt.Errorf("-services %d: at least 1", c.Services)
+	}
+	if c.Services > 1 && !c.sdk() {
+		return fmt.Errorf("-services %d: with -client sdk only (the raw client asks one queue)", c.Services)
 	}
 	if c.Inbox == "" {
 		c.Inbox = InboxRequester

@@ -36,7 +36,7 @@ func runReqReply(ctx context.Context, cfg *Config, t target, m *meter, res *Resu
 		return fmt.Errorf("%s has no reqreply driver", cfg.Target)
 	}
 	res.Unit = "round trips"
-	res.Params = map[string]any{"requesters": cfg.Requesters, "responders": cfg.Responders, "respBatch": cfg.RespBatch, "size": cfg.Size, "inbox": cfg.Inbox}
+	res.Params = map[string]any{"requesters": cfg.Requesters, "responders": cfg.Responders, "respBatch": cfg.RespBatch, "size": cfg.Size, "inbox": cfg.Inbox, "services": cfg.Services}
 
 	reqs := make([]requester, cfg.Requesters)
 	defer func() {

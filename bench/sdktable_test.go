@@ -92,3 +92,37 @@ func TestConfigClient(t *testing.T) {
 		}
 	}
 }
+
+// -services: at least 1, with the SDK only; every queue has a responder.
+func TestConfigServices(t *testing.T) {
+	for _, c := range []struct {
+		client   string
+		services int
+		wantErr  string
+	}{
+		{ClientSDK, 8, ""},
+		{ClientSDK, 0, "at least 1"},
+		{ClientRaw, 1, ""},
+		{ClientRaw, 8, "with -client sdk only"},
+	} {
+		cfg := Defaults()
+		cfg.Scenario, cfg.Target, cfg.Client, cfg.Services = "reqreply", "broker", c.client, c.services
+		err := cfg.check()
+		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%+v: error %v, want %q", c, err, c.wantErr)
+		}
+	}
+	for _, c := range []struct{ responders, queues int }{{4, 1}, {4, 3}, {4, 4}, {4, 8}, {4, 9}, {1, 5}} {
+		served := make([]int, c.queues)
+		for id := range c.responders {
+			for _, j := range servedBy(id, c.responders, c.queues) {
+				served[j]++
+			}
+		}
+		for j, n := range served {
+			if n == 0 || c.queues >= c.responders && n != 1 {
+				t.Errorf("%d responders, %d queues: queue %d served by %d", c.responders, c.queues, j, n)
+			}
+		}
+	}
+}

@@ -43,15 +43,21 @@ func TestSmoke(t *testing.T) {
 	}
 	// reqreply's other ways to drive the broker: through the Go SDK (a
 	// fresh inbox per Request), and the raw client with a fresh inbox per
-	// round trip (-inbox request).
-	for _, v := range []struct{ name, client, inbox string }{
-		{"reqreply-sdk", ClientSDK, ""},
-		{"reqreply-raw-fresh-inbox", ClientRaw, InboxRequest},
+	// round trip (-inbox request); and the SDK over 3 request queues with
+	// 2 responders (one serving two queues): a queue nobody served would
+	// leave its requests unanswered and the run in error.
+	for _, v := range []struct {
+		name, client, inbox string
+		services            int
+	}{
+		{"reqreply-sdk", ClientSDK, "", 1},
+		{"reqreply-raw-fresh-inbox", ClientRaw, InboxRequest, 1},
+		{"reqreply-sdk-services", ClientSDK, "", 3},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := Defaults()
 			cfg.Scenario, cfg.Target, cfg.Addr, cfg.PID = "reqreply", "broker", addr, pid
-			cfg.Client, cfg.Inbox = v.client, v.inbox
+			cfg.Client, cfg.Inbox, cfg.Services = v.client, v.inbox, v.services
 			cfg.Duration, cfg.Warmup = 2*time.Second, 200*time.Millisecond
 			cfg.Requesters, cfg.Responders = 4, 2
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -63,7 +69,7 @@ func TestSmoke(t *testing.T) {
 			if res.Ops == 0 || res.Errors != 0 {
 				t.Fatalf("%d round trips, %d errors in %.1fs", res.Ops, res.Errors, res.Seconds)
 			}
-			if res.Client != v.client || res.Params["inbox"] != InboxRequest {
+			if res.Client != v.client || res.Params["inbox"] != InboxRequest || res.Params["services"] != v.services {
 				t.Fatalf("result says client %q, inbox %v; want %q, %q", res.Client, res.Params["inbox"], v.client, InboxRequest)
 			}
 			if res.CPU.ClientPerOp <= 0 {

@@ -257,12 +257,21 @@ func TestSDKSingleBrokerOneViewRead(t *testing.T) {
 
 // TestCellSDKRequestReplyCost measures (only with QUEEN_CELL_MEASURE=1)
 // request/reply through the Go SDK (queenbench -client sdk: 32 requesters,
-// 4 responders, a fresh inbox per request) pointed at ONE member of a
-// cell of three, against one broker on the same PostgreSQL, in alternating
-// rounds (QUEEN_CELL_MEASURE_ROUNDS, default 3): round trips/s and the
-// brokers' CPU per round trip (every member summed, from /proc over each
-// run, warm-up included). The goal with owner routing: the cell at
-// ≤ 1.15× one broker's CPU per round trip and ≥ 0.9× its round trips/s.
+// 4 responders, a fresh inbox per request) pointed at ONE member of a cell
+// of two and of a cell of three, against one broker, all on the same
+// PostgreSQL and at the default heartbeat (1 s), in alternating rounds
+// (QUEEN_CELL_MEASURE_ROUNDS, default 3): round trips/s and the brokers'
+// CPU per round trip (every member summed, from /proc over each run,
+// warm-up included), medians and their ratios to one broker. Twice: with
+// one request queue (the whole load on its owner: the SDK draws inboxes
+// on the request queue's owner) and with 8 (-services 8: each member owns
+// some, so the load spreads over the cell), with one broker driven by 16
+// and by 11 requesters besides: a member's share of the spread load. Then
+// the members at rest: CPU
+// per member per second over QUEEN_CELL_MEASURE_IDLE (default 20 s) for
+// the cells of two and three and one broker, and again with the cell of
+// three grown to six; the difference from one broker at rest is the
+// membership's own cost (docs/cell.md, "How a cell scales").
 //
 //	QUEEN_CELL_MEASURE=1 go test ./conformance/ -run TestCellSDKRequestReplyCost -v -count 1
 func TestCellSDKRequestReplyCost(t *testing.T) {
@@ -277,52 +286,133 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 		}
 		rounds = n
 	}
-	c := newTestCell(t)
+	idle := 20 * time.Second
+	if s := os.Getenv("QUEEN_CELL_MEASURE_IDLE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("QUEEN_CELL_MEASURE_IDLE=%q", s)
+		}
+		idle = d
+	}
 	bench := t.TempDir() + "/queenbench"
 	// bench/ is a module of its own: queenbench is built there.
 	if err := brokertest.Build("../bench", "./cmd/queenbench", bench); err != nil {
 		t.Fatal(err)
 	}
-	one := startBrokerOn(t, postgresStore, nil)
-	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
-	c.waitLive(a.id, b.id, cc.id)
-	run := func(at *broker, cpuOf ...*broker) (rate, perRT float64) {
-		before := make([]time.Duration, len(cpuOf))
-		for i, m := range cpuOf {
-			before[i] = m.CPU(t)
+	// The defaults' heartbeat and member timeout, not the tests' short
+	// ones: the membership's cost is part of what is measured.
+	defaults := map[string]string{"QUEEN_CELL_HEARTBEAT_MS": "1000", "QUEEN_CELL_MEMBER_TIMEOUT_MS": "5000"}
+	startCell := func(c *testCell, n int) []*member {
+		var ms []*member
+		var ids []string
+		for range n {
+			m := c.start(advertise(t), defaults)
+			ms, ids = append(ms, m), append(ids, m.id)
 		}
-		r := brokertest.Queenbench(t, bench, "-scenario", "reqreply", "-client", "sdk",
-			"-addr", strings.TrimPrefix(at.url(""), "http://"), "-d", "3s", "-warmup", "1s").Rate
+		c.waitLive(ids...)
+		return ms
+	}
+	one := startBrokerOn(t, postgresStore, nil)
+	cell3 := newTestCell(t)
+	two, three := startCell(newTestCell(t), 2), startCell(cell3, 3)
+	type setup struct {
+		name       string
+		brokers    []*broker // the first is the one the SDK is given
+		members    []*member
+		requesters int // 0: queenbench's 32
+	}
+	brokers := func(ms []*member) []*broker {
+		var bs []*broker
+		for _, m := range ms {
+			bs = append(bs, m.broker)
+		}
+		return bs
+	}
+	// One broker again with a half and a third of the requesters: what a
+	// member of a cell of two or three serves when 8 request queues spread
+	// the load (fewer calls in flight per member, so fewer per write).
+	setups := []setup{{"one broker", []*broker{one}, nil, 0}, {"cell of two", brokers(two), two, 0}, {"cell of three", brokers(three), three, 0},
+		{"one broker, 16 requesters", []*broker{one}, nil, 16}, {"one broker, 11 requesters", []*broker{one}, nil, 11}}
+	run := func(s setup, services int) (rate, perRT float64) {
+		before := make([]time.Duration, len(s.brokers))
+		for i, b := range s.brokers {
+			before[i] = b.CPU(t)
+		}
+		args := []string{"-scenario", "reqreply", "-client", "sdk", "-services", strconv.Itoa(services),
+			"-addr", strings.TrimPrefix(s.brokers[0].url(""), "http://"), "-d", "3s", "-warmup", "1s"}
+		if s.requesters > 0 {
+			args = append(args, "-c", strconv.Itoa(s.requesters))
+		}
+		r := brokertest.Queenbench(t, bench, args...).Rate
 		var used time.Duration
-		for i, m := range cpuOf {
-			used += m.CPU(t) - before[i]
+		for i, b := range s.brokers {
+			used += b.CPU(t) - before[i]
 		}
 		// Over the whole run: 1 s of warm-up and 3 s measured.
 		return r, float64(used.Microseconds()) / (r * 4)
-	}
-	var rateOne, rateCell, cpuOne, cpuCell []float64
-	for range rounds {
-		r, u := run(one, one)
-		rateOne, cpuOne = append(rateOne, r), append(cpuOne, u)
-		before := []float64{a.relayed(t), b.relayed(t), cc.relayed(t)}
-		r, u = run(a.broker, a.broker, b.broker, cc.broker)
-		rateCell, cpuCell = append(rateCell, r), append(cpuCell, u)
-		t.Logf("cell round: %.0f round trips/s; relayed by a, b, c: %.0f, %.0f, %.0f", r, a.relayed(t)-before[0], b.relayed(t)-before[1], cc.relayed(t)-before[2])
 	}
 	med := func(v []float64) float64 {
 		s := slices.Clone(v)
 		slices.Sort(s)
 		return s[len(s)/2]
 	}
-	t.Logf("round trips/s, medians of %d: one broker %.0f, cell of three through one member %.0f, ratio %.2f (rounds: %.0f, %.0f)",
-		rounds, med(rateOne), med(rateCell), med(rateCell)/med(rateOne), rateOne, rateCell)
-	t.Logf("brokers' CPU per round trip, medians of %d: one broker %.1f µs, cell of three (A+B+C) %.1f µs, ratio %.2f (rounds: %.1f, %.1f)",
-		rounds, med(cpuOne), med(cpuCell), med(cpuCell)/med(cpuOne), cpuOne, cpuCell)
-	var relayed float64
-	for _, m := range []*member{a, b, cc} {
-		relayed += m.relayed(t)
+	for _, services := range []int{1, 8} {
+		setups := setups
+		if services == 1 {
+			setups = setups[:3]
+		}
+		rates, cpus := make([][]float64, len(setups)), make([][]float64, len(setups))
+		for round := range rounds {
+			load, _ := os.ReadFile("/proc/loadavg")
+			t.Logf("services %d, round %d, load average %s", services, round+1, strings.TrimSpace(string(load)))
+			for i, s := range setups {
+				var relayedBefore float64
+				for _, m := range s.members {
+					relayedBefore += m.relayed(t)
+				}
+				r, u := run(s, services)
+				rates[i], cpus[i] = append(rates[i], r), append(cpus[i], u)
+				var relayed float64
+				for _, m := range s.members {
+					relayed += m.relayed(t)
+				}
+				t.Logf("  %s: %.0f round trips/s, %.1f µs per round trip, %.0f requests relayed", s.name, r, u, relayed-relayedBefore)
+			}
+		}
+		for i, s := range setups {
+			t.Logf("services %d, %s, medians of %d: %.0f round trips/s (%.2f× one broker), %.1f µs CPU per round trip (%.2f× one broker); rounds %.0f, %.1f",
+				services, s.name, rounds, med(rates[i]), med(rates[i])/med(rates[0]), med(cpus[i]), med(cpus[i])/med(cpus[0]), rates[i], cpus[i])
+		}
 	}
-	t.Logf("requests relayed by the members over every round: %.0f", relayed)
+	// At rest: nothing connected, only the membership and the store's sync.
+	atRest := func(label string, ss []setup) {
+		before := make([][]time.Duration, len(ss))
+		for i, s := range ss {
+			for _, b := range s.brokers {
+				before[i] = append(before[i], b.CPU(t))
+			}
+		}
+		time.Sleep(idle) // the window measured, not a wait for a condition
+		for i, s := range ss {
+			var used time.Duration
+			for j, b := range s.brokers {
+				used += b.CPU(t) - before[i][j]
+			}
+			perMember := float64(used.Microseconds()) / float64(len(s.brokers)) / idle.Seconds()
+			t.Logf("at rest (%s) over %s: %s, %.0f µs CPU per member per second (%.3f%% of a core)", label, idle, s.name, perMember, perMember/1e4)
+		}
+	}
+	atRest("three cells", setups[:3])
+	six := slices.Clone(three)
+	var ids []string
+	for range 3 {
+		six = append(six, cell3.start(advertise(t), defaults))
+	}
+	for _, m := range six {
+		ids = append(ids, m.id)
+	}
+	cell3.waitLive(ids...)
+	atRest("the cell of three grown to six", []setup{{"one broker", []*broker{one}, nil, 0}, {"cell of six", brokers(six), nil, 0}})
 }
 
 // kill -9 of the one member the client was given, which owns a queue: the

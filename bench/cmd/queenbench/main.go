@@ -57,6 +57,7 @@ func main() {
 	flag.IntVar(&cfg.Size, "size", cfg.Size, "payload bytes")
 	flag.IntVar(&cfg.Requesters, "c", cfg.Requesters, "reqreply: requesters")
 	flag.IntVar(&cfg.Responders, "w", cfg.Responders, "reqreply: responders")
+	flag.IntVar(&cfg.Services, "services", cfg.Services, "reqreply with -client sdk: request queues, requester i asking queue i mod services and the responders sharing them out (several spread a cell's load over the queues' owners)")
 	flag.IntVar(&cfg.RespBatch, "rbatch", cfg.RespBatch, "reqreply: requests a responder takes at once")
 	flag.IntVar(&cfg.Producers, "p", cfg.Producers, "throughput: producers")
 	flag.IntVar(&cfg.Consumers, "k", cfg.Consumers, "throughput: consumers")
