@@ -30,6 +30,7 @@ import (
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/client"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // Bounds of the chaos run's SDK calls: every client is built with
@@ -674,7 +675,7 @@ func TestCellChaos(t *testing.T) {
 	// owner (the cell takes up to a member timeout and a few heartbeats
 	// to act on a kill; a restart is acted on by its first heartbeat,
 	// inside the start).
-	lag := time.Duration(cellTimeoutMS+5*cellHeartbeatMS)*time.Millisecond + 500*time.Millisecond
+	lag := time.Duration(brokertest.CellMemberTimeoutMS+5*brokertest.CellHeartbeatMS)*time.Millisecond + 500*time.Millisecond
 	dups, excused := 0, 0
 	var dupSamples []string
 	stable := 0

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestCellResetAndDeleteFanOut: reset and delete's removal of contents
@@ -71,7 +73,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	// the whole allowance.
 	const allowance, msg = 300_000, 10_000
 	a.do(t, "PUT", "/api/v1/system/ephemeral/grants/default", `{"maxBytes":300000}`).want(t, 200, nil)
-	time.Sleep(3 * cellHeartbeatMS * time.Millisecond) // the grant reaches B (by NOTIFY in milliseconds; every heartbeat at worst)
+	time.Sleep(3 * brokertest.CellHeartbeatMS * time.Millisecond) // the grant reaches B (by NOTIFY in milliseconds; every heartbeat at worst)
 	qg := queueOwnedBy(t, "fangrant", b.id, all...)
 	payload := `"` + strings.Repeat("x", msg) + `"`
 	accepted := 0
@@ -99,7 +101,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	// second queue owned by B that a push through A creates is refused; and
 	// declarations go on up to the whole 4.
 	a.do(t, "PUT", "/api/v1/system/ephemeral/grants/default", `{"maxQueues":4}`).want(t, 200, nil)
-	time.Sleep(3 * cellHeartbeatMS * time.Millisecond) // the grant reaches B
+	time.Sleep(3 * brokertest.CellHeartbeatMS * time.Millisecond) // the grant reaches B
 	a.do(t, "POST", "/api/v1/ephemeral/configure", map[string]any{"queue": "fanqdecl-1"}).want(t, 201, nil)
 	a.push(t, queueOwnedBy(t, "fanqa", b.id, all...), "", `1`)
 	a.do(t, "POST", "/api/v1/ephemeral/push", pushBody(queueOwnedBy(t, "fanqb", b.id, all...), "", `1`)).wantErr(t, 403, "ephemeral_quota_exceeded")
@@ -108,7 +110,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	}
 	a.do(t, "POST", "/api/v1/ephemeral/configure", map[string]any{"queue": "fanqdecl-5"}).wantErr(t, 403, "ephemeral_quota_exceeded")
 	a.do(t, "DELETE", "/api/v1/system/ephemeral/grants/default", nil).want(t, 200, nil)
-	time.Sleep(3 * cellHeartbeatMS * time.Millisecond) // B drops the grant: with 4 declared, its implicit share is none
+	time.Sleep(3 * brokertest.CellHeartbeatMS * time.Millisecond) // B drops the grant: with 4 declared, its implicit share is none
 
 	// The owner unreachable (killed, not yet dropped from the views): its
 	// copy could not be emptied, so the answer is 503

@@ -451,7 +451,7 @@ func TestSDKGivenMemberKilled(t *testing.T) {
 	if err != nil || len(res.Messages) != 1 || string(res.Messages[0].Payload) != `"after"` {
 		t.Fatalf("pop of the dead member's queue from its new owner: %+v %v", res, err)
 	}
-	t.Logf("the dead member's queue served again %v after the kill (member timeout %d ms)", took.Round(time.Millisecond), cellTimeoutMS)
+	t.Logf("the dead member's queue served again %v after the kill (member timeout %d ms)", took.Round(time.Millisecond), brokertest.CellMemberTimeoutMS)
 }
 
 // Serve's replies to inboxes another member owns than the served queue's

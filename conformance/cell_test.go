@@ -25,29 +25,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/client"
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
-// Short timings for the tests: a heartbeat of 100 ms, a member timeout of
-// one second.
 const (
-	cellHeartbeatMS = 100
-	cellTimeoutMS   = 1000
-	cellSecret      = "a-cell-secret-for-the-tests"
-	cellTenant      = "default" // mode none's tenant
+	cellSecret = "a-cell-secret-for-the-tests"
+	cellTenant = "default" // mode none's tenant
 )
 
-// testCell is the members of one cell and their shared schema.
+// testCell is the members of one cell on their shared schema.
 type testCell struct {
-	t      *testing.T
-	schema string
-
-	mu      sync.Mutex
-	members map[string]*member // by id, the last started with it (waitLive)
+	t    *testing.T
+	cell *brokertest.Cell
 }
 
 // member is one broker of a cell and its advertised address.
@@ -60,119 +51,32 @@ func newTestCell(t *testing.T) *testCell {
 	t.Helper()
 	needBinary(t)
 	env := postgresStore.env(t) // skips without PostgreSQL
-	return &testCell{t: t, schema: env["QUEEN_DATABASE_SCHEMA"]}
+	return &testCell{t: t, cell: brokertest.NewCell(pg.URL(), env["QUEEN_DATABASE_SCHEMA"],
+		map[string]string{"QUEEN_CELL_SECRET": cellSecret})}
 }
 
 // advertise picks a free loopback port for a member's relay.
-func advertise(t *testing.T) string {
-	t.Helper()
-	return "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
-}
+func advertise(t *testing.T) string { return brokertest.Advertise(t) }
 
 // start starts a member advertising id, with extra variables.
 func (c *testCell) start(id string, extra map[string]string) *member {
 	c.t.Helper()
-	env := map[string]string{
-		"QUEEN_DATABASE_URL":           pg.URL(),
-		"QUEEN_DATABASE_SCHEMA":        c.schema,
-		"QUEEN_CELL_ADVERTISE":         id,
-		"QUEEN_CELL_SECRET":            cellSecret,
-		"QUEEN_CELL_HEARTBEAT_MS":      strconv.Itoa(cellHeartbeatMS),
-		"QUEEN_CELL_MEMBER_TIMEOUT_MS": strconv.Itoa(cellTimeoutMS),
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	m := &member{broker: startBroker(c.t, env), id: id}
-	c.mu.Lock()
-	if c.members == nil {
-		c.members = map[string]*member{}
-	}
-	c.members[id] = m
-	c.mu.Unlock()
+	m := &member{broker: startBroker(c.t, c.cell.Env(id, extra)), id: id}
+	c.cell.Add(id, m.Broker)
 	return m
 }
 
-// waitLive waits until exactly ids are the live rows of the cell's table
-// and every one of those members' views holds them (viewsHold: joins reach
-// the others by NOTIFY at once, and every heartbeat reloads).
+// waitLive waits until exactly ids are the cell's live members, each
+// counting them all in its view (brokertest.Cell.WaitLive).
 func (c *testCell) waitLive(ids ...string) {
 	c.t.Helper()
-	want := slices.Clone(ids)
-	slices.Sort(want)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pg.URL())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	q := "SELECT member FROM " + pgx.Identifier{c.schema, "cell_members"}.Sanitize() + " WHERE expires_at > now() ORDER BY member"
-	var got []string
-	for ctx.Err() == nil {
-		got = got[:0]
-		rows, err := conn.Query(ctx, q)
-		if err == nil {
-			for rows.Next() {
-				var m string
-				_ = rows.Scan(&m)
-				got = append(got, m)
-			}
-			rows.Close()
-			slices.Sort(got)
-			if slices.Equal(got, want) && c.viewsHold(ctx, want) {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.t.Fatalf("the cell's live members are %v, want %v", got, want)
-}
-
-// viewsHold waits (within ctx) until every member of ids this cell started
-// counts exactly len(ids) members in its view and is not fenced: the
-// table can show a change a heartbeat or more before a member's view does,
-// longer on a loaded machine. It reports false when ctx ends first.
-func (c *testCell) viewsHold(ctx context.Context, ids []string) bool {
-	for _, id := range ids {
-		c.mu.Lock()
-		m := c.members[id]
-		c.mu.Unlock()
-		if m == nil {
-			continue
-		}
-		for {
-			var h struct {
-				Cell *struct {
-					Members int  `json:"members"`
-					Fenced  bool `json:"fenced"`
-				} `json:"cell"`
-			}
-			r, err := m.rawDo("GET", "/health", "")
-			if err == nil && json.Unmarshal(r.body, &h) == nil && h.Cell != nil && h.Cell.Members == len(ids) && !h.Cell.Fenced {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	return true
+	c.cell.WaitLive(c.t, ids...)
 }
 
 // queueOwnedBy returns a fresh queue name that ids' cell gives to owner.
 func queueOwnedBy(t *testing.T, prefix, owner string, ids ...string) string {
 	t.Helper()
-	for i := 0; i < 10000; i++ {
-		q := prefix + "-" + strconv.Itoa(i)
-		if cell.OwnerOf(ids, cellTenant, q) == owner {
-			return q
-		}
-	}
-	t.Fatalf("no queue owned by %s", owner)
-	return ""
+	return brokertest.QueueOwnedBy(t, ids, cellTenant, prefix, owner)
 }
 
 func ids(ms ...*member) []string {
@@ -354,7 +258,7 @@ func TestCellOwnerKilled(t *testing.T) {
 		case r.status == 503 && errCode(r) == "ephemeral_forward_failed":
 			failed++
 			wantRetryAfter1(t, r)
-		case r.status == 503 && errCode(r) == "owner_moved" && time.Since(killed) > cellTimeoutMS*time.Millisecond/2:
+		case r.status == 503 && errCode(r) == "owner_moved" && time.Since(killed) > brokertest.CellMemberTimeoutMS*time.Millisecond/2:
 			// The members drop the dead one at their own next heartbeat:
 			// for a moment A relays to the new owner, which still sees the
 			// dead one as the owner. A refusal the SDKs retry, as D17 says.
@@ -377,11 +281,11 @@ func TestCellOwnerKilled(t *testing.T) {
 	if failed == 0 {
 		t.Fatal("no 503 ephemeral_forward_failed while the owner was dead")
 	}
-	if firstServed < cellTimeoutMS*time.Millisecond/2 {
+	if firstServed < brokertest.CellMemberTimeoutMS*time.Millisecond/2 {
 		t.Fatalf("served again %v after the kill, well before the member timeout", firstServed)
 	}
-	if firstServed > cellTimeoutMS*time.Millisecond+2*time.Second {
-		t.Fatalf("served again only %v after the kill (member timeout %d ms)", firstServed, cellTimeoutMS)
+	if firstServed > brokertest.CellMemberTimeoutMS*time.Millisecond+2*time.Second {
+		t.Fatalf("served again only %v after the kill (member timeout %d ms)", firstServed, brokertest.CellMemberTimeoutMS)
 	}
 	c.waitLive(a.id, b.id)
 	// The survivor started the queue empty: only what was pushed after.
@@ -611,7 +515,7 @@ func TestCellOwnerKilledMidRelay(t *testing.T) {
 // holds a relayed request (it logs each one as it starts holding it).
 func (m *member) waitHeld(t *testing.T) {
 	t.Helper()
-	eventually(t, 20*time.Second, m.id+" holding the relayed request", func() bool {
+	brokertest.Eventually(t, 20*time.Second, m.id+" holding the relayed request", func() bool {
 		return strings.Contains(m.Log(), "fault injection: holding a relayed request")
 	})
 }
@@ -744,7 +648,7 @@ func TestCellCleanStopHandsOverAtOnce(t *testing.T) {
 		if err == nil && r.status == 201 {
 			break
 		}
-		if time.Since(stopped) > cellTimeoutMS*time.Millisecond/2 {
+		if time.Since(stopped) > brokertest.CellMemberTimeoutMS*time.Millisecond/2 {
 			t.Fatalf("%v after the clean stop, a push still gets %v %v", time.Since(stopped), r, err)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -1131,7 +1035,7 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 		}
 		// Not there yet: empty the queue and try again.
 		b.pop(t, popq{"queue": q, "batch": "10", "autoAck": "true"})
-		time.Sleep(cellHeartbeatMS * time.Millisecond)
+		time.Sleep(brokertest.CellHeartbeatMS * time.Millisecond)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/cell/rendezvous"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // cellView is the answer of GET /api/v1/ephemeral/cell.
@@ -114,7 +115,7 @@ func awaitView(t *testing.T, what string, ch <-chan timedView, since time.Time, 
 func TestCellViewForClients(t *testing.T) {
 	t.Parallel()
 	c := newTestCell(t)
-	bound := (cellTimeoutMS + cellHeartbeatMS) * time.Millisecond
+	bound := (brokertest.CellMemberTimeoutMS + brokertest.CellHeartbeatMS) * time.Millisecond
 
 	// A publishes the URL derived from HOST and PORT (the harness runs
 	// brokers on 127.0.0.1), B the one it is given.

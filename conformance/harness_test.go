@@ -780,21 +780,6 @@ func (b *broker) health(t testing.TB) health {
 	return h
 }
 
-// eventually polls cond every 20 ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // asyncPop runs a pop in the background on its own connection; the
 // channel yields the answer.
 type popResult struct {

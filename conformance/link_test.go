@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // Frame types and refusal reasons, as docs/link.md names them.
@@ -416,7 +418,7 @@ func TestLinkDifferential(t *testing.T) {
 	hp := p.h.dial(t)
 	hp.send(httpReq("GET", popW, ""))
 	wid := p.lk.request("GET", popW, "")
-	eventually(t, 5*time.Second, "both pops parked", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "both pops parked", func() bool {
 		return p.h.gauge(t, "queen_ephemeral_parked_pops") == 1 && p.l.gauge(t, "queen_ephemeral_parked_pops") == 1
 	})
 	p.hc.send(httpReq("POST", "/api/v1/ephemeral/push", `{"queue":"w","messages":[{"payload":"wake"}]}`))
@@ -568,7 +570,7 @@ func (p *pair) parkOnBoth(t *testing.T, queue string) (*rawConn, uint64) {
 	hc := p.h.dial(t)
 	hc.send(httpReq("GET", target, "", p.ident...))
 	id := p.lk.request("GET", target, "")
-	eventually(t, 5*time.Second, "both pops parked", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "both pops parked", func() bool {
 		return p.h.gauge(t, "queen_ephemeral_parked_pops") == 1 && p.l.gauge(t, "queen_ephemeral_parked_pops") == 1
 	})
 	return hc, id
@@ -610,7 +612,7 @@ func TestLinkShutdownAnswersParkedPops(t *testing.T) {
 	for range n {
 		l.request("GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=30000", "")
 	}
-	eventually(t, 5*time.Second, "the pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == n+1 })
+	brokertest.Eventually(t, 5*time.Second, "the pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == n+1 })
 	b.stop(t)
 	if h := hc.read(); h.status != 200 || string(h.body) != `{"queue":"w","messages":[]}` {
 		t.Fatalf("the HTTP pop at SIGTERM: %s", h)
@@ -642,7 +644,7 @@ func TestLinkKill9WithCallsInFlight(t *testing.T) {
 		l.next++
 	}
 	l.write(out)
-	eventually(t, 5*time.Second, "the pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == pops })
+	brokertest.Eventually(t, 5*time.Second, "the pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == pops })
 	// The writer sends pushes in batches of 100 until the link fails; sent
 	// is the number of streams written so far.
 	var mu sync.Mutex
@@ -712,7 +714,7 @@ func TestLinkTenThousandParkedPops(t *testing.T) {
 		l.next++
 	}
 	l.write(out)
-	eventually(t, 20*time.Second, "10,000 pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == n })
+	brokertest.Eventually(t, 20*time.Second, "10,000 pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == n })
 	if links := b.gauge(t, "queen_ephemeral_client_links"); links != 1 {
 		t.Fatalf("queen_ephemeral_client_links %v, want 1", links)
 	}
@@ -790,9 +792,9 @@ func TestLinkUpgradeAndFrames(t *testing.T) {
 	// A cancel lets a parked pop go; no answer follows, and the next
 	// message is not taken by it.
 	pop := l.request("GET", "/api/v1/ephemeral/pop?queue=idle&wait=true&timeout=30000", "")
-	eventually(t, 5*time.Second, "the pop parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == 1 })
+	brokertest.Eventually(t, 5*time.Second, "the pop parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == 1 })
 	l.write(linkFrame(frameCancel, pop, nil))
-	eventually(t, 5*time.Second, "the pop let go", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == 0 })
+	brokertest.Eventually(t, 5*time.Second, "the pop let go", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == 0 })
 	l.do("POST", "/api/v1/ephemeral/push", `{"queue":"idle","messages":[{"payload":1}]}`).want(t, 201, nil)
 	var d depthResp
 	l.do("GET", "/api/v1/ephemeral/queues/idle/depth", "").want(t, 200, &d)
@@ -815,7 +817,7 @@ func TestLinkUpgradeAndFrames(t *testing.T) {
 	// A frame of a type only the broker sends: the link closes.
 	l.write(linkFrame(frameAnswer, l.next, []byte("HTTP/1.1 200 OK\r\n\r\n")))
 	l.expectClosed(10 * time.Second)
-	eventually(t, 5*time.Second, "the link uncounted", func() bool { return b.gauge(t, "queen_ephemeral_client_links") == 0 })
+	brokertest.Eventually(t, 5*time.Second, "the link uncounted", func() bool { return b.gauge(t, "queen_ephemeral_client_links") == 0 })
 }
 
 // TestLinkStreamsBound: 65,536 requests may wait on one link; one more is
@@ -832,7 +834,7 @@ func TestLinkStreamsBound(t *testing.T) {
 		l.next++
 	}
 	l.write(out)
-	eventually(t, 30*time.Second, "65,536 pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == bound })
+	brokertest.Eventually(t, 30*time.Second, "65,536 pops parked", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == bound })
 	over := l.request("POST", "/api/v1/ephemeral/push", `{"queue":"other","messages":[{"payload":1}]}`)
 	typ, id, p, err := l.readFrame(10 * time.Second)
 	if err != nil || typ != frameRefuse || id != over || len(p) != 1 || p[0] != 1 {
@@ -841,7 +843,7 @@ func TestLinkStreamsBound(t *testing.T) {
 	// Not served: the queue it named was not made.
 	b.do(t, "GET", "/api/v1/ephemeral/queues/other/depth", nil).wantErr(t, 404, "ephemeral_queue_not_found")
 	l.write(linkFrame(frameCancel, 0, nil))
-	eventually(t, 5*time.Second, "one pop let go", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == bound-1 })
+	brokertest.Eventually(t, 5*time.Second, "one pop let go", func() bool { return b.gauge(t, "queen_ephemeral_parked_pops") == bound-1 })
 	if r := l.do("POST", "/api/v1/ephemeral/push", `{"queue":"other","messages":[{"payload":1}]}`); r.status != 201 {
 		t.Fatalf("a push once below the bound: %s", r)
 	}

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestAckOutcomes: acked, redelivered and unknown as a live broker gives
@@ -152,7 +154,7 @@ func TestRetryDrops(t *testing.T) {
 	if !equalStrings(p.payloads(), []string{`"c"`}) || p.Messages[0].Attempts != 1 {
 		t.Fatalf("redelivery after expiry %+v", p.Messages)
 	}
-	eventually(t, 5*time.Second, "the second expiry drops c under retry", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "the second expiry drops c under retry", func() bool {
 		return b.row(t, "retry").Drops == drops{Retry: 2}
 	})
 	if p := b.pop(t, popq{"queue": "retry", "group": "g", "batch": "10"}); len(p.Messages) != 0 {
@@ -174,7 +176,7 @@ func TestTTL(t *testing.T) {
 	if p := b.pop(t, popq{"queue": "ttl", "group": "g", "autoAck": "true"}); !equalStrings(p.payloads(), []string{"1"}) {
 		t.Fatalf("pop %+v", p)
 	}
-	eventually(t, 5*time.Second, "ttl frees both messages", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "ttl frees both messages", func() bool {
 		return b.depth(t, "ttl", "").Bytes == 0
 	})
 	if r := b.row(t, "ttl"); r.Drops != (drops{TTL: 1}) || r.Depth != 0 || r.Bytes != 0 {
@@ -191,7 +193,7 @@ func TestTTL(t *testing.T) {
 	b.configure(t, "ttl2", `{"ttlSeconds":1}`)
 	b.push(t, "ttl2", "p", `"late"`)
 	inFlight := b.pop(t, popq{"queue": "ttl2", "group": "g"})
-	eventually(t, 5*time.Second, "ttl frees the message in flight", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "ttl frees the message in flight", func() bool {
 		return b.depth(t, "ttl2", "").Bytes == 0
 	})
 	if got := b.ackAll(t, "ttl2", "g", "completed", inFlight); !equalStrings(got, []string{"unknown"}) {
@@ -219,7 +221,7 @@ func TestTenantDefaultTTL(t *testing.T) {
 			t.Fatalf("%s: ttlSeconds in force %d, want the tenant default 1", q, r.Options.TTLSeconds)
 		}
 	}
-	eventually(t, 5*time.Second, "the unread reply expires", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "the unread reply expires", func() bool {
 		r := b.row(t, "inbox")
 		return r.Drops == drops{TTL: 1} && r.Depth == 0 && r.Bytes == 0
 	})
@@ -603,7 +605,7 @@ func TestImplicitCollection(t *testing.T) {
 	waiting := b.asyncPop(popq{"queue": "idle-waiting", "wait": "true", "timeout": "9000"})
 	time.Sleep(100 * time.Millisecond)
 
-	eventually(t, 8*time.Second, "idle-empty is collected", func() bool {
+	brokertest.Eventually(t, 8*time.Second, "idle-empty is collected", func() bool {
 		_, ok := b.queues(t).find("idle-empty")
 		return !ok
 	})
@@ -620,7 +622,7 @@ func TestImplicitCollection(t *testing.T) {
 	if r := waitPop(t, waiting, 15*time.Second); len(r.resp.Messages) != 0 {
 		t.Fatalf("parked pop %+v", r.resp)
 	}
-	eventually(t, 8*time.Second, "idle-waiting is collected once its pop left", func() bool {
+	brokertest.Eventually(t, 8*time.Second, "idle-waiting is collected once its pop left", func() bool {
 		_, ok := b.queues(t).find("idle-waiting")
 		return !ok
 	})
@@ -649,7 +651,7 @@ func TestGroupIdle(t *testing.T) {
 	if d := b.depth(t, "gi", ""); !reflect.DeepEqual(d.Groups, []groupDepth{{"g", 0, 0}}) {
 		t.Fatalf("groups %+v", d.Groups)
 	}
-	eventually(t, 8*time.Second, "g is forgotten", func() bool {
+	brokertest.Eventually(t, 8*time.Second, "g is forgotten", func() bool {
 		return len(b.depth(t, "gi", "").Groups) == 0
 	})
 	p := b.pop(t, popq{"queue": "gi", "group": "g", "batch": "10"})

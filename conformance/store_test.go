@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
 
@@ -63,7 +64,7 @@ func TestPostgresOutage(t *testing.T) {
 	if n := b.reset(t, "kept"); n != 2 {
 		t.Fatalf("reset during the outage dropped %d, want 2", n)
 	}
-	eventually(t, 10*time.Second, "/health reports store down", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "/health reports store down", func() bool {
 		h := b.health(t)
 		return h.Status == "ok" && h.Store == "down"
 	})
@@ -80,7 +81,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "/health reports store ok", func() bool { return b.health(t).Store == "ok" })
+	brokertest.Eventually(t, 20*time.Second, "/health reports store ok", func() bool { return b.health(t).Store == "ok" })
 	if r := b.row(t, "kept"); r.Tier != "declared" || r.Depth != 0 || r.Options != wantKept {
 		t.Fatalf("kept once the database is back: %+v; want declared, empty, maxLength 7", r)
 	}

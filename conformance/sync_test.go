@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // D17 with real binaries: two brokers on one PostgreSQL schema (no cell
@@ -21,19 +23,19 @@ func TestDeclarationsReachEveryBroker(t *testing.T) {
 	const heartbeat = time.Second
 
 	a.configure(t, "sync-q", `{"maxLength":2,"policy":"reject"}`)
-	eventually(t, heartbeat, "configure on A listed as declared on B", func() bool {
+	brokertest.Eventually(t, heartbeat, "configure on A listed as declared on B", func() bool {
 		return strings.Contains(string(b.do(t, "GET", "/api/v1/ephemeral/queues", nil).body), `"queue":"sync-q","tier":"declared"`)
 	})
 	b.push(t, "sync-q", "", "1", "2")
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("sync-q", "", "3")).wantErr(t, 429, "queue_full")
 
 	a.do(t, "DELETE", "/api/v1/ephemeral/queue/sync-q", nil).want(t, 200, nil)
-	eventually(t, heartbeat, "delete on A seen on B", func() bool {
+	brokertest.Eventually(t, heartbeat, "delete on A seen on B", func() bool {
 		return strings.Contains(string(b.do(t, "GET", "/api/v1/ephemeral/queues", nil).body), `"queue":"sync-q","tier":"implicit","depth":2`)
 	})
 
 	a.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":false,"retryAfterSeconds":2}`).want(t, 200, nil)
-	eventually(t, heartbeat, "kill switch on A applied on B", func() bool {
+	brokertest.Eventually(t, heartbeat, "kill switch on A applied on B", func() bool {
 		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1")).status == 503
 	})
 	r := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1"))
@@ -42,12 +44,12 @@ func TestDeclarationsReachEveryBroker(t *testing.T) {
 		t.Fatalf("Retry-After on B: %q, want 2 (set on A)", ra)
 	}
 	a.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":true}`).want(t, 200, nil)
-	eventually(t, heartbeat, "kill switch lifted on A lifted on B", func() bool {
+	brokertest.Eventually(t, heartbeat, "kill switch lifted on A lifted on B", func() bool {
 		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1")).status == 201
 	})
 
 	a.do(t, "PUT", "/api/v1/system/ephemeral/grants/default", `{"maxQueues":0,"maxBytes":0,"messagesPerSecond":1}`).want(t, 200, nil)
-	eventually(t, heartbeat, "a grant's rate set on A applied on B", func() bool {
+	brokertest.Eventually(t, heartbeat, "a grant's rate set on A applied on B", func() bool {
 		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("g", "", "1", "2")).status == 429
 	})
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("g", "", "1")).wantErr(t, 429, "rate_limited")

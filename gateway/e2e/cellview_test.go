@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestCellViewThroughTheGateway: the cell's view read, GET
@@ -38,7 +40,7 @@ func TestCellViewThroughTheGateway(t *testing.T) {
 
 	// Behind the gateway's back, the broker is a member with a public URL.
 	member := `{"id":"127.0.0.1:` + relay + `","url":"` + p.broker.URL() + `"}`
-	eventually(t, 10*time.Second, "the broker lists itself", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the broker lists itself", func() bool {
 		r := asGatewayOf(p.broker, "acme", "read-only").do(t, "GET", "/api/v1/ephemeral/cell", "")
 		return r.status == 200 && strings.Contains(string(r.body), `"members":[`+member+`]`)
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	sdk "github.com/queenmq/ephemeral/client"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // Client links at the gateway (docs/gateway.md, "Client links"): the
@@ -29,7 +30,7 @@ func (p *pair) gwMetric(t *testing.T, name string) float64 {
 	t.Helper()
 	r := p.admin.do(t, "GET", "/metrics", "")
 	want(t, "gateway /metrics", r, 200, "")
-	return metric(string(r.body), name, "")
+	return brokertest.Metric(string(r.body), name, "")
 }
 
 // linkReply fails t unless e is an answer with status and, when code is not
@@ -92,7 +93,7 @@ func TestClientLinkUpgrade(t *testing.T) {
 	}
 	want(t, "push on the link", l.call("POST", "/api/v1/ephemeral/push", pushBody("q", 2)), 201, "")
 	l.nc.Close()
-	eventually(t, 10*time.Second, "the closed link is still counted", func() bool { return p.gwMetric(t, "queen_gateway_client_links") == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the closed link is still counted", func() bool { return p.gwMetric(t, "queen_gateway_client_links") == 0 })
 }
 
 // replyOf reads a refused upgrade's answer.
@@ -232,7 +233,7 @@ func TestClientLinkMetering(t *testing.T) {
 
 	// Cancelled at once: served and metered, never answered.
 	l.sendCancelled("POST", "/api/v1/ephemeral/push", pushBody("c", 4))
-	eventually(t, 10*time.Second, "the cancelled push was never metered", func() bool { return p.admin.usage(t, "acme").Messages == 10 })
+	brokertest.Eventually(t, 10*time.Second, "the cancelled push was never metered", func() bool { return p.admin.usage(t, "acme").Messages == 10 })
 	l.frame(frPing, 0, nil)
 	if typ, sid, _, err := l.readFrame(10 * time.Second); err != nil || typ != frPong {
 		t.Fatalf("after the cancelled push: frame %d of stream %d (%v), want only the pong", typ, sid, err)
@@ -305,13 +306,13 @@ func TestClientLinkSlots(t *testing.T) {
 			p.admin.wantUsage(t, "acme", warm+1, 1)
 
 			// Cancelled.
-			eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
+			brokertest.Eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
 			gone := l.send("GET", "/api/v1/ephemeral/pop?queue=c&wait=true&timeout=20000&autoAck=true", "")
 			p.admin.waitParked(t, "acme", 1)
-			eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return p.brokerParked(t) == 1 })
+			brokertest.Eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return p.brokerParked(t) == 1 })
 			l.frame(frCancel, gone, nil)
 			p.admin.waitParked(t, "acme", 0)
-			eventually(t, 5*time.Second, "the cancelled pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
+			brokertest.Eventually(t, 5*time.Second, "the cancelled pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
 			hc.mustPush(t, "c", 1)
 			r = l.call("GET", "/api/v1/ephemeral/pop?queue=c&autoAck=true", "")
 			if err := json.Unmarshal(r.body, &got); err != nil || len(got.Messages) != 1 {
@@ -323,10 +324,10 @@ func TestClientLinkSlots(t *testing.T) {
 			l2 := dialLink(t, p.gw.URL(), token(t, "acme", "read-write"))
 			l2.send("GET", "/api/v1/ephemeral/pop?queue=x&wait=true&timeout=20000&autoAck=true", "")
 			p.admin.waitParked(t, "acme", 1)
-			eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return p.brokerParked(t) == 1 })
+			brokertest.Eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return p.brokerParked(t) == 1 })
 			l2.nc.Close()
 			p.admin.waitParked(t, "acme", 0)
-			eventually(t, 5*time.Second, "the closed link's pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
+			brokertest.Eventually(t, 5*time.Second, "the closed link's pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
 			hc.mustPush(t, "x", 1)
 			if m := hc.mustPop(t, "queue=x&autoAck=true"); len(m.Messages) != 1 {
 				t.Fatalf("after the link closed, the message pushed was not popped: got %d", len(m.Messages))
@@ -521,14 +522,14 @@ func TestClientLinkManyWaitingPops(t *testing.T) {
 	if _, err := l.nc.Write(frames); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the gateway never held 10,000 slots", func() bool { return p.admin.usage(t, "acme").Parked == n })
-	eventually(t, 30*time.Second, "the broker never had 10,000 parked pops", func() bool { return p.brokerParked(t) == n })
+	brokertest.Eventually(t, 30*time.Second, "the gateway never held 10,000 slots", func() bool { return p.admin.usage(t, "acme").Parked == n })
+	brokertest.Eventually(t, 30*time.Second, "the broker never had 10,000 parked pops", func() bool { return p.brokerParked(t) == n })
 	if m := p.gwMetric(t, "queen_gateway_client_links"); m != 1 {
 		t.Fatalf("queen_gateway_client_links %v, want 1", m)
 	}
 	l.nc.Close()
 	p.admin.waitParked(t, "acme", 0)
-	eventually(t, 30*time.Second, "the closed link's pops are still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
+	brokertest.Eventually(t, 30*time.Second, "the closed link's pops are still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
 	c := p.gw.as(t, "acme", "read-write")
 	c.mustPush(t, "many", 1)
 	if m := c.mustPop(t, "queue=many&autoAck=true"); len(m.Messages) != 1 {
@@ -553,7 +554,7 @@ func TestClientLinkKillSwitch(t *testing.T) {
 		ids = append(ids, l.send("GET", fmt.Sprintf("/api/v1/ephemeral/pop?queue=k%d&wait=true&timeout=30000", i), ""))
 	}
 	p.admin.waitParked(t, "acme", 3)
-	eventually(t, 10*time.Second, "the pops never parked at the broker", func() bool { return p.brokerParked(t) == 3 })
+	brokertest.Eventually(t, 10*time.Second, "the pops never parked at the broker", func() bool { return p.brokerParked(t) == 3 })
 	op := operatorOf(p.broker)
 	want(t, "kill switch on", op.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":false,"retryAfterSeconds":7}`), 200, "")
 	got := map[uint64]linkEnd{}
@@ -565,7 +566,7 @@ func TestClientLinkKillSwitch(t *testing.T) {
 		}
 	}
 	p.admin.waitParked(t, "acme", 0)
-	eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
 	e := l.await(l.send("POST", "/api/v1/ephemeral/push", pushBody("k0", 1)), nil)
 	r := wantLink(t, "a push while disabled", e, 503, "ephemeral_disabled")
 	wantRetryAfter(t, "a push while disabled", r, 7, 7)
@@ -594,7 +595,7 @@ func TestClientLinkCell(t *testing.T) {
 	tok := token(t, "acme", "read-write")
 	links := []*rawLink{dialLink(t, g.URL(), tok), dialLink(t, g.URL(), tok), dialLink(t, g.URL(), tok), dialLink(t, g.URL(), tok)}
 	for _, owner := range ms {
-		q := queueOwnedBy(t, ids, "acme", "lq", owner.id)
+		q := brokertest.QueueOwnedBy(t, ids, "acme", "lq", owner.id)
 		for i, l := range links {
 			want(t, "push", l.call("POST", "/api/v1/ephemeral/push", pushBody(q, 2)), 201, "")
 			msgs += 2

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestFeatureGates: the plan's gate at the gateway (a plan without
@@ -223,7 +225,7 @@ func TestIdentity(t *testing.T) {
 			t.Fatalf("/metrics lacks %s:\n%s", name, r.body)
 		}
 	}
-	if n := metric(string(r.body), "queen_gateway_refusals_total", `code="unauthorized"`); n < 14 {
+	if n := brokertest.Metric(string(r.body), "queen_gateway_refusals_total", `code="unauthorized"`); n < 14 {
 		t.Fatalf("queen_gateway_refusals_total{code=\"unauthorized\"} is %v, want at least 14", n)
 	}
 	want(t, "admin: GET plan", p.admin.do(t, "GET", "/api/v1/gateway/plans/pro", ""), 200, "")

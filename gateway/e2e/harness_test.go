@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -427,19 +426,6 @@ func (c *client) wantUsage(t *testing.T, tenant string, m, d int64) {
 // ---------------------------------------------------------------------------
 // Waiting for a state
 
-// eventually polls cond every 10 ms until it holds or wait has passed, then
-// fails t saying what.
-func eventually(t *testing.T, wait time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", wait, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitParked waits until the tenant's usage shows n parked pops.
 func (c *client) waitParked(t *testing.T, tenant string, n int64) {
 	t.Helper()
@@ -456,27 +442,12 @@ func (c *client) waitParked(t *testing.T, tenant string, n int64) {
 	}
 }
 
-// metric sums the samples of the series name (with any labels containing
-// labelPart) in a Prometheus text answer.
-func metric(text, name, labelPart string) float64 {
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? ([0-9.eE+-]+)$`)
-	var sum float64
-	for _, m := range re.FindAllStringSubmatch(text, -1) {
-		if labelPart != "" && !strings.Contains(m[1], labelPart) {
-			continue
-		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		sum += v
-	}
-	return sum
-}
-
 // brokerMetric reads one summed series of broker b's /metrics.
 func brokerMetric(t *testing.T, b *brokertest.Broker, name, labelPart string) float64 {
 	t.Helper()
 	r := operatorOf(b).do(t, "GET", "/metrics", "")
 	want(t, "broker /metrics", r, 200, "")
-	return metric(string(r.body), name, labelPart)
+	return brokertest.Metric(string(r.body), name, labelPart)
 }
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // The link to a broker (docs/gateway.md, "The link to a broker"): waiting
@@ -24,7 +26,7 @@ func TestLinkCarriesWaitingPops(t *testing.T) {
 	for i := range pops {
 		pops[i] = asyncPop(context.Background(), p.gw.as(t, "acme", "read-write"), fmt.Sprintf("queue=inbox-%d&wait=true&timeout=20000&autoAck=true", i))
 	}
-	eventually(t, 10*time.Second, "the pops did not all park at the broker", func() bool { return p.brokerParked(t) == n })
+	brokertest.Eventually(t, 10*time.Second, "the pops did not all park at the broker", func() bool { return p.brokerParked(t) == n })
 	if conns := brokerMetric(t, p.broker, "queen_ephemeral_connections", ""); conns >= n {
 		t.Fatalf("the broker holds %v HTTP connections for %d waiting pops: they did not share the link", conns, n)
 	}
@@ -39,7 +41,7 @@ func TestLinkCarriesWaitingPops(t *testing.T) {
 	}
 	p.admin.wantUsage(t, "acme", warmPushes+n, n)
 	r := p.admin.do(t, "GET", "/metrics", "")
-	if links := metric(string(r.body), "queen_gateway_links", ""); links < 1 {
+	if links := brokertest.Metric(string(r.body), "queen_gateway_links", ""); links < 1 {
 		t.Fatalf("queen_gateway_links %v, want at least 1", links)
 	}
 }
@@ -55,7 +57,7 @@ func openLinks(t *testing.T, p *pair) {
 	for range warmPushes {
 		p.gw.as(t, "acme", "read-write").mustPush(t, "warm", 1)
 	}
-	eventually(t, 10*time.Second, "the broker never had both gateway links", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the broker never had both gateway links", func() bool {
 		return brokerMetric(t, p.broker, "queen_ephemeral_gateway_links", "") == 2
 	})
 }
@@ -75,20 +77,20 @@ func TestLinkClientGone(t *testing.T) {
 	gauge := func(name string) float64 {
 		r := op.do(t, "GET", "/metrics", "")
 		want(t, "broker /metrics", r, 200, "")
-		return metric(string(r.body), name, "")
+		return brokertest.Metric(string(r.body), name, "")
 	}
 	conns := gauge("queen_ephemeral_connections")
 	for round := range 2 { // on both loops
 		ctx, cancel := context.WithCancel(context.Background())
 		gone := asyncPop(ctx, p.gw.as(t, "acme", "read-write"), "queue=d&wait=true&timeout=20000&autoAck=true")
 		p.admin.waitParked(t, "acme", 1)
-		eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return gauge("queen_ephemeral_parked_pops") == 1 })
+		brokertest.Eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return gauge("queen_ephemeral_parked_pops") == 1 })
 		cancel()
 		if res := <-gone; res.err == nil {
 			t.Fatalf("round %d: the cancelled pop was answered: %s", round, res.r)
 		}
 		p.admin.waitParked(t, "acme", 0)
-		eventually(t, 5*time.Second, "the disconnected pop is still parked at the broker", func() bool { return gauge("queen_ephemeral_parked_pops") == 0 })
+		brokertest.Eventually(t, 5*time.Second, "the disconnected pop is still parked at the broker", func() bool { return gauge("queen_ephemeral_parked_pops") == 0 })
 		if after := gauge("queen_ephemeral_connections"); after != conns {
 			t.Fatalf("round %d: the broker's connections went from %v to %v: the pop was not on the link", round, conns, after)
 		}
@@ -111,7 +113,7 @@ func TestLinkOff(t *testing.T) {
 	for i := range pops {
 		pops[i] = asyncPop(context.Background(), p.gw.as(t, "acme", "read-write"), fmt.Sprintf("queue=inbox-%d&wait=true&timeout=20000&autoAck=true", i))
 	}
-	eventually(t, 10*time.Second, "the pops did not all park at the broker", func() bool { return p.brokerParked(t) == n })
+	brokertest.Eventually(t, 10*time.Second, "the pops did not all park at the broker", func() bool { return p.brokerParked(t) == n })
 	if conns := brokerMetric(t, p.broker, "queen_ephemeral_connections", ""); conns < n {
 		t.Fatalf("the broker holds %v connections for %d waiting pops over HTTP, want one each", conns, n)
 	}
@@ -144,15 +146,15 @@ func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
 	admin := g.as(t, "ops", "admin")
 	admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
 	for range 4 { // opens both gateway loops' links to A
-		g.as(t, "acme", "read-write").mustPush(t, queueOwnedBy(t, []string{a.id, b.id}, "acme", "warm", a.id), 1)
+		g.as(t, "acme", "read-write").mustPush(t, brokertest.QueueOwnedBy(t, []string{a.id, b.id}, "acme", "warm", a.id), 1)
 	}
-	eventually(t, 10*time.Second, "A never had both gateway links", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "A never had both gateway links", func() bool {
 		return brokerMetric(t, a.Broker, "queen_ephemeral_gateway_links", "") == 2
 	})
 	// The gateway routes by owner (docs/gateway.md, "Routing to owners"),
 	// but it has sent nothing to B yet, so no loop holds an open link to
 	// B: the first push for B's queue goes through A, which relays it.
-	q := queueOwnedBy(t, []string{a.id, b.id}, "acme", "midrelay", b.id)
+	q := brokertest.QueueOwnedBy(t, []string{a.id, b.id}, "acme", "midrelay", b.id)
 	done := make(chan error, 1)
 	go func() {
 		r, err := g.as(t, "acme", "read-write").try(context.Background(), "POST", "/api/v1/ephemeral/push", pushBody(q, 1))
@@ -162,7 +164,7 @@ func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
 		done <- err
 	}()
 	// The push is on B, held: B logs each relayed request it holds.
-	eventually(t, 20*time.Second, "B never held the relayed push", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "B never held the relayed push", func() bool {
 		return strings.Contains(b.Log(), "fault injection: holding a relayed request")
 	})
 	b.Kill()
@@ -175,7 +177,7 @@ func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
 		t.Fatal("the client got nothing within 10 s of the owner's death")
 	}
 	r := admin.do(t, "GET", "/metrics", "")
-	if lost := metric(string(r.body), "queen_gateway_answers_lost_total", ""); lost != 1 {
+	if lost := brokertest.Metric(string(r.body), "queen_gateway_answers_lost_total", ""); lost != 1 {
 		t.Fatalf("queen_gateway_answers_lost_total %v, want 1", lost)
 	}
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestMeteringExact: pushes meter their items as messages when accepted,
@@ -160,7 +162,7 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	writes := func() float64 {
 		r := admin.do(t, "GET", "/metrics", "")
 		want(t, "gateway /metrics", r, 200, "")
-		return metric(string(r.body), "queen_gateway_usage_writes", "")
+		return brokertest.Metric(string(r.body), "queen_gateway_usage_writes", "")
 	}
 	before := writes()
 	c.mustPush(t, "u", 4)
@@ -168,7 +170,7 @@ func TestUsageSurvivesRestart(t *testing.T) {
 		t.Fatalf("popped %d, want 3", len(m.Messages))
 	}
 	admin.wantUsage(t, "acme", 4, 3)
-	eventually(t, 10*time.Second, "the usage was never written", func() bool { return writes() > before })
+	brokertest.Eventually(t, 10*time.Second, "the usage was never written", func() bool { return writes() > before })
 
 	g.Stop(t)
 	g.Start(t)
@@ -177,7 +179,7 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	c.mustPush(t, "u", 1)
 	admin.wantUsage(t, "acme", 5, 3)
 	before = writes()
-	eventually(t, 10*time.Second, "the usage was never written after the restart", func() bool { return writes() > before })
+	brokertest.Eventually(t, 10*time.Second, "the usage was never written after the restart", func() bool { return writes() > before })
 
 	// A crash after the write loses nothing written.
 	g.Kill()
@@ -208,16 +210,16 @@ func TestShortPeriod(t *testing.T) {
 	// Written, and read back, before the period ends.
 	writes := func() float64 {
 		r := p.admin.do(t, "GET", "/metrics", "")
-		return metric(string(r.body), "queen_gateway_usage_writes", "")
+		return brokertest.Metric(string(r.body), "queen_gateway_usage_writes", "")
 	}
-	eventually(t, 2*time.Second, "the usage was not written", func() bool { return writes() > 0 })
+	brokertest.Eventually(t, 2*time.Second, "the usage was not written", func() bool { return writes() > 0 })
 	untilNextPeriod(4)
 	// Two pushes in the new period, each waited for until written: the
 	// gateway has read the period's usage back after the first write.
 	for range 2 {
 		before := writes()
 		c.mustPush(t, "s", 1)
-		eventually(t, 2*time.Second, "the push was not written", func() bool { return writes() > before })
+		brokertest.Eventually(t, 2*time.Second, "the push was not written", func() bool { return writes() > before })
 	}
 	p.admin.wantUsage(t, "acme", 2, 0)
 	c.mustPush(t, "s", 3)

@@ -29,7 +29,7 @@ func gwMetric(t *testing.T, g *gateway, name, labelPart string) float64 {
 	t.Helper()
 	r := g.as(t, "ops", "admin").do(t, "GET", "/metrics", "")
 	want(t, "gateway /metrics", r, 200, "")
-	return metric(string(r.body), name, labelPart)
+	return brokertest.Metric(string(r.body), name, labelPart)
 }
 
 func memberIDs(ms []*cellMember) []string {
@@ -60,7 +60,7 @@ func perMember(t *testing.T, ms []*cellMember, name, labelPart string) []float64
 func warmOwners(t *testing.T, g *gateway, ms []*cellMember, queues []string, reach []bool) []int {
 	t.Helper()
 	pushed := make([]int, len(queues))
-	eventually(t, 20*time.Second, "the gateway never held links to every owner", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "the gateway never held links to every owner", func() bool {
 		for i, q := range queues {
 			if reach[i] {
 				g.as(t, "acme", "read-write").mustPush(t, q, 1)
@@ -98,7 +98,7 @@ func queuesOfEach(t *testing.T, ms []*cellMember, prefix string) []string {
 	t.Helper()
 	queues := make([]string, len(ms))
 	for i, m := range ms {
-		queues[i] = queueOwnedBy(t, memberIDs(ms), "acme", prefix, m.id)
+		queues[i] = brokertest.QueueOwnedBy(t, memberIDs(ms), "acme", prefix, m.id)
 	}
 	return queues
 }
@@ -302,7 +302,7 @@ func TestGatewaySingleBrokerAsksOnce(t *testing.T) {
 	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
 	c := p.gw.as(t, "acme", "read-write")
 	c.mustPush(t, "q", 1)
-	eventually(t, 10*time.Second, "the gateway never asked for the view", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the gateway never asked for the view", func() bool {
 		return brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="cell"`) == 1
 	})
 	for i := range 100 {
@@ -358,11 +358,11 @@ func TestGatewayOwnerStopped(t *testing.T) {
 		live[step.victim] = nil
 		q := queues[step.victim]
 		left := 3 - countNil(live)
-		eventually(t, 15*time.Second, "the gateway's view never dropped "+v.id+" ("+step.how+")", func() bool {
+		brokertest.Eventually(t, 15*time.Second, "the gateway's view never dropped "+v.id+" ("+step.how+")", func() bool {
 			return gwMetric(t, g, "queen_gateway_cell_members", "") == float64(left)
 		})
 		viewAfter := time.Since(t0)
-		eventually(t, 15*time.Second, "queue "+q+" was not served again after its owner's "+step.how, func() bool {
+		brokertest.Eventually(t, 15*time.Second, "queue "+q+" was not served again after its owner's "+step.how, func() bool {
 			return g.as(t, "acme", "read-write").push(t, q, 1).status == 201
 		})
 		t.Logf("%s of %s: the gateway's view dropped it after %v, its queue served again after %v; %d calls served meanwhile",
@@ -375,7 +375,7 @@ func TestGatewayOwnerStopped(t *testing.T) {
 				rest = append(rest, m)
 			}
 		}
-		eventually(t, 15*time.Second, "the gateway never held links to the new owner", func() bool {
+		brokertest.Eventually(t, 15*time.Second, "the gateway never held links to the new owner", func() bool {
 			for _, m := range rest {
 				if brokerMetric(t, m.Broker, "queen_ephemeral_gateway_links", "") < 2 {
 					g.as(t, "acme", "read-write").mustPush(t, q, 1)
@@ -415,11 +415,11 @@ func TestGatewayMemberJoins(t *testing.T) {
 	env := merge(ms[0].env, nil)
 	env["QUEEN_CELL_ADVERTISE"] = "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 	ms = append(ms, &cellMember{id: env["QUEEN_CELL_ADVERTISE"], env: env, Broker: startBroker(t, env)})
-	eventually(t, 15*time.Second, "the gateway's view never had the new member", func() bool {
+	brokertest.Eventually(t, 15*time.Second, "the gateway's view never had the new member", func() bool {
 		return gwMetric(t, g, "queen_gateway_cell_members", "") == 3
 	})
 	q := queuesOfEach(t, ms, "joined")[2]
-	eventually(t, 15*time.Second, "the gateway never held links to the new member", func() bool {
+	brokertest.Eventually(t, 15*time.Second, "the gateway never held links to the new member", func() bool {
 		g.as(t, "acme", "read-write").mustPush(t, q, 1)
 		return brokerMetric(t, ms[2].Broker, "queen_ephemeral_gateway_links", "") == 2
 	})
@@ -532,7 +532,7 @@ func (ld *load) served() int {
 
 func (ld *load) waitServed(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, 20*time.Second, "the load was never served", func() bool { return ld.served() >= n })
+	brokertest.Eventually(t, 20*time.Second, "the load was never served", func() bool { return ld.served() >= n })
 }
 
 func (ld *load) stop(t *testing.T) {

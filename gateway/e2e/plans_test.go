@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/gateway/routes"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestPlanChangesLive: plan and tenant writes through a gateway apply to
@@ -73,7 +74,7 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 	want(t, "at the first, where the plan was written", push(c1), 201, "")
 	// Within the poll interval at the other (bounded well above it: a
 	// loaded machine).
-	eventually(t, 5*time.Second, "the second gateway never served the tenant", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "the second gateway never served the tenant", func() bool {
 		r := push(c2)
 		if r.status != 201 {
 			want(t, "at the second before the poll", r, 403, "feature_gated")
@@ -82,7 +83,7 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 	})
 	a1.putPlan(t, "pro", planJSON(false, 0, 0, 0, 0))
 	want(t, "at the first after the change", push(c1), 403, "feature_gated")
-	eventually(t, 5*time.Second, "the second gateway still serves the tenant after its plan lost the feature", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "the second gateway still serves the tenant after its plan lost the feature", func() bool {
 		r := push(c2)
 		if r.status == 201 {
 			return false
@@ -93,7 +94,7 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 	// A plan written through the second gateway reaches the first.
 	a2.putPlan(t, "pro", planJSON(true, 0, 0, 0, 0))
 	want(t, "at the second, where the plan was written", push(c2), 201, "")
-	eventually(t, 5*time.Second, "the first gateway never saw the plan written through the second", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "the first gateway never saw the plan written through the second", func() bool {
 		return push(c1).status == 201
 	})
 
@@ -104,7 +105,7 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 		t.Fatalf("the broker held %d messages, %d pushes were answered 201", len(m.Messages), pushed)
 	}
 	var u1, u2 usage
-	eventually(t, 10*time.Second, "the gateways never both counted every push", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the gateways never both counted every push", func() bool {
 		u1, u2 = a1.usage(t, "acme"), a2.usage(t, "acme")
 		return u1.Messages == pushed && u2.Messages == pushed
 	})

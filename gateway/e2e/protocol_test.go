@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // rawRequest is one HTTP/1.1 request as bytes, with the bearer token.
@@ -202,7 +204,7 @@ func TestSharedCatalogUsageOfAnUnseenTenant(t *testing.T) {
 	a1.onPlan(t, "solo", "capped", planJSON(true, 3, 3600, 0, 0))
 	g1.as(t, "solo", "read-write").mustPush(t, "q", 3)
 	var u usage
-	eventually(t, 10*time.Second, "the second gateway never counted the tenant's usage", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the second gateway never counted the tenant's usage", func() bool {
 		u = a2.usage(t, "solo")
 		return u.Messages == 3
 	})

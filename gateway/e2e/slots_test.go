@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // asyncPop starts a pop of c in the background; its answer (or transport
@@ -101,18 +103,18 @@ func parkedSlots(t *testing.T, link bool) {
 	p.admin.waitParked(t, "acme", 0)
 
 	// The client disconnects.
-	eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the broker still has parked pops", func() bool { return p.brokerParked(t) == 0 })
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := asyncPop(ctx, c, "queue=d&wait=true&timeout=20000&autoAck=true")
 	p.admin.waitParked(t, "acme", 1)
-	eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return p.brokerParked(t) == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the waiting pop never parked at the broker", func() bool { return p.brokerParked(t) == 1 })
 	cancel()
 	if res := <-gone; res.err == nil {
 		t.Fatalf("the cancelled pop was answered: %s", res.r)
 	}
 	p.admin.waitParked(t, "acme", 0)
 	// Well before the pop's 20 s: the gateway closed its broker connection.
-	eventually(t, 5*time.Second, "the disconnected pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
+	brokertest.Eventually(t, 5*time.Second, "the disconnected pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
 	c.mustPush(t, "d", 1)
 	if m := c.mustPop(t, "queue=d&autoAck=true"); len(m.Messages) != 1 {
 		t.Fatalf("after the disconnect, the message pushed was not popped: got %d", len(m.Messages))

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
@@ -59,7 +58,7 @@ func TestBrokerRestart(t *testing.T) {
 
 	p.broker.Start(t)
 	var last reply
-	eventually(t, 10*time.Second, "the gateway never served again after the broker's restart", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the gateway never served again after the broker's restart", func() bool {
 		last = c.push(t, "q", 2)
 		if last.status != 201 {
 			want(t, "push while the broker comes back", last, 503, "ephemeral_forward_failed")
@@ -69,7 +68,7 @@ func TestBrokerRestart(t *testing.T) {
 	// Each gateway loop passes a broker over for 100 ms after a failed
 	// dial (docs/gateway.md): wait until fresh clients, which go round the
 	// loops, are served too (a pop of an empty queue meters nothing).
-	eventually(t, 10*time.Second, "a gateway loop never served again after the broker's restart", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "a gateway loop never served again after the broker's restart", func() bool {
 		for range 2 {
 			r := p.gw.as(t, "acme", "read-write").pop(t, "queue=empty")
 			if r.status != 200 {
@@ -121,57 +120,25 @@ type cellMember struct {
 }
 
 // startCell starts n brokers in gateway mode on one fresh PostgreSQL schema
-// as one cell, and waits until each counts n members; extra, when given,
-// adds to member i's environment.
+// as one cell, and waits until they are its live members, each counting
+// them all in its view; extra, when given, adds to member i's environment.
 func startCell(t *testing.T, n int, extra ...map[string]string) []*cellMember {
 	t.Helper()
 	_, schema := schemaURL(t)
+	c := brokertest.NewCell(pg.URL(), schema, map[string]string{"QUEEN_CELL_SECRET": cellSecret})
 	ms := make([]*cellMember, n)
 	for i := range ms {
-		id := "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
-		env := map[string]string{
-			"QUEEN_DATABASE_URL":           pg.URL(),
-			"QUEEN_DATABASE_SCHEMA":        schema,
-			"QUEEN_CELL_ADVERTISE":         id,
-			"QUEEN_CELL_SECRET":            cellSecret,
-			"QUEEN_CELL_HEARTBEAT_MS":      "100",
-			"QUEEN_CELL_MEMBER_TIMEOUT_MS": "1000",
-		}
+		id := brokertest.Advertise(t)
+		var more map[string]string
 		if i < len(extra) {
-			env = merge(env, extra[i])
+			more = extra[i]
 		}
+		env := c.Env(id, more)
 		ms[i] = &cellMember{id: id, env: env, Broker: startBroker(t, env)}
+		c.Add(id, ms[i].Broker)
 	}
-	for _, m := range ms {
-		eventually(t, 20*time.Second, m.id+" never counted "+strconv.Itoa(n)+" members", func() bool {
-			r, err := (&client{base: m.URL(), hc: newHTTPClient()}).try(t.Context(), "GET", "/health", "")
-			if err != nil || r.status != 200 {
-				return false
-			}
-			var h struct {
-				Cell struct {
-					Members int  `json:"members"`
-					Fenced  bool `json:"fenced"`
-				} `json:"cell"`
-			}
-			return json.Unmarshal(r.body, &h) == nil && h.Cell.Members == n && !h.Cell.Fenced
-		})
-	}
+	c.WaitLive(t, memberIDs(ms)...)
 	return ms
-}
-
-// queueOwnedBy is a fresh queue name that the cell of ids gives to owner
-// for tenant.
-func queueOwnedBy(t *testing.T, ids []string, tenant, prefix, owner string) string {
-	t.Helper()
-	for i := range 10000 {
-		q := prefix + "-" + strconv.Itoa(i)
-		if cell.OwnerOf(ids, tenant, q) == owner {
-			return q
-		}
-	}
-	t.Fatalf("no queue owned by %s", owner)
-	return ""
 }
 
 // TestCell: one gateway in front of a cell of two brokers on one
@@ -203,7 +170,7 @@ func testCell(t *testing.T, link bool) {
 	}
 	relayedBefore := perMember(t, ms, "queen_ephemeral_relayed_total", "")
 	for _, owner := range ms {
-		q := queueOwnedBy(t, ids, "acme", "cq", owner.id)
+		q := brokertest.QueueOwnedBy(t, ids, "acme", "cq", owner.id)
 		// Fresh connections land on both members in turn (round robin), so
 		// each queue is served directly once and relayed once.
 		for round := range 2 {
