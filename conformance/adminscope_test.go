@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // nonLoopbackIP returns an address of this machine that is not loopback,
@@ -50,13 +52,11 @@ func (b *broker) doAt(t testing.TB, host, method, path string, body string, head
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Do(req)
+	r, err := brokertest.Do(c, req)
 	if err != nil {
 		t.Fatalf("%s %s at %s: %v", method, path, host, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: data}
+	return reply(r)
 }
 
 func wantMsg(t testing.TB, e errBody, sub string) {
@@ -127,7 +127,7 @@ func TestAdminTokenInModeNone(t *testing.T) {
 		b.doAt(t, host, "PUT", "/api/v1/system/ephemeral/grants/default", `{}`, "Authorization", "Bearer "+tok).want(t, 200, nil)
 		b.doAt(t, host, "GET", "/api/v1/system/ephemeral/grants/default", "", "Authorization", "Bearer "+tok).want(t, 200, nil)
 		b.doAt(t, host, "DELETE", "/api/v1/system/ephemeral/grants/default", "", "Authorization", "Bearer "+tok).want(t, 200, nil)
-		if r := b.doAt(t, host, "GET", "/metrics", "", "Authorization", "Bearer "+tok); r.status != 200 {
+		if r := b.doAt(t, host, "GET", "/metrics", "", "Authorization", "Bearer "+tok); r.Status != 200 {
 			t.Fatalf("/metrics with the token from %s: %s", host, r)
 		}
 		// The family's routes take no token in mode none.
@@ -180,7 +180,7 @@ func TestAdminScope(t *testing.T) {
 	b.doH(t, "GET", ga, nil, ops...).want(t, 200, nil)
 	b.doH(t, "POST", ks, `{"enabled":false}`, ops...).want(t, 200, nil)
 	b.doH(t, "POST", ks, `{"enabled":true}`, ops...).want(t, 200, nil)
-	if r := b.doH(t, "GET", "/metrics", nil, ops...); r.status != 200 {
+	if r := b.doH(t, "GET", "/metrics", nil, ops...); r.Status != 200 {
 		t.Fatalf("/metrics as the operator tenant's admin: %s", r)
 	}
 
@@ -189,7 +189,7 @@ func TestAdminScope(t *testing.T) {
 	b.doH(t, "PUT", gb, `{}`, bearer...).want(t, 200, nil)
 	b.doH(t, "DELETE", gb, nil, bearer...).want(t, 200, nil)
 	b.doH(t, "POST", ks, `{"enabled":true}`, bearer...).want(t, 200, nil)
-	if r := b.doH(t, "GET", "/metrics", nil, bearer...); r.status != 200 {
+	if r := b.doH(t, "GET", "/metrics", nil, bearer...); r.Status != 200 {
 		t.Fatalf("/metrics with the admin token: %s", r)
 	}
 	b.doH(t, "POST", ks, `{"enabled":true}`, "Authorization", "Bearer wrong").wantErr(t, 401, "unauthorized")

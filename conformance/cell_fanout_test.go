@@ -58,7 +58,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	// The contents went with it on the owner (no wait: the answer came
 	// after C removed them), and the declaration leaves every member
 	// within a heartbeat: the depth read is 404 everywhere.
-	if r := cc.do(t, "GET", "/api/v1/ephemeral/queues/"+d+"/depth", nil); r.status != 404 {
+	if r := cc.do(t, "GET", "/api/v1/ephemeral/queues/"+d+"/depth", nil); r.Status != 404 {
 		t.Fatalf("depth on the owner C right after the delete: %s, want 404", r)
 	}
 	waitDepth(t, []*member{a, b, cc}, d, 404)
@@ -79,7 +79,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	accepted := 0
 	for {
 		r := a.do(t, "POST", "/api/v1/ephemeral/push", pushBody(qg, "", payload))
-		if r.status != 201 {
+		if r.Status != 201 {
 			r.wantErr(t, 403, "ephemeral_quota_exceeded")
 			break
 		}
@@ -120,7 +120,7 @@ func TestCellResetAndDeleteFanOut(t *testing.T) {
 	cc.kill(t)
 	r := a.do(t, "POST", "/api/v1/ephemeral/reset", map[string]any{"queue": q})
 	r.wantErr(t, 503, "ephemeral_forward_failed")
-	if ra := r.header.Get("Retry-After"); ra != "1" {
+	if ra := r.Header.Get("Retry-After"); ra != "1" {
 		t.Fatalf("Retry-After on 503 ephemeral_forward_failed: %q, want 1", ra)
 	}
 	qb := queueOwnedBy(t, "fanresetb", b.id, all...)
@@ -139,7 +139,7 @@ func waitDepth(t *testing.T, ms []*member, queue string, status int) {
 	for _, m := range ms {
 		for {
 			r := m.do(t, "GET", "/api/v1/ephemeral/queues/"+queue+"/depth", nil)
-			if r.status == status {
+			if r.Status == status {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -125,7 +125,7 @@ func TestCellJSSDKOwnerRouting(t *testing.T) {
 	}
 	held := func(m *member, q string) bool {
 		r, err := m.rawDo("GET", "/api/v1/ephemeral/queues/"+q+"/depth", "")
-		return err == nil && r.status == 200
+		return err == nil && r.Status == 200
 	}
 	for i, q := range owned {
 		owner := []*member{a, a, b, b}[i]

@@ -100,23 +100,11 @@ func (b *broker) rawDo(method, path, body string) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: data}, nil
+	r, err := brokertest.Do(c, req)
+	return reply(r), err
 }
 
-func errCode(r reply) string {
-	var e errBody
-	_ = json.Unmarshal(r.body, &e)
-	return e.Code
-}
+func errCode(r reply) string { return brokertest.Reply(r).Code() }
 
 // TestCellRelayPushPopAck: push on one member, pop on another, ack on the
 // third, for a queue owned by each of the three (so every hop is relayed in
@@ -175,11 +163,11 @@ func TestCellRelayPushPopAck(t *testing.T) {
 	// The metrics count what was relayed, on both sides.
 	for _, m := range []*member{a, b, cc} {
 		r, err := m.rawDo("GET", "/metrics", "")
-		if err != nil || r.status != 200 {
+		if err != nil || r.Status != 200 {
 			t.Fatalf("metrics: %v %v", r, err)
 		}
 		for _, name := range []string{"queen_ephemeral_relayed_total ", "queen_ephemeral_relay_served_total "} {
-			if !strings.Contains(string(r.body), name) || strings.Contains(string(r.body), name+"0\n") {
+			if !strings.Contains(string(r.Body), name) || strings.Contains(string(r.Body), name+"0\n") {
 				t.Errorf("%s: %s missing or zero", m.id, name)
 			}
 		}
@@ -255,16 +243,16 @@ func TestCellOwnerKilled(t *testing.T) {
 		switch {
 		case err != nil:
 			lost++ // a relay in flight when the owner died: the connection is closed unanswered
-		case r.status == 503 && errCode(r) == "ephemeral_forward_failed":
+		case r.Status == 503 && errCode(r) == "ephemeral_forward_failed":
 			failed++
 			wantRetryAfter1(t, r)
-		case r.status == 503 && errCode(r) == "owner_moved" && time.Since(killed) > brokertest.CellMemberTimeoutMS*time.Millisecond/2:
+		case r.Status == 503 && errCode(r) == "owner_moved" && time.Since(killed) > brokertest.CellMemberTimeoutMS*time.Millisecond/2:
 			// The members drop the dead one at their own next heartbeat:
 			// for a moment A relays to the new owner, which still sees the
 			// dead one as the owner. A refusal the SDKs retry, as D17 says.
 			moved++
 			wantNoRetryAfter(t, r)
-		case r.status == 201:
+		case r.Status == 201:
 			firstServed = time.Since(killed)
 		default:
 			t.Fatalf("push while the owner is dead: %s", r)
@@ -374,7 +362,7 @@ func TestCellOwnerMoved(t *testing.T) {
 	if err != nil {
 		t.Fatalf("push: %v", err)
 	}
-	if r.status != 503 || errCode(r) != "owner_moved" {
+	if r.Status != 503 || errCode(r) != "owner_moved" {
 		t.Fatalf("push relayed across the move: %s, want 503 owner_moved", r)
 	}
 	wantNoRetryAfter(t, r) // written by B, relayed by A as it is
@@ -645,7 +633,7 @@ func TestCellCleanStopHandsOverAtOnce(t *testing.T) {
 	stopped := time.Now()
 	for {
 		r, err := a.rawDo("POST", "/api/v1/ephemeral/push", string(pushBody(q, "", `"after"`)))
-		if err == nil && r.status == 201 {
+		if err == nil && r.Status == 201 {
 			break
 		}
 		if time.Since(stopped) > brokertest.CellMemberTimeoutMS*time.Millisecond/2 {
@@ -1026,7 +1014,7 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 	for {
 		b.push(t, q, "", `"one"`)
 		r := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody(q, "", `"two"`))
-		if r.status == 429 {
+		if r.Status == 429 {
 			r.wantErr(t, 429, "queue_full")
 			break
 		}
@@ -1044,7 +1032,7 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 // "SDKs").
 func wantRetryAfter1(t testing.TB, r reply) {
 	t.Helper()
-	if ra := r.header.Get("Retry-After"); ra != "1" {
+	if ra := r.Header.Get("Retry-After"); ra != "1" {
 		t.Fatalf("Retry-After on %s: %q, want 1", r, ra)
 	}
 }
@@ -1053,7 +1041,7 @@ func wantRetryAfter1(t testing.TB, r reply) {
 // settle within a heartbeat: the SDKs' short backoff), has no Retry-After.
 func wantNoRetryAfter(t testing.TB, r reply) {
 	t.Helper()
-	if ra := r.header.Get("Retry-After"); ra != "" {
+	if ra := r.Header.Get("Retry-After"); ra != "" {
 		t.Fatalf("Retry-After on %s: %q, want none", r, ra)
 	}
 }

@@ -62,7 +62,7 @@ func (m *member) cellView(t *testing.T, query string) cellView {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseCellView(t, m.id, r.status, r.body)
+	return parseCellView(t, m.id, r.Status, r.Body)
 }
 
 // timedView is a parked view read's answer and when it arrived.
@@ -77,14 +77,14 @@ func (m *member) parkView(t *testing.T, gen uint64) <-chan timedView {
 	out := make(chan timedView, 1)
 	go func() {
 		r, err := m.rawDo("GET", "/api/v1/ephemeral/cell?after="+strconv.FormatUint(gen, 10)+"&timeout=30000", "")
-		if err != nil || r.status != 200 {
+		if err != nil || r.Status != 200 {
 			t.Errorf("a parked view read on %s: %v %v", m.id, r, err)
 			close(out)
 			return
 		}
 		var v cellView
-		if json.Unmarshal(r.body, &v) != nil {
-			t.Errorf("a parked view read on %s: %s", m.id, r.body)
+		if json.Unmarshal(r.Body, &v) != nil {
+			t.Errorf("a parked view read on %s: %s", m.id, r.Body)
 		}
 		out <- timedView{v, time.Now()}
 	}()
@@ -184,9 +184,9 @@ func TestCellViewForClients(t *testing.T) {
 			switch {
 			case err != nil:
 				t.Fatal(err)
-			case m.id == owner && (r.status != 200 || !strings.Contains(string(r.body), `"pending":1,`)):
+			case m.id == owner && (r.Status != 200 || !strings.Contains(string(r.Body), `"pending":1,`)):
 				t.Fatalf("%s: the owner by rendezvous over the listed ids, %s, answers %s", q, m.id, r)
-			case m.id != owner && r.status != 404:
+			case m.id != owner && r.Status != 404:
 				t.Fatalf("%s: %s holds it (%s), but the rendezvous owner is %s", q, m.id, r, owner)
 			}
 		}
@@ -238,7 +238,7 @@ func TestViewOfASingleBroker(t *testing.T) {
 	b := startBroker(t, nil)
 	want := `{"generation":0,"tenant":"default","members":[]}`
 	r, err := b.rawDo("GET", "/api/v1/ephemeral/cell", "")
-	if err != nil || r.status != 200 || string(r.body) != want {
+	if err != nil || r.Status != 200 || string(r.Body) != want {
 		t.Fatalf("over HTTP: %v %v, want 200 %s", r, err, want)
 	}
 	if r := b.openLink(t).do("GET", "/api/v1/ephemeral/cell", ""); r.status != 200 || string(r.body) != want {

@@ -243,14 +243,10 @@ func (b *broker) httpClient() *http.Client {
 // ---------------------------------------------------------------------------
 // HTTP over net/http
 
-// reply is one answer.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+// reply is one answer (brokertest.Reply), with the suite's assertions.
+type reply brokertest.Reply
 
-func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.body) }
+func (r reply) String() string { return brokertest.Reply(r).String() }
 
 // do sends one request with net/http (keep-alive) and reads the answer.
 // body is nil, a string, a []byte, or a value marshalled as JSON. Every
@@ -283,17 +279,12 @@ func (b *broker) doWith(t testing.TB, c *http.Client, method, path string, body 
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.Do(req)
+	rep, err := brokertest.Do(c, req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", method, path, err)
-	}
-	r := reply{status: resp.StatusCode, header: resp.Header, body: data}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+	r := reply(rep)
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s %s: Content-Type %q, want application/json (%s)", method, path, ct, r)
 	}
 	return r
@@ -302,12 +293,12 @@ func (b *broker) doWith(t testing.TB, c *http.Client, method, path string, body 
 // want requires status and decodes the JSON body into out (when non-nil).
 func (r reply) want(t testing.TB, status int, out any) reply {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
 	}
 	if out != nil {
-		if err := json.Unmarshal(r.body, out); err != nil {
-			t.Fatalf("decoding %s: %v", r.body, err)
+		if err := json.Unmarshal(r.Body, out); err != nil {
+			t.Fatalf("decoding %s: %v", r.Body, err)
 		}
 	}
 	return r
@@ -317,10 +308,10 @@ func (r reply) want(t testing.TB, status int, out any) reply {
 // {"error": <non-empty string>, "code": code} (docs/routes.md, Refusals).
 func (r reply) wantErr(t testing.TB, status int, code string) errBody {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d (%s); body %s", r.status, status, code, r.body)
+	if r.Status != status {
+		t.Fatalf("status %d, want %d (%s); body %s", r.Status, status, code, r.Body)
 	}
-	return checkErrBody(t, r.body, code)
+	return checkErrBody(t, r.Body, code)
 }
 
 type errBody struct {
@@ -584,10 +575,10 @@ func (b *broker) popWith(t testing.TB, c *http.Client, q popq) popResp {
 	t.Helper()
 	var out popResp
 	r := b.doWith(t, c, "GET", "/api/v1/ephemeral/pop?"+q.encode(), nil).want(t, 200, &out)
-	checkPopShape(t, r.body, q["queue"], out)
+	checkPopShape(t, r.Body, q["queue"], out)
 	// These requests carry no gateway headers, so the broker is not in
 	// gateway mode: its pop answers say nothing of their count.
-	if v, ok := r.header["X-Queen-Delivered"]; ok {
+	if v, ok := r.Header["X-Queen-Delivered"]; ok {
 		t.Fatalf("a pop answer outside gateway mode carries X-Queen-Delivered %q", v)
 	}
 	return out
@@ -679,13 +670,13 @@ func (b *broker) configure(t testing.TB, queue, rawOptions string) {
 		Options json.RawMessage `json:"options"`
 	}
 	r := b.do(t, "POST", "/api/v1/ephemeral/configure", body).want(t, 201, &out)
-	requireKeys(t, r.body, "queue", "options")
+	requireKeys(t, r.Body, "queue", "options")
 	want := rawOptions
 	if want == "" {
 		want = "{}"
 	}
 	if out.Queue != queue || string(out.Options) != want {
-		t.Fatalf("configure %s: answer %s; want queue %q and options %s verbatim", queue, r.body, queue, want)
+		t.Fatalf("configure %s: answer %s; want queue %q and options %s verbatim", queue, r.Body, queue, want)
 	}
 }
 
@@ -693,15 +684,15 @@ func (b *broker) queues(t testing.TB) listing {
 	t.Helper()
 	var out listing
 	r := b.do(t, "GET", "/api/v1/ephemeral/queues", nil).want(t, 200, &out)
-	requireKeys(t, r.body, "queues", "count", "cellBytes")
-	for _, row := range requireElemKeys(t, r.body, "queues", "queue", "tier", "depth", "bytes", "partitions", "groups", "drops", "options") {
+	requireKeys(t, r.Body, "queues", "count", "cellBytes")
+	for _, row := range requireElemKeys(t, r.Body, "queues", "queue", "tier", "depth", "bytes", "partitions", "groups", "drops", "options") {
 		var m map[string]json.RawMessage
 		_ = json.Unmarshal(row, &m)
 		requireKeys(t, m["drops"], "bounds", "ttl", "retry")
 		requireKeys(t, m["options"], "maxBytes", "maxLength", "policy", "ttlSeconds", "leaseSeconds", "retryLimit", "windowBuffer")
 	}
 	if out.Queues == nil {
-		t.Errorf("listing %s: queues must be an array", r.body)
+		t.Errorf("listing %s: queues must be an array", r.Body)
 	}
 	if out.Count != len(out.Queues) {
 		t.Errorf("listing: count %d, but %d rows", out.Count, len(out.Queues))
@@ -732,9 +723,9 @@ func (b *broker) depth(t testing.TB, queue, group string) depthResp {
 	t.Helper()
 	var out depthResp
 	r := b.do(t, "GET", depthPath(queue, group), nil).want(t, 200, &out)
-	requireKeys(t, r.body, "queue", "group", "tier", "pending", "partitionsPending", "bytes", "partitions", "groups")
-	requireElemKeys(t, r.body, "partitions", "partition", "pending", "bytes")
-	requireElemKeys(t, r.body, "groups", "group", "pending", "skipped")
+	requireKeys(t, r.Body, "queue", "group", "tier", "pending", "partitionsPending", "bytes", "partitions", "groups")
+	requireElemKeys(t, r.Body, "partitions", "partition", "pending", "bytes")
+	requireElemKeys(t, r.Body, "groups", "group", "pending", "skipped")
 	return out.sorted()
 }
 
@@ -761,7 +752,7 @@ func (b *broker) delete(t testing.TB, queue string) deleted {
 	t.Helper()
 	var out deleted
 	r := b.do(t, "DELETE", "/api/v1/ephemeral/queue/"+url.PathEscape(queue), nil).want(t, 200, &out)
-	requireKeys(t, r.body, "queue", "deleted", "declared")
+	requireKeys(t, r.Body, "queue", "deleted", "declared")
 	return out
 }
 
@@ -776,7 +767,7 @@ func (b *broker) health(t testing.TB) health {
 	t.Helper()
 	var h health
 	r := b.do(t, "GET", "/health", nil).want(t, 200, &h)
-	requireKeys(t, r.body, "status", "store", "incarnation", "version")
+	requireKeys(t, r.Body, "status", "store", "incarnation", "version")
 	return h
 }
 

@@ -243,7 +243,7 @@ func (p *pair) step(t *testing.T, method, target, body string) rawReply {
 func (p *pair) both(t *testing.T, method, path, body string, headers ...string) {
 	t.Helper()
 	for _, b := range []*broker{p.h, p.l} {
-		if r := b.doH(t, method, path, body, headers...); r.status != 200 {
+		if r := b.doH(t, method, path, body, headers...); r.Status != 200 {
 			t.Fatalf("%s %s: %s", method, path, r)
 		}
 	}
@@ -480,7 +480,7 @@ func TestLinkDifferentialBudget(t *testing.T) {
 func (b *broker) gauge(t testing.TB, name string) float64 {
 	t.Helper()
 	r := b.doH(t, "GET", "/metrics", nil)
-	for _, line := range strings.Split(string(r.body), "\n") {
+	for _, line := range strings.Split(string(r.Body), "\n") {
 		var v float64
 		if strings.HasPrefix(line, name+" ") {
 			if _, err := fmt.Sscan(strings.TrimPrefix(line, name+" "), &v); err == nil {

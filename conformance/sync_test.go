@@ -24,33 +24,33 @@ func TestDeclarationsReachEveryBroker(t *testing.T) {
 
 	a.configure(t, "sync-q", `{"maxLength":2,"policy":"reject"}`)
 	brokertest.Eventually(t, heartbeat, "configure on A listed as declared on B", func() bool {
-		return strings.Contains(string(b.do(t, "GET", "/api/v1/ephemeral/queues", nil).body), `"queue":"sync-q","tier":"declared"`)
+		return strings.Contains(string(b.do(t, "GET", "/api/v1/ephemeral/queues", nil).Body), `"queue":"sync-q","tier":"declared"`)
 	})
 	b.push(t, "sync-q", "", "1", "2")
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("sync-q", "", "3")).wantErr(t, 429, "queue_full")
 
 	a.do(t, "DELETE", "/api/v1/ephemeral/queue/sync-q", nil).want(t, 200, nil)
 	brokertest.Eventually(t, heartbeat, "delete on A seen on B", func() bool {
-		return strings.Contains(string(b.do(t, "GET", "/api/v1/ephemeral/queues", nil).body), `"queue":"sync-q","tier":"implicit","depth":2`)
+		return strings.Contains(string(b.do(t, "GET", "/api/v1/ephemeral/queues", nil).Body), `"queue":"sync-q","tier":"implicit","depth":2`)
 	})
 
 	a.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":false,"retryAfterSeconds":2}`).want(t, 200, nil)
 	brokertest.Eventually(t, heartbeat, "kill switch on A applied on B", func() bool {
-		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1")).status == 503
+		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1")).Status == 503
 	})
 	r := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1"))
 	r.wantErr(t, 503, "ephemeral_disabled")
-	if ra := r.header.Get("Retry-After"); ra != "2" {
+	if ra := r.Header.Get("Retry-After"); ra != "2" {
 		t.Fatalf("Retry-After on B: %q, want 2 (set on A)", ra)
 	}
 	a.do(t, "POST", "/api/v1/system/ephemeral", `{"enabled":true}`).want(t, 200, nil)
 	brokertest.Eventually(t, heartbeat, "kill switch lifted on A lifted on B", func() bool {
-		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1")).status == 201
+		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("k", "", "1")).Status == 201
 	})
 
 	a.do(t, "PUT", "/api/v1/system/ephemeral/grants/default", `{"maxQueues":0,"maxBytes":0,"messagesPerSecond":1}`).want(t, 200, nil)
 	brokertest.Eventually(t, heartbeat, "a grant's rate set on A applied on B", func() bool {
-		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("g", "", "1", "2")).status == 429
+		return b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("g", "", "1", "2")).Status == 429
 	})
 	b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("g", "", "1")).wantErr(t, 429, "rate_limited")
 }

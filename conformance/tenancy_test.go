@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // doH is b.do with request headers (name, value pairs).
@@ -47,13 +49,11 @@ func (b *broker) doH(t testing.TB, method, path string, body any, headers ...str
 		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := b.httpClient().Do(req)
+	r, err := brokertest.Do(b.httpClient(), req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: data}
+	return reply(r)
 }
 
 const gwSecret = "s3cret-of-the-gateway"
@@ -73,7 +73,7 @@ func startGateway(t *testing.T, extra map[string]string) *broker {
 
 func wantRetryAfter(t testing.TB, r reply, want int) {
 	t.Helper()
-	if got := r.header.Get("Retry-After"); got != strconv.Itoa(want) {
+	if got := r.Header.Get("Retry-After"); got != strconv.Itoa(want) {
 		t.Fatalf("Retry-After %q, want %d (%s)", got, want, r)
 	}
 }
@@ -130,15 +130,15 @@ func TestAccessLevels(t *testing.T) {
 			}
 			got := b.doH(t, r.method, r.path, body, gw("t", level)...)
 			if allowed[level][r.need] {
-				if got.status == 401 || got.status == 403 {
+				if got.Status == 401 || got.Status == 403 {
 					t.Errorf("%s with %s: %s, want it served", r.name, level, got)
 				}
 			} else {
-				if got.status != 403 {
+				if got.Status != 403 {
 					t.Errorf("%s with %s: %s, want 403 forbidden", r.name, level, got)
 					continue
 				}
-				checkErrBody(t, got.body, "forbidden")
+				checkErrBody(t, got.Body, "forbidden")
 			}
 		}
 	}
@@ -164,7 +164,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("tenant b popped a's messages: %+v", pb)
 	}
 	// In gateway mode a pop answer says how many messages it carries.
-	if v := r.header.Values("X-Queen-Delivered"); len(v) != 1 || v[0] != "0" {
+	if v := r.Header.Values("X-Queen-Delivered"); len(v) != 1 || v[0] != "0" {
 		t.Fatalf("an empty pop's X-Queen-Delivered: %q", v)
 	}
 	b.doH(t, "POST", "/api/v1/ephemeral/push", pushBody("shared", "", `"b1"`), B...).want(t, 201, nil)
@@ -173,7 +173,7 @@ func TestTenantIsolation(t *testing.T) {
 	if got := pa.payloads(); len(got) != 2 || got[0] != `"a1"` || got[1] != `"a2"` {
 		t.Fatalf("tenant a popped %v", got)
 	}
-	if v := r.header.Values("X-Queen-Delivered"); len(v) != 1 || v[0] != "2" {
+	if v := r.Header.Values("X-Queen-Delivered"); len(v) != 1 || v[0] != "2" {
 		t.Fatalf("a pop of 2's X-Queen-Delivered: %q", v)
 	}
 	// b acks a's ids: unknown to b, and a's lease stands.
@@ -466,8 +466,8 @@ func TestRateLimit(t *testing.T) {
 	b.push(t, "q", "", "1", "2", "3", "4", "5", "6", "7") // bucket 2 -> -5
 	r := b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("q", "", "1"))
 	r.wantErr(t, 429, "rate_limited")
-	if s, _ := strconv.Atoi(r.header.Get("Retry-After")); s < 2 || s > 3 {
-		t.Fatalf("Retry-After %q, want about 3 s of debt", r.header.Get("Retry-After"))
+	if s, _ := strconv.Atoi(r.Header.Get("Retry-After")); s < 2 || s > 3 {
+		t.Fatalf("Retry-After %q, want about 3 s of debt", r.Header.Get("Retry-After"))
 	}
 	b.pop(t, popq{"queue": "q", "wait": "false", "batch": "10"})
 	// A grant's rate replaces the default (and refills the bucket).
