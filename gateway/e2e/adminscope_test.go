@@ -62,7 +62,7 @@ func TestAdminScopeWithoutOperatorTenant(t *testing.T) {
 
 	// Nothing changed: acme is still on pro, no plan unlimited.
 	want(t, "plan unlimited", op.do(t, "GET", "/api/v1/gateway/plans/unlimited", ""), 404, "plan_not_found")
-	if r := op.do(t, "GET", "/api/v1/gateway/tenants/acme", ""); r.status != 200 || string(r.body) != `{"tenant":"acme","plan":"pro"}` {
+	if r := op.do(t, "GET", "/api/v1/gateway/tenants/acme", ""); r.Status != 200 || string(r.Body) != `{"tenant":"acme","plan":"pro"}` {
 		t.Fatalf("acme's tenant after the refusals: %s", r)
 	}
 

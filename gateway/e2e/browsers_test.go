@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // Browsers at the gateway's door (D20, docs/gateway.md "Browsers"): the
@@ -96,7 +98,7 @@ func TestGatewayCrossOriginRefusedBeforeTheBody(t *testing.T) {
 		t.Fatalf("no answer to the head alone: %v", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: resp.Header, body: body}
+	r := reply{Status: resp.StatusCode, Header: resp.Header, Body: body}
 	want(t, "cross-site 60 MiB upload, head only", r, 403, "forbidden")
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("the connection stayed open after the refusal: %v", err)
@@ -129,13 +131,11 @@ func TestGatewayLoopbackNeedsALoopbackHost(t *testing.T) {
 		// A rebound page is same-origin with itself.
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 		req.Header.Set("Origin", "http://"+host)
-		resp, err := hc.Do(req)
+		r, err := brokertest.Do(hc, req)
 		if err != nil {
 			t.Fatalf("%s %s as %s: %v", method, path, host, err)
 		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return reply{status: resp.StatusCode, header: resp.Header, body: data}
+		return reply(r)
 	}
 	rebound := "attacker.example:" + port
 	for _, c := range []struct{ method, path, body string }{

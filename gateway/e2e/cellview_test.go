@@ -42,20 +42,20 @@ func TestCellViewThroughTheGateway(t *testing.T) {
 	member := `{"id":"127.0.0.1:` + relay + `","url":"` + p.broker.URL() + `"}`
 	brokertest.Eventually(t, 10*time.Second, "the broker lists itself", func() bool {
 		r := asGatewayOf(p.broker, "acme", "read-only").do(t, "GET", "/api/v1/ephemeral/cell", "")
-		return r.status == 200 && strings.Contains(string(r.body), `"members":[`+member+`]`)
+		return r.Status == 200 && strings.Contains(string(r.Body), `"members":[`+member+`]`)
 	})
 	views := brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="cell"`)
 
 	single := `{"generation":0,"tenant":"acme","members":[]}`
 	for _, role := range []string{"read-only", "read-write", "admin"} {
 		r := p.gw.as(t, "acme", role).do(t, "GET", "/api/v1/ephemeral/cell", "")
-		if r.status != 200 || string(r.body) != single {
+		if r.Status != 200 || string(r.Body) != single {
 			t.Fatalf("%s over HTTP: %s, want 200 %s", role, r, single)
 		}
 	}
 	// At once, whatever after says: generation 0 never changes.
 	t0 := time.Now()
-	if r := p.gw.as(t, "acme", "read-only").do(t, "GET", "/api/v1/ephemeral/cell?after=0&timeout=30000", ""); r.status != 200 || string(r.body) != single || time.Since(t0) > 5*time.Second {
+	if r := p.gw.as(t, "acme", "read-only").do(t, "GET", "/api/v1/ephemeral/cell?after=0&timeout=30000", ""); r.Status != 200 || string(r.Body) != single || time.Since(t0) > 5*time.Second {
 		t.Fatalf("after=0 over HTTP: %s after %v", r, time.Since(t0))
 	}
 	want(t, "a write-only view read", p.gw.as(t, "acme", "write-only").do(t, "GET", "/api/v1/ephemeral/cell", ""), 403, "forbidden")
@@ -65,7 +65,7 @@ func TestCellViewThroughTheGateway(t *testing.T) {
 	want(t, "a POST", p.gw.as(t, "acme", "read-only").do(t, "POST", "/api/v1/ephemeral/cell", ""), 404, "route_blocked")
 
 	l := dialLink(t, p.gw.URL(), token(t, "acme", "read-only"))
-	if r := l.call("GET", "/api/v1/ephemeral/cell?after=0", ""); r.status != 200 || string(r.body) != single {
+	if r := l.call("GET", "/api/v1/ephemeral/cell?after=0", ""); r.Status != 200 || string(r.Body) != single {
 		t.Fatalf("on a link: %s, want 200 %s", r, single)
 	}
 	want(t, "a bad after on a link", l.call("GET", "/api/v1/ephemeral/cell?timeout=x", ""), 400, "ephemeral_bad_request")

@@ -30,7 +30,7 @@ func (p *pair) gwMetric(t *testing.T, name string) float64 {
 	t.Helper()
 	r := p.admin.do(t, "GET", "/metrics", "")
 	want(t, "gateway /metrics", r, 200, "")
-	return brokertest.Metric(string(r.body), name, "")
+	return brokertest.Metric(string(r.Body), name, "")
 }
 
 // linkReply fails t unless e is an answer with status and, when code is not
@@ -67,7 +67,7 @@ func TestClientLinkUpgrade(t *testing.T) {
 		resp, _ := upgradeRaw(t, p.gw.URL(), up, tok)
 		r := replyOf(t, resp)
 		want(t, "upgrade "+strconv.Quote(up), r, 426, "ephemeral_bad_request")
-		if got := r.header.Get("Upgrade"); got != "queen-link/1" {
+		if got := r.Header.Get("Upgrade"); got != "queen-link/1" {
 			t.Fatalf("upgrade %q refused with Upgrade %q, want queen-link/1", up, got)
 		}
 	}
@@ -103,7 +103,7 @@ func replyOf(t *testing.T, resp *http.Response) reply {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: body}
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
 // TestClientLinkDifferential: the same requests over HTTP through the
@@ -166,14 +166,14 @@ func TestClientLinkDifferential(t *testing.T) {
 			if !strings.Contains(head, "\r\nContent-Length: ") || strings.Contains(strings.ToLower(head), "transfer-encoding") {
 				t.Fatalf("%s: the link's answer is not framed by a Content-Length: %q", what, head)
 			}
-			if overHTTP.status != onLink.status || overHTTP.code() != onLink.code() || string(overHTTP.body) != string(onLink.body) {
+			if overHTTP.Status != onLink.Status || overHTTP.code() != onLink.code() || string(overHTTP.Body) != string(onLink.Body) {
 				t.Fatalf("%s: over HTTP %s, on the link %s", what, overHTTP, onLink)
 			}
-			if overHTTP.header.Get("Retry-After") != onLink.header.Get("Retry-After") {
-				t.Fatalf("%s: Retry-After over HTTP %q, on the link %q", what, overHTTP.header.Get("Retry-After"), onLink.header.Get("Retry-After"))
+			if overHTTP.Header.Get("Retry-After") != onLink.Header.Get("Retry-After") {
+				t.Fatalf("%s: Retry-After over HTTP %q, on the link %q", what, overHTTP.Header.Get("Retry-After"), onLink.Header.Get("Retry-After"))
 			}
-			if onLink.header.Get("Connection") != "" {
-				t.Fatalf("%s: the link's answer carries Connection: %q", what, onLink.header.Get("Connection"))
+			if onLink.Header.Get("Connection") != "" {
+				t.Fatalf("%s: the link's answer carries Connection: %q", what, onLink.Header.Get("Connection"))
 			}
 		}
 	}
@@ -216,7 +216,7 @@ func TestClientLinkMetering(t *testing.T) {
 	r := l.call("GET", "/api/v1/ephemeral/pop?queue=m&batch=10", "")
 	want(t, "pop", r, 200, "")
 	var got popped
-	if err := json.Unmarshal(r.body, &got); err != nil || len(got.Messages) != 5 {
+	if err := json.Unmarshal(r.Body, &got); err != nil || len(got.Messages) != 5 {
 		t.Fatalf("pop: %v, %d messages, want 5", err, len(got.Messages))
 	}
 	want(t, "ack", l.call("POST", "/api/v1/ephemeral/ack", `{"queue":"m","acks":[{"id":"`+got.Messages[0].ID+`"}]}`), 200, "")
@@ -299,7 +299,7 @@ func TestClientLinkSlots(t *testing.T) {
 			hc.mustPush(t, "w", 1)
 			r := wantLink(t, "the waiting pop", l.await(first, nil), 200, "")
 			var got popped
-			if err := json.Unmarshal(r.body, &got); err != nil || len(got.Messages) != 1 {
+			if err := json.Unmarshal(r.Body, &got); err != nil || len(got.Messages) != 1 {
 				t.Fatalf("the waiting pop: %v, %d messages, want 1", err, len(got.Messages))
 			}
 			p.admin.waitParked(t, "acme", 0)
@@ -315,7 +315,7 @@ func TestClientLinkSlots(t *testing.T) {
 			brokertest.Eventually(t, 5*time.Second, "the cancelled pop is still parked at the broker", func() bool { return p.brokerParked(t) == 0 })
 			hc.mustPush(t, "c", 1)
 			r = l.call("GET", "/api/v1/ephemeral/pop?queue=c&autoAck=true", "")
-			if err := json.Unmarshal(r.body, &got); err != nil || len(got.Messages) != 1 {
+			if err := json.Unmarshal(r.Body, &got); err != nil || len(got.Messages) != 1 {
 				t.Fatalf("after the cancel, the message pushed was not popped: %s", r)
 			}
 			p.admin.wantUsage(t, "acme", warm+2, 2)
@@ -491,7 +491,7 @@ func TestClientLinkLongListing(t *testing.T) {
 			Queue string `json:"queue"`
 		} `json:"queues"`
 	}
-	if err := json.Unmarshal(end.answer.body, &list); err != nil || len(list.Queues) != n {
+	if err := json.Unmarshal(end.answer.Body, &list); err != nil || len(list.Queues) != n {
 		t.Fatalf("the listing on the link: %v, %d queues, want %d", err, len(list.Queues), n)
 	}
 	if names := p.gw.as(t, "acme", "read-write").queueNames(t); len(names) != n {
@@ -561,7 +561,7 @@ func TestClientLinkKillSwitch(t *testing.T) {
 	for _, id := range ids {
 		r := wantLink(t, "a parked pop at the kill switch", l.await(id, got), 200, "")
 		var m popped
-		if err := json.Unmarshal(r.body, &m); err != nil || len(m.Messages) != 0 {
+		if err := json.Unmarshal(r.Body, &m); err != nil || len(m.Messages) != 0 {
 			t.Fatalf("a parked pop at the kill switch: %s, want the empty batch (routes.md)", r)
 		}
 	}
@@ -601,7 +601,7 @@ func TestClientLinkCell(t *testing.T) {
 			msgs += 2
 			r := l.call("GET", "/api/v1/ephemeral/pop?queue="+q+"&batch=10&autoAck=true", "")
 			var p popped
-			if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 || len(p.Messages) != 2 {
+			if err := json.Unmarshal(r.Body, &p); err != nil || r.Status != 200 || len(p.Messages) != 2 {
 				t.Fatalf("queue %s (owner %s), link %d: popped %s", q, owner.id, i, r)
 			}
 			delivs += 2
@@ -611,7 +611,7 @@ func TestClientLinkCell(t *testing.T) {
 			want(t, "push from another link", links[(i+1)%len(links)].call("POST", "/api/v1/ephemeral/push", pushBody(q, 1)), 201, "")
 			msgs++
 			r = wantLink(t, "the waiting pop", l.await(waiting, nil), 200, "")
-			if err := json.Unmarshal(r.body, &p); err != nil || len(p.Messages) != 1 {
+			if err := json.Unmarshal(r.Body, &p); err != nil || len(p.Messages) != 1 {
 				t.Fatalf("queue %s, link %d: the waiting pop got %s", q, i, r)
 			}
 			delivs++

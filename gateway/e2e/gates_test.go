@@ -56,7 +56,7 @@ func TestFeatureGates(t *testing.T) {
 	got := pro.push(t, "q", 3)
 	want(t, "pro-co without a grant: push", got, 403, "feature_gated")
 	direct := asGatewayOf(p.broker, "pro-co", "read-write").push(t, "q", 3)
-	if got.status != direct.status || string(got.body) != string(direct.body) {
+	if got.Status != direct.Status || string(got.Body) != string(direct.Body) {
 		t.Fatalf("the broker's refusal did not come back unchanged:\nthrough the gateway %s\ndirect %s", got, direct)
 	}
 	if n := brokerMetric(t, p.broker, "queen_ephemeral_request_duration_seconds_count", `route="push"`); n != pushesBefore+2 {
@@ -111,13 +111,13 @@ func TestRouteBlocked(t *testing.T) {
 	}
 	r := p.admin.do(t, "GET", "/api/v1/gateway/routes", "")
 	want(t, "GET routes", r, 200, "")
-	if err := json.Unmarshal(r.body, &table); err != nil {
-		t.Fatalf("routes: %v: %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &table); err != nil {
+		t.Fatalf("routes: %v: %s", err, r.Body)
 	}
 	n := len(table.Routes)
 	table.Routes = slices.DeleteFunc(table.Routes, func(r map[string]any) bool { return r["path"] == "/api/v1/ephemeral/pop" })
 	if len(table.Routes) != n-1 {
-		t.Fatalf("the table has no pop route to leave out: %s", r.body)
+		t.Fatalf("the table has no pop route to leave out: %s", r.Body)
 	}
 	old, _ := json.Marshal(table)
 	file := filepath.Join(t.TempDir(), "routes-old.json")
@@ -132,7 +132,7 @@ func TestRouteBlocked(t *testing.T) {
 	want(t, "pop through the older table", c2.pop(t, "queue=old&batch=10"), 404, "route_blocked")
 	want(t, "waiting pop through the older table", c2.pop(t, "queue=old&wait=true&timeout=100"), 404, "route_blocked")
 	a2.wantUsage(t, "acme", 2, 0)
-	if got := a2.do(t, "GET", "/api/v1/gateway/routes", ""); got.status != 200 || jsonEqual(t, got.body, old) == false {
+	if got := a2.do(t, "GET", "/api/v1/gateway/routes", ""); got.Status != 200 || jsonEqual(t, got.Body, old) == false {
 		t.Fatalf("GET routes of the gateway with the older table: %s, want %s", got, old)
 	}
 	// The messages are there: the current gateway pops them.
@@ -221,11 +221,11 @@ func TestIdentity(t *testing.T) {
 	want(t, "admin: /metrics", r, 200, "")
 	for _, name := range []string{"queen_gateway_forwarded_total", "queen_gateway_refusals_total", "queen_gateway_clients",
 		"queen_gateway_parked", "queen_gateway_upstream_dials_total", "queen_gateway_usage_writes"} {
-		if !regexp.MustCompile(`(?m)^` + name + `[{ ]`).Match(r.body) {
-			t.Fatalf("/metrics lacks %s:\n%s", name, r.body)
+		if !regexp.MustCompile(`(?m)^` + name + `[{ ]`).Match(r.Body) {
+			t.Fatalf("/metrics lacks %s:\n%s", name, r.Body)
 		}
 	}
-	if n := brokertest.Metric(string(r.body), "queen_gateway_refusals_total", `code="unauthorized"`); n < 14 {
+	if n := brokertest.Metric(string(r.Body), "queen_gateway_refusals_total", `code="unauthorized"`); n < 14 {
 		t.Fatalf("queen_gateway_refusals_total{code=\"unauthorized\"} is %v, want at least 14", n)
 	}
 	want(t, "admin: GET plan", p.admin.do(t, "GET", "/api/v1/gateway/plans/pro", ""), 200, "")

@@ -197,39 +197,27 @@ func operatorOf(b *brokertest.Broker) *client {
 	return &client{base: b.URL(), bearer: operatorToken, hc: newHTTPClient()}
 }
 
-// reply is one answer.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+// reply is one answer (brokertest.Reply), with the suite's readers.
+type reply brokertest.Reply
 
 // code is the answer's error code ("" when it has none).
-func (r reply) code() string {
-	var e struct {
-		Code string `json:"code"`
-	}
-	_ = json.Unmarshal(r.body, &e)
-	return e.Code
-}
+func (r reply) code() string { return brokertest.Reply(r).Code() }
 
 // message is the answer's error message.
 func (r reply) message() string {
 	var e struct {
 		Error string `json:"error"`
 	}
-	_ = json.Unmarshal(r.body, &e)
+	_ = json.Unmarshal(r.Body, &e)
 	return e.Error
 }
 
-func (r reply) String() string {
-	return fmt.Sprintf("%d %s", r.status, strings.TrimSpace(string(r.body)))
-}
+func (r reply) String() string { return brokertest.Reply(r).String() }
 
 // retryAfter is the Retry-After header as seconds, -1 when absent or not a
 // number.
 func (r reply) retryAfter() int {
-	v := r.header.Get("Retry-After")
+	v := r.Header.Get("Retry-After")
 	n, err := strconv.Atoi(v)
 	if err != nil {
 		return -1
@@ -256,16 +244,8 @@ func (c *client) try(ctx context.Context, method, path, body string) (reply, err
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: data}, nil
+	r, err := brokertest.Do(c.hc, req)
+	return reply(r), err
 }
 
 // do sends one request and fails t on a transport error.
@@ -281,7 +261,7 @@ func (c *client) do(t *testing.T, method, path, body string) reply {
 // want fails t unless r has status and, when code is not "", that code.
 func want(t *testing.T, what string, r reply, status int, code string) {
 	t.Helper()
-	if r.status != status || (code != "" && r.code() != code) {
+	if r.Status != status || (code != "" && r.code() != code) {
 		t.Fatalf("%s: got %s, want %d %s", what, r, status, code)
 	}
 }
@@ -290,7 +270,7 @@ func want(t *testing.T, what string, r reply, status int, code string) {
 func wantRetryAfter(t *testing.T, what string, r reply, lo, hi int) {
 	t.Helper()
 	if n := r.retryAfter(); n < lo || n > hi {
-		t.Fatalf("%s: Retry-After %q, want %d..%d", what, r.header.Get("Retry-After"), lo, hi)
+		t.Fatalf("%s: Retry-After %q, want %d..%d", what, r.Header.Get("Retry-After"), lo, hi)
 	}
 }
 
@@ -343,8 +323,8 @@ func (c *client) mustPop(t *testing.T, query string) popped {
 	r := c.pop(t, query)
 	want(t, "pop "+query, r, 200, "")
 	var p popped
-	if err := json.Unmarshal(r.body, &p); err != nil {
-		t.Fatalf("pop %s: %v: %s", query, err, r.body)
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("pop %s: %v: %s", query, err, r.Body)
 	}
 	return p
 }
@@ -359,8 +339,8 @@ func (c *client) queueNames(t *testing.T) []string {
 			Queue string `json:"queue"`
 		} `json:"queues"`
 	}
-	if err := json.Unmarshal(r.body, &l); err != nil {
-		t.Fatalf("list queues: %v: %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &l); err != nil {
+		t.Fatalf("list queues: %v: %s", err, r.Body)
 	}
 	var out []string
 	for _, q := range l.Queues {
@@ -408,8 +388,8 @@ func (c *client) usage(t *testing.T, tenant string) usage {
 	r := c.do(t, "GET", "/api/v1/gateway/usage/"+url.PathEscape(tenant), "")
 	want(t, "usage "+tenant, r, 200, "")
 	var u usage
-	if err := json.Unmarshal(r.body, &u); err != nil {
-		t.Fatalf("usage %s: %v: %s", tenant, err, r.body)
+	if err := json.Unmarshal(r.Body, &u); err != nil {
+		t.Fatalf("usage %s: %v: %s", tenant, err, r.Body)
 	}
 	return u
 }
@@ -447,7 +427,7 @@ func brokerMetric(t *testing.T, b *brokertest.Broker, name, labelPart string) fl
 	t.Helper()
 	r := operatorOf(b).do(t, "GET", "/metrics", "")
 	want(t, "broker /metrics", r, 200, "")
-	return brokertest.Metric(string(r.body), name, labelPart)
+	return brokertest.Metric(string(r.Body), name, labelPart)
 }
 
 // ---------------------------------------------------------------------------

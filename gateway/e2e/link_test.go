@@ -41,7 +41,7 @@ func TestLinkCarriesWaitingPops(t *testing.T) {
 	}
 	p.admin.wantUsage(t, "acme", warmPushes+n, n)
 	r := p.admin.do(t, "GET", "/metrics", "")
-	if links := brokertest.Metric(string(r.body), "queen_gateway_links", ""); links < 1 {
+	if links := brokertest.Metric(string(r.Body), "queen_gateway_links", ""); links < 1 {
 		t.Fatalf("queen_gateway_links %v, want at least 1", links)
 	}
 }
@@ -77,7 +77,7 @@ func TestLinkClientGone(t *testing.T) {
 	gauge := func(name string) float64 {
 		r := op.do(t, "GET", "/metrics", "")
 		want(t, "broker /metrics", r, 200, "")
-		return brokertest.Metric(string(r.body), name, "")
+		return brokertest.Metric(string(r.Body), name, "")
 	}
 	conns := gauge("queen_ephemeral_connections")
 	for round := range 2 { // on both loops
@@ -177,7 +177,7 @@ func TestLinkCellOwnerKilledMidRelay(t *testing.T) {
 		t.Fatal("the client got nothing within 10 s of the owner's death")
 	}
 	r := admin.do(t, "GET", "/metrics", "")
-	if lost := brokertest.Metric(string(r.body), "queen_gateway_answers_lost_total", ""); lost != 1 {
+	if lost := brokertest.Metric(string(r.Body), "queen_gateway_answers_lost_total", ""); lost != 1 {
 		t.Fatalf("queen_gateway_answers_lost_total %v, want 1", lost)
 	}
 }

@@ -22,7 +22,7 @@ func TestMeteringExact(t *testing.T) {
 
 	r := c.pop(t, "queue=m&batch=10")
 	want(t, "pop", r, 200, "")
-	if got := r.header.Get("X-Queen-Delivered"); got != "5" {
+	if got := r.Header.Get("X-Queen-Delivered"); got != "5" {
 		t.Fatalf("X-Queen-Delivered %q, want 5", got)
 	}
 	p.admin.wantUsage(t, "acme", 5, 5)
@@ -162,7 +162,7 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	writes := func() float64 {
 		r := admin.do(t, "GET", "/metrics", "")
 		want(t, "gateway /metrics", r, 200, "")
-		return brokertest.Metric(string(r.body), "queen_gateway_usage_writes", "")
+		return brokertest.Metric(string(r.Body), "queen_gateway_usage_writes", "")
 	}
 	before := writes()
 	c.mustPush(t, "u", 4)
@@ -210,7 +210,7 @@ func TestShortPeriod(t *testing.T) {
 	// Written, and read back, before the period ends.
 	writes := func() float64 {
 		r := p.admin.do(t, "GET", "/metrics", "")
-		return brokertest.Metric(string(r.body), "queen_gateway_usage_writes", "")
+		return brokertest.Metric(string(r.Body), "queen_gateway_usage_writes", "")
 	}
 	brokertest.Eventually(t, 2*time.Second, "the usage was not written", func() bool { return writes() > 0 })
 	untilNextPeriod(4)

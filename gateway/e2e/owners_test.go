@@ -29,7 +29,7 @@ func gwMetric(t *testing.T, g *gateway, name, labelPart string) float64 {
 	t.Helper()
 	r := g.as(t, "ops", "admin").do(t, "GET", "/metrics", "")
 	want(t, "gateway /metrics", r, 200, "")
-	return brokertest.Metric(string(r.body), name, labelPart)
+	return brokertest.Metric(string(r.Body), name, labelPart)
 }
 
 func memberIDs(ms []*cellMember) []string {
@@ -162,7 +162,7 @@ func TestGatewayRoutesToOwners(t *testing.T) {
 		}
 		r := c.do(t, "POST", "/api/v1/ephemeral/ack", ackBody(q, p))
 		want(t, "ack "+q, r, 200, "")
-		if strings.Count(string(r.body), `"outcome":"acked"`) != len(p.Messages) {
+		if strings.Count(string(r.Body), `"outcome":"acked"`) != len(p.Messages) {
 			t.Fatalf("ack %s: %s", q, r)
 		}
 		waiting := asyncPop(t.Context(), g.as(t, "acme", "read-write"), "queue="+q+"&wait=true&timeout=20000&autoAck=true")
@@ -363,7 +363,7 @@ func TestGatewayOwnerStopped(t *testing.T) {
 		})
 		viewAfter := time.Since(t0)
 		brokertest.Eventually(t, 15*time.Second, "queue "+q+" was not served again after its owner's "+step.how, func() bool {
-			return g.as(t, "acme", "read-write").push(t, q, 1).status == 201
+			return g.as(t, "acme", "read-write").push(t, q, 1).Status == 201
 		})
 		t.Logf("%s of %s: the gateway's view dropped it after %v, its queue served again after %v; %d calls served meanwhile",
 			step.how, v.id, viewAfter.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), ld.served()-before)
@@ -485,7 +485,7 @@ func startLoad(t *testing.T, g *gateway, queues []string) *load {
 							Payload string `json:"payload"`
 						} `json:"messages"`
 					}
-					if json.Unmarshal(r.body, &p) == nil {
+					if json.Unmarshal(r.Body, &p) == nil {
 						ld.mu.Lock()
 						for _, m := range p.Messages {
 							ld.seen[m.Payload]++
@@ -493,7 +493,7 @@ func startLoad(t *testing.T, g *gateway, queues []string) *load {
 						ld.mu.Unlock()
 					}
 				}
-				if err != nil || r.status != 200 && r.status != 201 {
+				if err != nil || r.Status != 200 && r.Status != 201 {
 					time.Sleep(10 * time.Millisecond) // the SDKs' first backoff step
 				}
 			}
@@ -513,10 +513,10 @@ func (ld *load) check(what string, r reply, err error, ok int, ctx context.Conte
 	case ctx.Err() != nil:
 	case err != nil:
 		ld.lost++
-	case r.status == ok:
+	case r.Status == ok:
 		ld.ok++
 		return true
-	case r.status == 503 && (r.code() == "ephemeral_forward_failed" || r.code() == "owner_moved"):
+	case r.Status == 503 && (r.code() == "ephemeral_forward_failed" || r.code() == "owner_moved"):
 		ld.moved++
 	default:
 		ld.bad = append(ld.bad, what+": "+r.String())

@@ -65,7 +65,7 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 	pushed := int64(0) // the messages the broker took, counted from the answers
 	push := func(c *client) reply {
 		r := c.push(t, "q", 1)
-		if r.status == 201 {
+		if r.Status == 201 {
 			pushed++
 		}
 		return r
@@ -76,16 +76,16 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 	// loaded machine).
 	brokertest.Eventually(t, 5*time.Second, "the second gateway never served the tenant", func() bool {
 		r := push(c2)
-		if r.status != 201 {
+		if r.Status != 201 {
 			want(t, "at the second before the poll", r, 403, "feature_gated")
 		}
-		return r.status == 201
+		return r.Status == 201
 	})
 	a1.putPlan(t, "pro", planJSON(false, 0, 0, 0, 0))
 	want(t, "at the first after the change", push(c1), 403, "feature_gated")
 	brokertest.Eventually(t, 5*time.Second, "the second gateway still serves the tenant after its plan lost the feature", func() bool {
 		r := push(c2)
-		if r.status == 201 {
+		if r.Status == 201 {
 			return false
 		}
 		want(t, "at the second after the change", r, 403, "feature_gated")
@@ -95,7 +95,7 @@ func TestPlanChangeSharedCatalog(t *testing.T) {
 	a2.putPlan(t, "pro", planJSON(true, 0, 0, 0, 0))
 	want(t, "at the second, where the plan was written", push(c2), 201, "")
 	brokertest.Eventually(t, 5*time.Second, "the first gateway never saw the plan written through the second", func() bool {
-		return push(c1).status == 201
+		return push(c1).Status == 201
 	})
 
 	// Usage: each gateway reads back what the other wrote, within a write
@@ -127,7 +127,7 @@ func TestAdminRoutes(t *testing.T) {
 	a := p.admin
 	exact := func(what string, r reply, status int, body string) {
 		t.Helper()
-		if r.status != status || !jsonEqual(t, r.body, []byte(body)) {
+		if r.Status != status || !jsonEqual(t, r.Body, []byte(body)) {
 			t.Fatalf("%s: got %s, want %d %s", what, r, status, body)
 		}
 	}
@@ -196,12 +196,12 @@ func TestAdminRoutes(t *testing.T) {
 
 	r := a.do(t, "GET", "/api/v1/gateway/routes", "")
 	want(t, "GET routes", r, 200, "")
-	if !jsonEqual(t, r.body, routes.Default().JSON()) {
-		t.Fatalf("GET routes: %s\nwant the built-in table %s", r.body, routes.Default().JSON())
+	if !jsonEqual(t, r.Body, routes.Default().JSON()) {
+		t.Fatalf("GET routes: %s\nwant the built-in table %s", r.Body, routes.Default().JSON())
 	}
 	for _, s := range []string{`"/api/v1/ephemeral/push"`, `"messages"`, `"/api/v1/ephemeral/pop"`, `"deliveries"`, `"/api/v1/ephemeral/queue/:queue"`} {
-		if !strings.Contains(string(r.body), s) {
-			t.Fatalf("GET routes lacks %s: %s", s, r.body)
+		if !strings.Contains(string(r.Body), s) {
+			t.Fatalf("GET routes lacks %s: %s", s, r.Body)
 		}
 	}
 

@@ -157,7 +157,7 @@ func TestConcurrentPushesHoldTheAllowance(t *testing.T) {
 				got[err.Error()]++
 				return
 			}
-			got[fmt.Sprintf("%d %s", r.status, r.code())]++
+			got[fmt.Sprintf("%d %s", r.Status, r.code())]++
 		}()
 	}
 	wg.Wait()

@@ -184,7 +184,7 @@ func (l *rawLink) await(id uint64, got map[uint64]linkEnd) linkEnd {
 				l.t.Fatalf("stream %d's answer does not parse: %v: %q", sid, err, p)
 			}
 			body, _ := io.ReadAll(resp.Body)
-			e = linkEnd{answer: reply{status: resp.StatusCode, header: resp.Header, body: body}, raw: p}
+			e = linkEnd{answer: reply{Status: resp.StatusCode, Header: resp.Header, Body: body}, raw: p}
 		case frRefuse:
 			if len(p) != 1 {
 				l.t.Fatalf("a refuse frame of %d bytes", len(p))

@@ -37,8 +37,8 @@ func await(t *testing.T, what string, ch <-chan popResult) popped {
 		}
 		want(t, what, res.r, 200, "")
 		var p popped
-		if err := json.Unmarshal(res.r.body, &p); err != nil {
-			t.Fatalf("%s: %v: %s", what, err, res.r.body)
+		if err := json.Unmarshal(res.r.Body, &p); err != nil {
+			t.Fatalf("%s: %v: %s", what, err, res.r.Body)
 		}
 		return p
 	case <-time.After(20 * time.Second):

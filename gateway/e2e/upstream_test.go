@@ -33,7 +33,7 @@ func TestBrokerRestart(t *testing.T) {
 		// SIGTERM answers parked pops with an empty batch; a broker gone
 		// before its answer is a lost answer, the client's connection
 		// closed, never a 503 that would say nothing was done.
-		if res.err == nil && res.r.status != 200 {
+		if res.err == nil && res.r.Status != 200 {
 			t.Fatalf("the waiting pop, its broker stopped: %s, want 200 or a lost answer", res.r)
 		}
 	case <-time.After(20 * time.Second):
@@ -60,10 +60,10 @@ func TestBrokerRestart(t *testing.T) {
 	var last reply
 	brokertest.Eventually(t, 10*time.Second, "the gateway never served again after the broker's restart", func() bool {
 		last = c.push(t, "q", 2)
-		if last.status != 201 {
+		if last.Status != 201 {
 			want(t, "push while the broker comes back", last, 503, "ephemeral_forward_failed")
 		}
-		return last.status == 201
+		return last.Status == 201
 	})
 	// Each gateway loop passes a broker over for 100 ms after a failed
 	// dial (docs/gateway.md): wait until fresh clients, which go round the
@@ -71,7 +71,7 @@ func TestBrokerRestart(t *testing.T) {
 	brokertest.Eventually(t, 10*time.Second, "a gateway loop never served again after the broker's restart", func() bool {
 		for range 2 {
 			r := p.gw.as(t, "acme", "read-write").pop(t, "queue=empty")
-			if r.status != 200 {
+			if r.Status != 200 {
 				want(t, "pop while the broker comes back", r, 503, "ephemeral_forward_failed")
 				return false
 			}
@@ -180,7 +180,7 @@ func testCell(t *testing.T, link bool) {
 			r := g.as(t, "acme", "read-write").pop(t, "queue="+q+"&batch=10&autoAck=true")
 			want(t, "pop "+q, r, 200, "")
 			var p popped
-			if err := json.Unmarshal(r.body, &p); err != nil || len(p.Messages) != 5 {
+			if err := json.Unmarshal(r.Body, &p); err != nil || len(p.Messages) != 5 {
 				t.Fatalf("queue %s (owner %s) round %d: popped %s", q, owner.id, round, r)
 			}
 			delivs += 5

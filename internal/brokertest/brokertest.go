@@ -5,7 +5,10 @@
 // free loopback ports with a fresh data directory and an environment of
 // QUEEN_* variables, wait until they serve, keep their log (printed when the
 // test fails), signal, stop and kill them, and start them again on the same
-// data. It is for tests only.
+// data. Around the brokers, what the suites that run them share: a cell of
+// brokers on one PostgreSQL schema and a wait for its live set (cell.go),
+// one request sent and its answer read whole (reply.go), and a wait on a
+// condition and a reader of /metrics (wait.go). It is for tests only.
 package brokertest
 
 import (
