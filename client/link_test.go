@@ -84,12 +84,12 @@ func TestLinkCancelledPopLeavesNothingParked(t *testing.T) {
 		_, err := c.Pop(ctx, "idle", PopOptions{Wait: true, Timeout: 30 * time.Second})
 		done <- err
 	}()
-	eventually(t, "the pop parked", func() bool { return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the pop parked", func() bool { return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the cancelled pop: %v, want context.Canceled", err)
 	}
-	eventually(t, "the pop let go", func() bool { return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the pop let go", func() bool { return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 0 })
 	if n := brokerGauge(t, b, "queen_ephemeral_client_links"); n != 1 {
 		t.Fatalf("%v links after a cancel, want the one kept", n)
 	}
@@ -97,15 +97,6 @@ func TestLinkCancelledPopLeavesNothingParked(t *testing.T) {
 	res, err := c.Pop(testCtx(t), "idle", PopOptions{Wait: true, Timeout: 50 * time.Millisecond})
 	if err != nil || len(res.Messages) != 0 {
 		t.Fatalf("a pop that waits out its timeout: %+v %v", res, err)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
 	}
 }
 

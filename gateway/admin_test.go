@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // The admin routes and their scope (docs/gateway.md, "Admin routes"), in
@@ -151,7 +153,7 @@ func TestCatalogChangesApplyWithoutARestart(t *testing.T) {
 		t.Fatalf("a push on plan pro: %d %s", st, body)
 	}
 	_ = cat.Store.PutPlan(context.Background(), catalog.Plan{Name: "pro"}) // ephemeral off, behind the gateway's back
-	waitFor(t, "the plan's change applied", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the plan's change applied", func() bool {
 		st, body := push()
 		return st == 403 && strings.Contains(body, `"feature_gated"`)
 	})
@@ -159,7 +161,7 @@ func TestCatalogChangesApplyWithoutARestart(t *testing.T) {
 		t.Fatalf("a warning while the catalog answers: %s", l)
 	}
 	cat.fail.Store(true)
-	waitFor(t, "the failed read logged", func() bool { return strings.Contains(logs.String(), "reading the catalog failed") })
+	brokertest.Eventually(t, 10*time.Second, "the failed read logged", func() bool { return strings.Contains(logs.String(), "reading the catalog failed") })
 	if st, body := push(); st != 403 || !strings.Contains(body, `"feature_gated"`) {
 		t.Fatalf("with the catalog down, the last copy: %d %s, want 403 feature_gated", st, body)
 	}

@@ -254,19 +254,7 @@ func TestSlowBodyClosedByTheBodyTimeout(t *testing.T) {
 	if took < 500*time.Millisecond {
 		t.Fatalf("closed after %v, before the body timeout", took)
 	}
-	waitFor(t, "the body's reservation given back", func() bool { return g.inflight.Load() == 0 })
-}
-
-// waitFor polls cond every 5 ms for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	brokertest.Eventually(t, 10*time.Second, "the body's reservation given back", func() bool { return g.inflight.Load() == 0 })
 }
 
 // TestInflightBoundRefusesOnTheHead: bodies being read hold the
@@ -295,7 +283,7 @@ func TestInflightBoundRefusesOnTheHead(t *testing.T) {
 	if _, err := first.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))) + body[:1000])); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first body reserved", func() bool { return g.inflight.Load() > 600<<10 })
+	brokertest.Eventually(t, 10*time.Second, "the first body reserved", func() bool { return g.inflight.Load() > 600<<10 })
 	second := dial(t, g)
 	sr := bufio.NewReader(second)
 	if _, err := second.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(body))) + body[:1000])); err != nil {
@@ -310,7 +298,7 @@ func TestInflightBoundRefusesOnTheHead(t *testing.T) {
 	if status, code, _ := answer(t, first, fr); status != 201 {
 		t.Fatalf("the admitted body: %d %q, want 201", status, code)
 	}
-	waitFor(t, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
+	brokertest.Eventually(t, 10*time.Second, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
 
 	// A request of exactly the bound, head and body, fits.
 	n := 1<<20 - len(head("POST", "/api/v1/ephemeral/push", tok, 1<<20)) - len(pushOf("exact", 0))
@@ -324,14 +312,14 @@ func TestInflightBoundRefusesOnTheHead(t *testing.T) {
 	if _, err := conn.Write([]byte(h)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the whole bound reserved", func() bool { return g.inflight.Load() == 1<<20 })
+	brokertest.Eventually(t, 10*time.Second, "the whole bound reserved", func() bool { return g.inflight.Load() == 1<<20 })
 	if _, err := conn.Write([]byte(exact)); err != nil {
 		t.Fatal(err)
 	}
 	if status, code, _ := answer(t, conn, r); status != 201 {
 		t.Fatalf("a request of exactly the bound: %d %q, want 201", status, code)
 	}
-	waitFor(t, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
+	brokertest.Eventually(t, 10*time.Second, "every reservation given back", func() bool { return g.inflight.Load() == 0 })
 }
 
 // pushOf is a push of one message whose payload is a string of about n
@@ -433,7 +421,7 @@ func TestUnreadAnswersCountAgainstTheBound(t *testing.T) {
 	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=unread&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the unread answer counted", func() bool { return g.inflight.Load() > 12<<20 })
+	brokertest.Eventually(t, 10*time.Second, "the unread answer counted", func() bool { return g.inflight.Load() > 12<<20 })
 
 	small := pushOf("other", 9<<20)
 	conn := dial(t, g)
@@ -458,7 +446,7 @@ func TestUnreadAnswersCountAgainstTheBound(t *testing.T) {
 		t.Fatalf("the unread pop: %d, %d bytes", popped.StatusCode, n)
 	}
 	// Counted again on the next tick (on its own loop, at once).
-	waitFor(t, "the read answer's room given back", func() bool { return g.inflight.Load() == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the read answer's room given back", func() bool { return g.inflight.Load() == 0 })
 	conn = dial(t, g)
 	r = bufio.NewReader(conn)
 	if _, err := conn.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(small))) + small[:100])); err != nil {
@@ -523,13 +511,13 @@ func TestStalledBehindUnreadAnswers(t *testing.T) {
 	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=big&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the unread answer held", func() bool { return g.inflight.Load() > 12<<20 })
+	brokertest.Eventually(t, 10*time.Second, "the unread answer held", func() bool { return g.inflight.Load() > 12<<20 })
 	forwarded := g.m.forwarded.Get()
 	small := pushOf("after", 10)
 	if _, err := slow.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(small))) + small)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the client stalled", func() bool { return stalledClients(t, g) == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the client stalled", func() bool { return stalledClients(t, g) == 1 })
 	if n := g.m.forwarded.Get(); n != forwarded {
 		t.Fatalf("%d requests forwarded while the client was stalled", n-forwarded)
 	}
@@ -577,7 +565,7 @@ func TestRefusalWaitsForTheAnswersInFlight(t *testing.T) {
 			if _, err := conn.Write([]byte(pop + c.behind)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the pop parked", func() bool {
+			brokertest.Eventually(t, 10*time.Second, "the pop parked", func() bool {
 				ts, ok := g.tenants.Load("acme")
 				return ok && ts.parked.Load() == 1
 			})
@@ -600,7 +588,7 @@ func TestRefusalWaitsForTheAnswersInFlight(t *testing.T) {
 				t.Fatalf("behind it: %d %q close %v, want %d %q and close", status, code, closes, c.status, c.code)
 			}
 			waitClosed(t, conn, r, 5*time.Second)
-			waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+			brokertest.Eventually(t, 10*time.Second, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
 		})
 	}
 }
@@ -689,18 +677,18 @@ func TestBytesQueuedBehindAWaitingPop(t *testing.T) {
 			if _, err := conn.Write([]byte(pop + first)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the health read held behind the parked pop", func() bool { return heldClients(t, g) == 1 })
+			brokertest.Eventually(t, 10*time.Second, "the health read held behind the parked pop", func() bool { return heldClients(t, g) == 1 })
 			rest := pushesOfTotal("q", tok, c.queued-len(first))
 			if _, err := conn.Write([]byte(strings.Join(rest, ""))); err != nil {
 				t.Fatal(err)
 			}
 			if c.closes {
 				waitClosed(t, conn, r, 5*time.Second)
-				waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+				brokertest.Eventually(t, 10*time.Second, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
 				return
 			}
 			if c.queued > queuedFree {
-				waitFor(t, "the queued bytes reserved", func() bool { return g.inflight.Load() == int64(c.queued) })
+				brokertest.Eventually(t, 10*time.Second, "the queued bytes reserved", func() bool { return g.inflight.Load() == int64(c.queued) })
 			}
 			push, _ := http.NewRequest("POST", "http://"+g.Addr().String()+"/api/v1/ephemeral/push", strings.NewReader(`{"queue":"w","messages":[{"payload":1}]}`))
 			push.Header.Set("Authorization", "Bearer "+tok)
@@ -720,7 +708,7 @@ func TestBytesQueuedBehindAWaitingPop(t *testing.T) {
 					t.Fatalf("push %d behind it: %d %q, want 201", i+1, status, code)
 				}
 			}
-			waitFor(t, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
+			brokertest.Eventually(t, 10*time.Second, "nothing reserved", func() bool { return g.inflight.Load() == 0 })
 		})
 	}
 }
@@ -768,7 +756,7 @@ func TestChunkedBodyReadInPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	for stream = stream[cut:]; ; {
-		waitFor(t, "the piece read into the request's own buffer", func() bool {
+		brokertest.Eventually(t, 10*time.Second, "the piece read into the request's own buffer", func() bool {
 			own, inbound := clientBuffers(t, g)
 			return own && inbound == 0
 		})
@@ -829,7 +817,7 @@ func TestBodyOver64KiBHasABufferOfItsOwn(t *testing.T) {
 		if _, err := conn.Write([]byte(req[:size-100])); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the body reserved", func() bool { return g.inflight.Load() == int64(size) })
+		brokertest.Eventually(t, 10*time.Second, "the body reserved", func() bool { return g.inflight.Load() == int64(size) })
 		if own, _ := clientBuffers(t, g); own != (size > bigBody) {
 			t.Errorf("a request of %d bytes: a buffer of its own %v, want %v", size, own, size > bigBody)
 		}
@@ -840,7 +828,7 @@ func TestBodyOver64KiBHasABufferOfItsOwn(t *testing.T) {
 			t.Fatalf("a request of %d bytes: %d %q, want 201", size, status, code)
 		}
 		conn.Close()
-		waitFor(t, "the client gone", func() bool { return g.clients.Load() == 0 })
+		brokertest.Eventually(t, 10*time.Second, "the client gone", func() bool { return g.clients.Load() == 0 })
 	}
 }
 
@@ -957,7 +945,7 @@ func TestOwnConnectionsAndThePool(t *testing.T) {
 	}
 	dials := g.m.dials.Get()
 	a.Close()
-	waitFor(t, "the first client gone", func() bool { return g.clients.Load() == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the first client gone", func() bool { return g.clients.Load() == 1 })
 	b := dial(t, g)
 	br := bufio.NewReader(b)
 	send(b, "GET", "/api/v1/ephemeral/queues", "")
@@ -970,9 +958,9 @@ func TestOwnConnectionsAndThePool(t *testing.T) {
 
 	// b's waiting pop parks at the broker; b leaves.
 	send(b, "GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true", "")
-	waitFor(t, "the pop parked at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the pop parked at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 1 })
 	b.Close()
-	waitFor(t, "the pop ended at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the pop ended at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 0 })
 	if ts := g.tenant("acme"); ts.parked.Load() != 0 {
 		t.Fatalf("%d slots held after the client left", ts.parked.Load())
 	}
@@ -990,7 +978,7 @@ func TestIdleAndGoneClients(t *testing.T) {
 	if _, err := waiting.Write([]byte("GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pop parked", func() bool { return g.tenant("acme").parked.Load() == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the pop parked", func() bool { return g.tenant("acme").parked.Load() == 1 })
 	idle := dial(t, g)
 	ir := bufio.NewReader(idle)
 	if _, err := idle.Write([]byte("GET /health HTTP/1.1\r\nHost: gw\r\n\r\n")); err != nil {
@@ -1027,7 +1015,7 @@ func TestIdleAndGoneClients(t *testing.T) {
 	if _, err := slow.Write([]byte("GET /api/v1/ephemeral/pop?queue=big&autoAck=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the unread answer counted", func() bool { return g.inflight.Load() > 0 })
+	brokertest.Eventually(t, 10*time.Second, "the unread answer counted", func() bool { return g.inflight.Load() > 0 })
 	slow.Close()
-	waitFor(t, "the gone client's room given back", func() bool { return g.inflight.Load() == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the gone client's room given back", func() bool { return g.inflight.Load() == 0 })
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // A request written to a broker whose connection then fails before the
@@ -87,7 +88,7 @@ func TestAnswerLostClosesTheClient(t *testing.T) {
 			// A lost push meters nothing: what it held of the allowance is
 			// given back.
 			ts := g.tenant("default")
-			waitFor(t, "the lost pushes' items given back", func() bool { return ts.pending.Load() == 0 })
+			brokertest.Eventually(t, 10*time.Second, "the lost pushes' items given back", func() bool { return ts.pending.Load() == 0 })
 		})
 	}
 }

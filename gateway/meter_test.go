@@ -16,6 +16,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // The metering rules of docs/gateway.md ("Metering", "Parked-consumer
@@ -309,7 +310,7 @@ func TestUsageWrittenAndReadBack(t *testing.T) {
 	g.bg.Add(1)
 	go g.flushEvery()
 	_ = mem.AddUsage(ctx, []catalog.Usage{{Tenant: "a", Class: catalog.Messages, Minute: start, Count: 10}})
-	waitFor(t, "a's usage written and read back", func() bool { return a.unflushedMsgs.Load() == 0 && a.msgs.Load() == 3+6+10 })
+	brokertest.Eventually(t, 10*time.Second, "a's usage written and read back", func() bool { return a.unflushedMsgs.Load() == 0 && a.msgs.Load() == 3+6+10 })
 	a.unflushedMsgs.Add(1)
 	a.msgs.Add(1)
 	close(g.quit)
@@ -354,7 +355,7 @@ func TestAllowanceRetryAfterIsTheRestOfThePeriod(t *testing.T) {
 			t.Fatalf("link %v: the push: %d %s", !noLink, st, body)
 		}
 		if !noLink {
-			waitFor(t, "the link open", func() bool { return g.links.Load() == 1 })
+			brokertest.Eventually(t, 10*time.Second, "the link open", func() bool { return g.links.Load() == 1 })
 		}
 		before := day - time.Now().Unix()%day
 		st, body, h := do("GET", "/api/v1/ephemeral/pop?queue=q", "")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -175,11 +176,11 @@ func TestCellWatch(t *testing.T) {
 		g.bg.Wait()
 	})
 
-	waitFor(t, "the watcher never wanted a tenant", g.watch.wantTenant.Load)
+	brokertest.Eventually(t, 10*time.Second, "the watcher never wanted a tenant", g.watch.wantTenant.Load)
 	g.offerTenant("nogrant")
-	waitFor(t, "the refused tenant was not dropped", func() bool { return f.read(0) != nil && g.watch.wantTenant.Load() })
+	brokertest.Eventually(t, 10*time.Second, "the refused tenant was not dropped", func() bool { return f.read(0) != nil && g.watch.wantTenant.Load() })
 	g.offerTenant("acme")
-	waitFor(t, "no view was published", func() bool { return g.owners.Load() != nil })
+	brokertest.Eventually(t, 10*time.Second, "no view was published", func() bool { return g.owners.Load() != nil })
 	r := f.read(1)
 	if r.Header.Get("X-Queen-Tenant") != "acme" || r.Header.Get("X-Queen-Access") != "read-only" || r.URL.RawQuery != "" {
 		t.Fatalf("the view read: tenant %q, access %q, query %q", r.Header.Get("X-Queen-Tenant"), r.Header.Get("X-Queen-Access"), r.URL.RawQuery)
@@ -191,18 +192,18 @@ func TestCellWatch(t *testing.T) {
 	if a := g.upstreams[1]; a.dial != "127.0.0.1:9" {
 		t.Fatalf("the learned address: %+v", a)
 	}
-	waitFor(t, "no waiting read", func() bool { return f.read(2) != nil })
+	brokertest.Eventually(t, 10*time.Second, "no waiting read", func() bool { return f.read(2) != nil })
 	if q := f.read(2).URL.RawQuery; q != "after=3&timeout=10000" {
 		t.Fatalf("the waiting read's query: %q", q)
 	}
 	close(f.change)
-	waitFor(t, "the next generation was not published", func() bool { return g.owners.Load().gen == 4 })
+	brokertest.Eventually(t, 10*time.Second, "the next generation was not published", func() bool { return g.owners.Load().gen == 4 })
 	if v := g.owners.Load(); !slices.Equal(v.ids, []string{"m1:1", "m2:1"}) || !slices.Equal(v.ups, []int{0, 1}) {
 		t.Fatalf("view 4: %+v", v)
 	}
-	waitFor(t, "no read waiting on generation 4", func() bool { return f.read(3) != nil })
+	brokertest.Eventually(t, 10*time.Second, "no read waiting on generation 4", func() bool { return f.read(3) != nil })
 	g.refreshView()
-	waitFor(t, "a refresh did not ask at once", func() bool { return f.read(4) != nil })
+	brokertest.Eventually(t, 10*time.Second, "a refresh did not ask at once", func() bool { return f.read(4) != nil })
 	if q := f.read(4).URL.RawQuery; q != "" {
 		t.Fatalf("the read a refresh asked for: query %q, want none", q)
 	}

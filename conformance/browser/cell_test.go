@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,15 +42,9 @@ func startPostgres(t *testing.T) *storetest.Postgres {
 func TestDashboardOnACellMember(t *testing.T) {
 	chrome := findChromium(t)
 	pg := startPostgres(t)
-	self := "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
-	b := brokertest.New(t, brokertest.Binary(t, brokertest.Queen), map[string]string{
-		"QUEEN_DATABASE_URL":           pg.URL(),
-		"QUEEN_DATABASE_SCHEMA":        pg.FreshSchema(t),
-		"QUEEN_CELL_ADVERTISE":         self,
-		"QUEEN_CELL_SECRET":            "a-cell-secret-for-the-dashboard-test",
-		"QUEEN_CELL_HEARTBEAT_MS":      "100",
-		"QUEEN_CELL_MEMBER_TIMEOUT_MS": "1000",
-	})
+	self := brokertest.Advertise(t)
+	c := brokertest.NewCell(pg.URL(), pg.FreshSchema(t), map[string]string{"QUEEN_CELL_SECRET": "a-cell-secret-for-the-dashboard-test"})
+	b := brokertest.New(t, brokertest.Binary(t, brokertest.Queen), c.Env(self, nil))
 	b.WaitStoreOK = true
 	b.Start(t)
 	api := &apiClient{t: t, base: b.URL()}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store/storetest"
 )
@@ -284,7 +285,7 @@ func TestPostgresConnectionCutUnderAWrite(t *testing.T) {
 	}
 	// Whether the cut batch was applied depends on whether its session
 	// found the client gone before it committed: 1 or 11, never 21.
-	eventuallyT(t, 10*time.Second, func() bool { return running(t, "INSERT INTO queen_gateway_usage") == 0 }, "the cut batch's session done")
+	brokertest.Eventually(t, 10*time.Second, "the cut batch's session done", func() bool { return running(t, "INSERT INTO queen_gateway_usage") == 0 })
 	u, err := s.UsageSince(c, 0)
 	if n := u["acme"][Messages]; err != nil || (n != 1 && n != 11) {
 		t.Fatalf("usage after the cut batch: %d, %v; want 1 or 11 (never counted twice)", n, err)
@@ -309,7 +310,7 @@ func running(t *testing.T, prefix string) int {
 // tests that take row locks do not run in parallel).
 func waitLockWait(t *testing.T) {
 	t.Helper()
-	eventuallyT(t, 10*time.Second, func() bool {
+	brokertest.Eventually(t, 10*time.Second, "a statement waiting on the row lock", func() bool {
 		conn, err := pgx.Connect(context.Background(), pgServer.URL())
 		if err != nil {
 			return false
@@ -319,16 +320,5 @@ func waitLockWait(t *testing.T) {
 		err = conn.QueryRow(context.Background(),
 			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'queen-gateway/catalog'").Scan(&n)
 		return err == nil && n > 0
-	}, "a statement waiting on the row lock")
-}
-
-func eventuallyT(t *testing.T, within time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }

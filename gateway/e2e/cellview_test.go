@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,25 +19,13 @@ import (
 func TestCellViewThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	dbURL, schema := schemaURL(t)
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := strconv.Itoa(free.Addr().(*net.TCPAddr).Port)
-	free.Close()
-	p := startPair(t, map[string]string{
-		"QUEEN_DATABASE_URL":           dbURL,
-		"QUEEN_DATABASE_SCHEMA":        schema,
-		"QUEEN_CELL_ADVERTISE":         "127.0.0.1:" + relay,
-		"QUEEN_CELL_SECRET":            "0123456789abcdef-cell",
-		"QUEEN_CELL_HEARTBEAT_MS":      "100",
-		"QUEEN_CELL_MEMBER_TIMEOUT_MS": "1000",
-	}, nil)
+	self := brokertest.Advertise(t)
+	p := startPair(t, brokertest.NewCell(dbURL, schema, map[string]string{"QUEEN_CELL_SECRET": cellSecret}).Env(self, nil), nil)
 	p.admin.onPlan(t, "acme", "pro", planJSON(true, 0, 0, 0, 0))
 	p.admin.onPlan(t, "free-co", "free", planJSON(false, 0, 0, 0, 0))
 
 	// Behind the gateway's back, the broker is a member with a public URL.
-	member := `{"id":"127.0.0.1:` + relay + `","url":"` + p.broker.URL() + `"}`
+	member := `{"id":"` + self + `","url":"` + p.broker.URL() + `"}`
 	brokertest.Eventually(t, 10*time.Second, "the broker lists itself", func() bool {
 		r := asGatewayOf(p.broker, "acme", "read-only").do(t, "GET", "/api/v1/ephemeral/cell", "")
 		return r.Status == 200 && strings.Contains(string(r.Body), `"members":[`+member+`]`)
