@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // What an unauthenticated peer can hold (admit.go), over real TCP. What an
@@ -81,7 +83,7 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 	}
 	// The server counts a shed connection just after closing it: wait for
 	// the count, then check nothing else was counted.
-	waitFor(t, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
+	brokertest.Eventually(t, 5*time.Second, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
 	if n, h := srv.Shed(), hooked.Load(); n != 1 || h != 1 {
 		t.Fatalf("Shed %d, OnShed called %d times; want 1 and 1", n, h)
 	}
@@ -90,7 +92,7 @@ func TestHandshakeCapPerAddress(t *testing.T) {
 		t.Fatalf("a member at another address: %v", err)
 	}
 	held[0].Close()
-	waitFor(t, "the closed handshake's slot to come back", func() bool { return srv.Handshakes() == 3 })
+	brokertest.Eventually(t, 5*time.Second, "the closed handshake's slot to come back", func() bool { return srv.Handshakes() == 3 })
 	if !helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("closed after a slot came back")
 	}
@@ -145,17 +147,17 @@ func TestHandshakeCapTotal(t *testing.T) {
 		t.Fatalf("a member's dial while the cap is held: %v, want ErrUnreachable", err)
 	}
 	// Counted just after the close the client saw: wait for the count.
-	waitFor(t, "both shed connections to be counted", func() bool { return srv.Shed() >= 2 })
+	brokertest.Eventually(t, 5*time.Second, "both shed connections to be counted", func() bool { return srv.Shed() >= 2 })
 	if n := srv.Shed(); n != 2 {
 		t.Fatalf("Shed %d, want 2", n)
 	}
 	// The held handshakes time out (500 ms) and give their slots back.
-	waitFor(t, "the held handshakes to time out", func() bool { return srv.Handshakes() == 0 })
+	brokertest.Eventually(t, 5*time.Second, "the held handshakes to time out", func() bool { return srv.Handshakes() == 0 })
 	if err := dialMember(addr); err != nil {
 		t.Fatalf("after the held handshakes timed out: %v", err)
 	}
 	// A handshake's slot is given back just before its refusal is counted.
-	waitFor(t, "the timed-out handshakes to be counted", func() bool { return hooked.Load() >= 5 })
+	brokertest.Eventually(t, 5*time.Second, "the timed-out handshakes to be counted", func() bool { return hooked.Load() >= 5 })
 	if r, h := srv.Refused(), hooked.Load(); r != 5 || h != 5 {
 		t.Fatalf("Refused %d, OnRefused called %d times; want the 5 timed-out handshakes", r, h)
 	}
@@ -212,7 +214,7 @@ func TestDescriptorReserve(t *testing.T) {
 	if helloOrClosed(t, dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatalf("a connection past descriptor %d (limit %d, reserve %d) got a hello; want it closed", limit-reserve, limit, reserve)
 	}
-	waitFor(t, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
+	brokertest.Eventually(t, 5*time.Second, "the shed connection to be counted", func() bool { return srv.Shed() >= 1 })
 	if n := srv.Shed(); n != 1 {
 		t.Fatalf("Shed %d, want 1", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/link"
 )
 
@@ -270,7 +271,7 @@ func TestCallCancelledBeforeItsLinkIsUpWasNotSent(t *testing.T) {
 	if err := <-ends; !errors.Is(err, ErrCanceled) || MaybeDelivered(err) {
 		t.Fatalf("cancelled while dialling: %v (maybe delivered %v)", err, MaybeDelivered(err))
 	}
-	waitFor(t, "the dial to give up", func() bool { return c.Dials() == 1 && c.Conns(ln.Addr().String()) == 0 })
+	brokertest.Eventually(t, 5*time.Second, "the dial to give up", func() bool { return c.Dials() == 1 && c.Conns(ln.Addr().String()) == 0 })
 	c.Close() // waits for the dial: the call must not end a second time
 	if len(ends) != 0 {
 		t.Fatalf("the call ended again: %v", <-ends)

@@ -171,18 +171,6 @@ func req(target, body string) *link.Request {
 	return &link.Request{Tenant: []byte("acme"), Access: 3, Method: []byte("POST"), Target: []byte(target), Body: []byte(body)}
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // result is how one Client.Go ended.
 type result struct {
 	r   link.Response

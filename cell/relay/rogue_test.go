@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/link"
 )
 
@@ -81,7 +82,7 @@ func TestRogueClientIgnoringTheRefusalIsNeverServed(t *testing.T) {
 		if errors.Is(err, os.ErrDeadlineExceeded) || len(rest) != 0 {
 			t.Fatalf("%s: after the refusal read %q, %v; want the connection closed by the server", r.name, rest, err)
 		}
-		waitFor(t, "the refusal counted", func() bool { return srv.Refused() == int64(i+1) })
+		brokertest.Eventually(t, 5*time.Second, "the refusal counted", func() bool { return srv.Refused() == int64(i+1) })
 	}
 	if n := o.adopted.Load(); n != 0 {
 		t.Fatalf("%d connections adopted from peers that did not prove the secret", n)
@@ -129,7 +130,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	if len(rest) != helloLen { // the hello, then closed
 		t.Fatalf("a peer without the handshake read %d bytes: %q", len(rest), rest)
 	}
-	waitFor(t, "two refusals", func() bool { return srv.Refused() == 2 })
+	brokertest.Eventually(t, 5*time.Second, "two refusals", func() bool { return srv.Refused() == 2 })
 	if n := o.adopted.Load(); n != 0 {
 		t.Fatalf("%d unauthenticated connections adopted", n)
 	}
