@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/engine"
+	"github.com/queenmq/ephemeral/wire"
 )
 
 // Member origins (cors.go; docs/server.md, "Browsers (D20)"): a page of
@@ -251,5 +253,47 @@ func TestURLOrigin(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("urlOrigin(%q) = %q, %v; want %q", u, got, ok, want)
 		}
+	}
+}
+
+// Granting a member origin allocates nothing per request (P3: the origins
+// and their header lines are made once per view), as a listing without an
+// Origin does not.
+func TestCORSGrantIsAllocationFree(t *testing.T) {
+	e := engine.New(engine.Config{MaxBytes: 1 << 30})
+	defer e.Close()
+	f := newFakeCell(cell.StaticView(4, "10.0.0.2:7000", urlMembers, false), nil, nil)
+	s := New(Config{Engine: e, Store: openStore(t), Cell: f})
+	cs := &conn{s: s, ls: new(loopState)}
+	cs.sink = popSink{cs: cs, e: e}
+	var p wire.Parser
+	var raw []byte
+	serve := func(target, headers string) {
+		raw = append(raw[:0], "GET "...)
+		raw = append(raw, target...)
+		raw = append(raw, " HTTP/1.1\r\nHost: x\r\n"...)
+		raw = append(raw, headers...)
+		raw = append(raw, "\r\n"...)
+		p.Reset()
+		req, _, err := p.Parse(raw)
+		if err != nil || req == nil {
+			t.Fatalf("parse %s: %v", target, err)
+		}
+		cs.out = cs.out[:0]
+		cs.route(req)
+	}
+	grant := []byte("\r\nAccess-Control-Allow-Origin: http://10.0.0.1:6632\r\nVary: Origin\r\n")
+	for _, target := range []string{queuesPath, cellViewPath} {
+		n := steadyMallocs(steadyCycles, func() {
+			serve(target, "Origin: http://10.0.0.1:6632\r\n")
+			if !bytes.HasPrefix(cs.out, []byte("HTTP/1.1 200")) || !bytes.Contains(cs.out, grant) {
+				t.Fatalf("GET %s from a member origin: %s", target, cs.out)
+			}
+		})
+		base := steadyMallocs(steadyCycles, func() { serve(target, "") })
+		if n > base+steadyCycles/100 {
+			t.Fatalf("%d granted reads of %s allocated %d times, %d without an Origin", steadyCycles, target, n, base)
+		}
+		t.Logf("%s: %d reads: %d allocations granted, %d without an Origin", target, steadyCycles, n, base)
 	}
 }
