@@ -47,13 +47,12 @@ type cellMember struct {
 
 // startCell starts n members on one throwaway PostgreSQL; env[i], when
 // given, is added to member i's environment.
-func startCell(t *testing.T, n int, env ...map[string]string) []cellMember {
+func startCell(t *testing.T, n int, env ...map[string]string) (members []cellMember, add func() cellMember) {
 	t.Helper()
 	pg := startPostgres(t)
 	schema := pg.FreshSchema(t)
 	bin := brokertest.Binary(t, brokertest.Queen)
-	var out []cellMember
-	for i := 0; i < n; i++ {
+	start := func(i int) cellMember {
 		port := brokertest.Port(t)
 		id := "127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 		e := map[string]string{
@@ -72,9 +71,12 @@ func startCell(t *testing.T, n int, env ...map[string]string) []cellMember {
 		b := brokertest.New(t, bin, e)
 		b.WaitStoreOK = true
 		b.StartOn(t, port)
-		out = append(out, cellMember{b: b, id: id})
+		return cellMember{b: b, id: id}
 	}
-	return out
+	for i := 0; i < n; i++ {
+		members = append(members, start(i))
+	}
+	return members, func() cellMember { return start(len(env)) }
 }
 
 // ownedBy returns a queue name that member id owns by the live set ids
@@ -145,7 +147,7 @@ func noCrossOriginErrors(t *testing.T, cons *consoleLog) {
 // answered; the bytes note stays this member's; and it still fits 800 px.
 func TestDashboardOnACellMember(t *testing.T) {
 	chrome := findChromium(t)
-	members := startCell(t, 3)
+	members, _ := startCell(t, 3)
 	self := members[0]
 	api := &apiClient{t: t, base: self.b.URL()}
 
@@ -206,7 +208,7 @@ func TestDashboardOnACellMember(t *testing.T) {
 func TestDashboardNamesAMemberNotRead(t *testing.T) {
 	chrome := findChromium(t)
 	gone := "http://127.0.0.1:" + strconv.Itoa(brokertest.Port(t)) // nothing listens there
-	members := startCell(t, 2, nil, map[string]string{"QUEEN_CELL_PUBLIC_URL": gone})
+	members, add := startCell(t, 2, nil, map[string]string{"QUEEN_CELL_PUBLIC_URL": gone})
 	self, other := members[0], members[1]
 	api := &apiClient{t: t, base: self.b.URL()}
 
@@ -236,6 +238,23 @@ func TestDashboardNamesAMemberNotRead(t *testing.T) {
 	}
 	if got := ownerShown(t, ctx, theirs); got != "no row" {
 		t.Errorf("%s, owned by the member not read: shown with owner %q", theirs, got)
+	}
+	// A member that joins after the page was loaded is outside its policy's
+	// connect-src: named, not read (no request the policy would block).
+	late := add()
+	waitMembers(t, ctx, cons, 3)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('queues-scope').dataset.missing.split(' ').includes('`+late.id+`')`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the member that joined late is not named: %v (scope: %s)", err, evalString(t, ctx, `document.getElementById('queues-scope').textContent`))
+	}
+	if scope := evalString(t, ctx, `document.getElementById('queues-scope').textContent`); !strings.Contains(scope, late.id+" (it joined after this page was loaded: reload the page to read it)") {
+		t.Errorf("the scope says %q; want the late member named with a reload", scope)
+	}
+	_, browser := cons.snapshot()
+	for _, l := range browser {
+		if strings.Contains(l.line, "Content Security Policy") {
+			t.Errorf("browser: %s", l.line)
+		}
 	}
 	errs, _ := cons.snapshot()
 	for _, e := range errs {

@@ -60,6 +60,10 @@
     cellRead: [],
     owners: new Map(),
     ownerIds: '',
+    // The member URLs of the first view read: about those the page's
+    // policy lets it connect to (the server lists the view's members when
+    // it serves the page). A member that joined later needs a reload.
+    pageUrls: null,
   };
 
   // ---- the credential -------------------------------------------------
@@ -637,9 +641,11 @@
     const v = await get('/api/v1/ephemeral/cell');
     if (v.status !== 200 || !v.body || !v.body.generation || !Array.isArray(v.body.members)) return null;
     const view = v.body;
+    if (state.pageUrls === null) state.pageUrls = new Set(view.members.map((m) => m.url).filter(Boolean));
     const reads = await Promise.all(view.members.map(async (m) => {
       if (m.id === view.self) return local;
       if (!m.url) return { status: -2, body: null, text: '' };
+      if (!state.pageUrls.has(m.url)) return { status: -3, body: null, text: '' };
       return get('/api/v1/ephemeral/queues', m.url);
     }));
     return merge(view, reads);
@@ -662,6 +668,7 @@
         read.push({
           id: m.id,
           error: r.status === -2 ? 'it publishes no URL for clients (QUEEN_CELL_PUBLIC_URL)'
+            : r.status === -3 ? 'it joined after this page was loaded: reload the page to read it'
             : r.status === 0 ? 'no answer from ' + m.url + ' within ' + MEMBER_TIMEOUT_MS / 1000 + ' s'
             : why(r, 'queue listing'),
         });
