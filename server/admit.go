@@ -28,7 +28,7 @@ func (cs *conn) admit(req *wire.Request, need identity.Level) bool {
 	}
 	tenant, level, werr := s.auth.IdentifyAs(req, cs.tenant)
 	if werr != nil {
-		cs.out = s.appendError(cs.out, req.Head(0), werr)
+		cs.out = s.appendError(cs.out, cs.head(req, 0), werr)
 		return false
 	}
 	return cs.admitAs(req, need, tenant, level)
@@ -39,12 +39,12 @@ func (cs *conn) admit(req *wire.Request, need identity.Level) bool {
 func (cs *conn) admitAs(req *wire.Request, need identity.Level, tenant string, level identity.Level) bool {
 	s := cs.s
 	if !level.Allows(need) {
-		cs.out = s.appendError(cs.out, req.Head(0), identity.ErrLevel)
+		cs.out = s.appendError(cs.out, cs.head(req, 0), identity.ErrLevel)
 		return false
 	}
 	cs.tenant, cs.access = tenant, level
 	if s.paused.Load() {
-		head := req.Head(0)
+		head := cs.head(req, 0)
 		head.RetryAfter = int(s.retryAfter.Load())
 		cs.out = s.appendError(cs.out, head, errDisabled)
 		return false
@@ -52,7 +52,7 @@ func (cs *conn) admitAs(req *wire.Request, need identity.Level, tenant string, l
 	cs.ts = s.tenantState(tenant)
 	if s.cfg.RequireGrant {
 		if !cs.ts.granted.Load() {
-			cs.out = s.appendError(cs.out, req.Head(0), errFeatureGated)
+			cs.out = s.appendError(cs.out, cs.head(req, 0), errFeatureGated)
 			return false
 		}
 	}
@@ -66,7 +66,7 @@ func (cs *conn) rateLimited(req *wire.Request, n int) bool {
 	if wait == 0 {
 		return false
 	}
-	head := req.Head(0)
+	head := cs.head(req, 0)
 	head.RetryAfter = wait
 	cs.out = cs.s.appendError(cs.out, head, errRateLimited)
 	return true

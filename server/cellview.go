@@ -81,10 +81,10 @@ func (cs *conn) cellViewRead(req *wire.Request) {
 		cs.refuse(req, err)
 		return
 	}
-	if p.HasAfter && p.TimeoutMs > 0 && s.views.park(cs, p, req.Head(200)) {
+	if p.HasAfter && p.TimeoutMs > 0 && s.views.park(cs, p, cs.head(req, 200)) {
 		return
 	}
-	cs.out = wire.AppendResponse(cs.out, req.Head(200), appendCellView(nil, s.cellView(), cs.tenant))
+	cs.out = wire.AppendResponse(cs.out, cs.head(req, 200), appendCellView(nil, s.cellView(), cs.tenant))
 }
 
 // park lists a view read that waits for another generation than p.After;

@@ -45,6 +45,9 @@ type conn struct {
 	tenant string
 	access identity.Level
 	ts     *tenantState
+	// cors holds the header lines that let a member origin's page read the
+	// answer (cors.go); nil for every request but such a read.
+	cors []byte
 
 	// The link its request waits on, when it is relayed to another member
 	// (relay.go), and a stand-in's fields (standin.go).
@@ -394,5 +397,5 @@ func (cs *conn) closed() {
 
 // answer appends a whole answer for req.
 func (cs *conn) answer(req *wire.Request, status int, body []byte) {
-	cs.out = wire.AppendResponse(cs.out, req.Head(status), body)
+	cs.out = wire.AppendResponse(cs.out, cs.head(req, status), body)
 }

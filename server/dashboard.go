@@ -42,16 +42,40 @@ type dashboardAsset struct {
 	// against a newer one.
 	extra []byte
 	etag  []byte
+	// cellExtra is extra without the Content-Security-Policy and
+	// Referrer-Policy lines, for a cell member's answer, whose policy
+	// names the view's member origins (extraFor).
+	cellExtra string
 }
 
 // dashboardHeaders go on every asset. The token the user types sits in
 // sessionStorage, so the page allows scripts, styles and connections to
 // its own origin only and no framing: a queue name is shown as text,
-// never as markup, and nothing injected could load or send elsewhere.
-const dashboardHeaders = "X-Content-Type-Options: nosniff\r\n" +
-	"Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; " +
-	"img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n" +
+// never as markup, and nothing injected could load or send elsewhere. On
+// a cell member the page connects to the other members too, to read the
+// cell's listing (dashboardCSP).
+const dashboardHeaders = "X-Content-Type-Options: nosniff\r\n" + dashboardCSPStart + dashboardCSPEnd +
 	"Referrer-Policy: no-referrer\r\n"
+
+const (
+	dashboardCSPStart = "Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; " +
+		"img-src 'self' data:; connect-src 'self'"
+	dashboardCSPEnd = "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"
+)
+
+// dashboardCSP is the page's Content-Security-Policy line when the view's
+// members are at origins: connect-src lists them after 'self', and only
+// them (their answers carry the page's origin, cors.go).
+func dashboardCSP(origins []corsOrigin) string {
+	var b strings.Builder
+	b.WriteString(dashboardCSPStart)
+	for _, o := range origins {
+		b.WriteString(" ")
+		b.WriteString(o.origin)
+	}
+	b.WriteString(dashboardCSPEnd)
+	return b.String()
+}
 
 // dashboardAssets maps a request path (/dashboard/app.js) to its asset;
 // /dashboard and /dashboard/ map to index.html.
@@ -71,6 +95,7 @@ func loadDashboard() map[string]*dashboardAsset {
 		etag := []byte(`"` + hex.EncodeToString(sum[:8]) + `"`)
 		a := &dashboardAsset{body: body, ctype: dashboardType(name), etag: etag}
 		a.extra = []byte("Cache-Control: no-cache\r\nETag: " + string(etag) + "\r\n" + dashboardHeaders)
+		a.cellExtra = "Cache-Control: no-cache\r\nETag: " + string(etag) + "\r\nX-Content-Type-Options: nosniff\r\n"
 		m["/"+name] = a
 		if name == "dashboard/index.html" {
 			m[dashboardPath] = a
@@ -129,7 +154,7 @@ func (cs *conn) serveDashboard(req *wire.Request) {
 	}
 	head := req.Head(200)
 	head.ContentType = a.ctype
-	head.Extra = a.extra
+	head.Extra = cs.s.dashboardExtra(a)
 	if etagMatch(req, a.etag) {
 		// RFC 9110 15.4.5: a 304 has no content; its Content-Length, when
 		// sent, is the length a 200 would have had.
@@ -144,6 +169,18 @@ func (cs *conn) serveDashboard(req *wire.Request) {
 		return
 	}
 	cs.out = wire.AppendResponse(cs.out, head, a.body)
+}
+
+// dashboardExtra is a's header lines for this member's current view:
+// outside a cell, or in a view with no member origins, the fixed ones.
+// The policy is computed per answer (a page loaded now connects to the
+// members of now), so a member's answer costs a copy of its lines.
+func (s *Server) dashboardExtra(a *dashboardAsset) []byte {
+	o := s.cors.of(s.cellView())
+	if o == nil || len(o.origins) == 0 {
+		return a.extra
+	}
+	return []byte(a.cellExtra + o.csp + "Referrer-Policy: no-referrer\r\n")
 }
 
 // etagMatch reports whether req's If-None-Match names etag (or is "*").

@@ -71,7 +71,8 @@
 // relayed answer's connection fields), relayowner.go (a relayed request
 // served, the owner's side), fanout.go (reset and delete across members),
 // cellstatus.go (the cell's status reads), cellview.go (the cell's view
-// for clients, D19).
+// for clients, D19), cors.go (the two status reads a member's page may
+// make of another member, and their preflight).
 //
 // Links: links.go (what every link shares: reading frames, failing),
 // relaylink.go (the cell's relay links: dialling, calls, tending),

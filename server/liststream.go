@@ -61,7 +61,7 @@ func (cs *conn) streamQueues(req *wire.Request) {
 	st := &listStream{
 		cs:      cs,
 		tenant:  cs.tenant,
-		head:    req.Head(200),
+		head:    cs.head(req, 200),
 		chunked: req.Minor > 0,
 		verdict: make(chan int, 1),
 	}

@@ -14,7 +14,7 @@ import (
 
 // refuse appends an error answer for req.
 func (cs *conn) refuse(req *wire.Request, err error) {
-	cs.out = cs.s.appendError(cs.out, req.Head(0), refusal(err))
+	cs.out = cs.s.appendError(cs.out, cs.head(req, 0), refusal(err))
 }
 
 // refusal turns an engine or wire error into the wire's error value.

@@ -33,6 +33,7 @@ func (cs *conn) route(req *wire.Request) {
 // before its handler runs (a parked pop may be answered before Pop returns).
 func (cs *conn) dispatch(req *wire.Request) {
 	path := req.Path
+	cs.cors = nil
 	if crossorigin.StateChanging(req.Method, req.Path) {
 		if werr := cs.s.cfg.Browsers.Check(req); werr != nil {
 			cs.refuse(req, werr)
@@ -180,7 +181,18 @@ func (cs *conn) routeEphemeral(req *wire.Request, rest []byte) {
 // (docs/server.md, routes and answers).
 func (cs *conn) serveRoute(req *wire.Request, r *ephemeralRoute, seg []byte) {
 	cs.reqRoute = r.id
-	if !cs.method(req, r.method) || !cs.admit(req, r.need) {
+	if req.Method == wire.MethodOptions && corsRead(r) && cs.preflight(req) {
+		return // before identity: a preflight carries no credentials
+	}
+	if !cs.method(req, r.method) {
+		return
+	}
+	if corsRead(r) {
+		if o := cs.memberOrigin(req); o != nil {
+			cs.cors = o.lines
+		}
+	}
+	if !cs.admit(req, r.need) {
 		return
 	}
 	if seg != nil && len(seg) == 0 {

@@ -67,6 +67,7 @@ type Server struct {
 	sy syncState // following the store's changes (sync.go)
 
 	views viewWaiters // the parked view reads (cellview.go)
+	cors  corsCache   // the view's member origins (cors.go)
 
 	directWrites atomic.Int64 // parked pops answered by writeDirect (read by tests)
 

@@ -23,12 +23,16 @@
   // a broker too old to publish it gets no bar.
   const BUDGET_SERIES = 'queen_ephemeral_max_bytes';
   const TOKEN_KEY = 'queen.dashboard.token';
+  // In a cell every other member's listing is read from its public URL; a
+  // member that is paused or unreachable costs the poll no more than this.
+  const MEMBER_TIMEOUT_MS = 3000;
 
   const $ = (id) => document.getElementById(id);
 
   const state = {
     tick: 0,
-    queues: [],
+    queues: [], // the rows: this broker's listing, or the cell's merged
+    local: null, // this broker's last listing answer's body
     listingOK: false,
     skipped: new Map(), // queue -> summed groups[].skipped
     sortKey: 'queue',
@@ -49,6 +53,17 @@
     // This member's address in a cell ('' outside one): its listing is
     // what it owns (docs/cell.md, "What a member's listing shows").
     cellSelf: '',
+    // The cell's listing (docs/dashboard.md, "Queues"): whether the rows
+    // are the whole cell's, the members read ({id, error}), and each
+    // queue's owner by this member's view (memoized per set of ids).
+    cellWide: false,
+    cellRead: [],
+    owners: new Map(),
+    ownerIds: '',
+    // The member URLs of the first view read: about those the page's
+    // policy lets it connect to (the server lists the view's members when
+    // it serves the page). A member that joined later needs a reload.
+    pageUrls: null,
   };
 
   // ---- the credential -------------------------------------------------
@@ -80,14 +95,18 @@
   }
 
   // get answers {status, body (parsed JSON or null), text}; status 0 means
-  // the broker could not be reached.
-  async function get(path) {
+  // the broker could not be reached. With base (another member's public
+  // URL) the request goes there, bounded by MEMBER_TIMEOUT_MS: the member
+  // answers it only as a member origin's read (docs/server.md, "Browsers").
+  async function get(path, base) {
     const headers = {};
     const t = token();
     if (t) headers.Authorization = 'Bearer ' + t;
     let r;
     try {
-      r = await fetch(path, { headers, cache: 'no-store', credentials: 'omit' });
+      const opts = { headers, cache: 'no-store', credentials: 'omit' };
+      if (base) opts.signal = AbortSignal.timeout(MEMBER_TIMEOUT_MS);
+      r = await fetch(base ? base.replace(/\/+$/, '') + path : path, opts);
     } catch (e) {
       return { status: 0, body: null, text: String(e) };
     }
@@ -429,15 +448,29 @@
   // ---- the queue table ------------------------------------------------
 
   // renderScope says whose queues the table lists. On a cell member it is
-  // this member's listing, not the cell's: the status reads are never
-  // relayed, so a queue shows its contents on its owner's page only.
+  // the cell's: the page reads every member's listing itself (the status
+  // reads are never relayed) and names the members that did not answer.
+  // When the cell's view cannot be read, it is this member's listing.
   function renderScope() {
     const el = $('queues-scope');
+    $('queues').classList.toggle('single', !state.cellWide);
     if (!state.cellSelf) {
       el.textContent = '';
       delete el.dataset.scope;
       return;
     }
+    if (state.cellWide) {
+      const missing = state.cellRead.filter((m) => m.error);
+      el.dataset.scope = 'cell';
+      el.dataset.missing = missing.map((m) => m.id).join(' ');
+      el.textContent = 'The cell\'s listing: every member\'s, read from this page, each queue\'s row from its owner (' +
+        (state.cellRead.length - missing.length) + ' of ' + state.cellRead.length + ' members answered)' +
+        (missing.length
+          ? '. Not read: ' + missing.map((m) => m.id + ' (' + m.error + ')').join('; ') + ': the queues it owns are not shown.'
+          : '.');
+      return;
+    }
+    delete el.dataset.missing;
     el.dataset.scope = 'member';
     el.textContent = 'This member\'s listing (' + state.cellSelf + '): the implicit queues it owns, and every declared queue, ' +
       'with zero contents where another member owns it. The cell\'s whole is the sum of every member\'s listing: ' +
@@ -447,10 +480,14 @@
   function rowOf(q) {
     const d = q.drops || {};
     return {
-      queue: q.queue, tier: q.tier, depth: q.depth, bytes: q.bytes, partitions: q.partitions,
+      queue: q.queue, owner: q.owner || '', tier: q.tier, depth: q.depth, bytes: q.bytes, partitions: q.partitions,
       // A queue without groups has skipped nothing; one with groups shows
       // its depth read's sum once read (null until then).
       groups: q.groups, skipped: q.groups === 0 ? 0 : state.skipped.has(q.queue) ? state.skipped.get(q.queue) : null,
+      // Another member's queue: its depth read is that member's, which
+      // this page does not make (only the listing and the view are read
+      // across members).
+      remote: state.cellWide && q.owner !== state.cellSelf,
       dropsBounds: d.bounds, dropsTtl: d.ttl, dropsRetry: d.retry,
     };
   }
@@ -470,7 +507,7 @@
     return rows;
   }
 
-  const COLS = ['queue', 'tier', 'depth', 'bytes', 'partitions', 'groups', 'skipped', 'dropsBounds', 'dropsTtl', 'dropsRetry'];
+  const COLS = ['queue', 'owner', 'tier', 'depth', 'bytes', 'partitions', 'groups', 'skipped', 'dropsBounds', 'dropsTtl', 'dropsRetry'];
 
   function renderTable() {
     const rows = sortedRows();
@@ -482,7 +519,7 @@
         const td = document.createElement('td');
         td.dataset.col = c;
         const v = r[c];
-        if (c === 'queue' || c === 'tier') {
+        if (c === 'queue' || c === 'owner' || c === 'tier') {
           td.textContent = v; // text, never markup: names are the tenant's
           td.className = c;
         } else {
@@ -529,7 +566,9 @@
     td.id = 'queues-empty';
     if (state.listingOK) {
       td.dataset.reason = 'none';
-      td.textContent = state.cellSelf
+      td.textContent = state.cellWide
+        ? 'No queues in the cell: a push or a configure creates one.'
+        : state.cellSelf
         ? 'No queues on this member: a push or a configure creates one (an implicit queue lands on the member that owns it).'
         : 'No queues yet: a push or a configure creates one.';
     } else if (pausedListing()) {
@@ -562,7 +601,7 @@
   // readSkipped asks the depth read of the first DEPTH_READS shown queues
   // that have groups and sums their groups' skipped counts.
   async function readSkipped(rows) {
-    const want = rows.slice(0, ROWS_MAX).filter((r) => r.groups > 0).slice(0, DEPTH_READS);
+    const want = rows.slice(0, ROWS_MAX).filter((r) => r.groups > 0 && !r.remote).slice(0, DEPTH_READS);
     const keep = new Set(want.map((r) => r.queue));
     for (const k of state.skipped.keys()) if (!keep.has(k)) state.skipped.delete(k);
     await Promise.all(want.map(async (r) => {
@@ -573,6 +612,75 @@
         state.skipped.delete(r.queue);
       }
     }));
+  }
+
+  // ---- the cell's listing ---------------------------------------------
+
+  // ownerOf is the owner of queue by the view (ids, tenant), memoized
+  // until the set of ids or the tenant changes.
+  function ownerOf(ids, tenant, queue) {
+    const key = tenant + '\n' + ids.join(' ');
+    if (state.ownerIds !== key) {
+      state.ownerIds = key;
+      state.owners.clear();
+    }
+    let o = state.owners.get(queue);
+    if (o === undefined) {
+      o = window.queenOwner.ownerOf(ids, tenant, queue);
+      state.owners.set(queue, o);
+    }
+    return o;
+  }
+
+  // readCellListing reads the cell's view from this member and every other
+  // member's listing from its public URL, in parallel; local is this
+  // member's listing, read already. It answers the merged listing, or
+  // null when the view cannot be read (a broker before the view read, or
+  // a refusal): the page shows this member's listing then.
+  async function readCellListing(local) {
+    const v = await get('/api/v1/ephemeral/cell');
+    if (v.status !== 200 || !v.body || !v.body.generation || !Array.isArray(v.body.members)) return null;
+    const view = v.body;
+    if (state.pageUrls === null) state.pageUrls = new Set(view.members.map((m) => m.url).filter(Boolean));
+    const reads = await Promise.all(view.members.map(async (m) => {
+      if (m.id === view.self) return local;
+      if (!m.url) return { status: -2, body: null, text: '' };
+      if (!state.pageUrls.has(m.url)) return { status: -3, body: null, text: '' };
+      return get('/api/v1/ephemeral/queues', m.url);
+    }));
+    return merge(view, reads);
+  }
+
+  // merge builds the cell's rows as queenctl does (docs/cli.md, "A
+  // cell"): a queue's row is its owner's by the view. A declared queue is
+  // listed by every member, with zero contents where another owns it; an
+  // implicit queue only its owner lists, and when the view moved and the
+  // member listing it is not the owner by this view, its row is taken
+  // anyway, with that member as the owner (it serves it). A queue whose
+  // owner did not answer is left out; the scope line names that member.
+  function merge(view, reads) {
+    const ids = view.members.map((m) => m.id);
+    const rows = new Map();
+    const read = [];
+    view.members.forEach((m, i) => {
+      const r = reads[i];
+      if (r.status !== 200 || !r.body) {
+        read.push({
+          id: m.id,
+          error: r.status === -2 ? 'it publishes no URL for clients (QUEEN_CELL_PUBLIC_URL)'
+            : r.status === -3 ? 'it joined after this page was loaded: reload the page to read it'
+            : r.status === 0 ? 'no answer from ' + m.url + ' within ' + MEMBER_TIMEOUT_MS / 1000 + ' s'
+            : why(r, 'queue listing'),
+        });
+        return;
+      }
+      read.push({ id: m.id, error: '' });
+      for (const q of r.body.queues || []) {
+        const isOwner = ownerOf(ids, view.tenant, q.queue) === m.id;
+        if (isOwner || (q.tier !== 'declared' && !rows.has(q.queue))) rows.set(q.queue, Object.assign({}, q, { owner: m.id }));
+      }
+    });
+    return { queues: [...rows.values()], read };
   }
 
   // ---- the poll -------------------------------------------------------
@@ -601,8 +709,13 @@
       if (h && h.cell && readCell) cellResp = await get('/api/v1/system/cell');
 
       const metrics = metricsResp.status === 200 ? parseMetrics(metricsResp.text) : null;
+      state.cellSelf = h && h.cell ? h.cell.self : '';
       if (listing.status === 200 && listing.body) {
-        state.queues = listing.body.queues || [];
+        state.local = listing.body;
+        const cellWide = state.cellSelf ? await readCellListing(listing) : null;
+        state.cellWide = !!cellWide;
+        state.cellRead = cellWide ? cellWide.read : [];
+        state.queues = cellWide ? cellWide.queues : listing.body.queues || [];
         state.listingOK = true;
       } else if (listing.status !== -1) {
         // Keep the last rows, greyed: a paused broker still holds them.
@@ -613,11 +726,11 @@
         state.listingCode = listing.body && listing.body.code ? listing.body.code : '';
         state.listingWhy = why(listing, 'queue listing');
       }
-      state.cellSelf = h && h.cell ? h.cell.self : '';
-      // The payloads are the rows' bytes: this poll's listing, or the last
-      // one while a long listing is read every LISTING_SLOW polls.
+      // The payloads are this broker's listing's bytes (the panel is this
+      // broker's): this poll's, or the last one while a long listing is
+      // read every LISTING_SLOW polls.
       const listed = listing.status === 200 && listing.body ? listing.body
-        : listing.status === -1 && state.listingOK ? { queues: state.queues, cellBytes: null } : null;
+        : listing.status === -1 && state.listingOK && state.local ? { queues: state.local.queues || [], cellBytes: null } : null;
       renderKillSwitch(ks, listing);
       renderBytes(metrics, listed);
       renderRates(metrics, metricsResp);
