@@ -23,8 +23,8 @@ const MinSecretBytes = 16
 // Config is the cell's part of the broker's environment (D17).
 type Config struct {
 	// Advertise is host:port where the other members reach this broker
-	// (QUEEN_CELL_ADVERTISE); it is also the member's id. Empty: a cell of
-	// one, today's behaviour, and every other field is zero.
+	// (QUEEN_CELL_ADVERTISE); it is also the member's id. Empty: a broker
+	// of its own (no cell), and every other field is zero.
 	Advertise string
 	// Secret authenticates member-to-member traffic (QUEEN_CELL_SECRET).
 	Secret []byte

@@ -1,8 +1,12 @@
 // Package client is the Go SDK of the ephemeral storage class of Queen MQ:
-// the eight routes under /api/v1/ephemeral, spoken over HTTP/1.1 with
-// keep-alive connections.
+// the routes under /api/v1/ephemeral. Calls ride links (docs/link.md): two
+// upgraded connections per broker URL carry every call, each on a stream of
+// its own; a URL whose upgrade is refused (an older broker, a proxy that
+// drops Upgrade) is spoken to over HTTP/1.1 instead. In a cell each queue's
+// calls go to the member that owns it (docs/sdk-transport.md, "Links" and
+// "Owner routing").
 //
-// The client has its own HTTP/1.1 transport (docs/sdk-transport.md, "Go
+// Over HTTP/1.1 the client has its own transport (docs/sdk-transport.md, "Go
 // client"): short calls are pipelined on a few shared connections per
 // broker, a waiting pop takes a connection of its own for its duration,
 // and [Client.Request] writes its push and the inbox's pop together in one

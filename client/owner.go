@@ -24,7 +24,7 @@ import (
 // call of a queue (push, pop, ack, the depth read) to the member that owns
 // it in the view it holds, over that member's public URL. Anything it
 // cannot route (no view, a member without a URL, one that cannot be
-// dialled) goes to the configured URL as before, which relays. Given a
+// dialled) goes to the configured URL, which relays. Given a
 // single broker or a gateway (generation 0, or a 404 from a release before
 // the view read), it stops after that one read and nothing changes.
 

@@ -336,7 +336,7 @@ func kindOf(meter string, req *wire.Request) (kind exchangeKind, wait bool, popQ
 
 // forward applies the gates to a request of the family and forwards it: a
 // push, pop or ack on the link to its queue's owner in front of a cell
-// (owners.go), else as before, to the client's broker.
+// (owners.go), else to the client's broker.
 func (cc *clientConn) forward(req *wire.Request) bool {
 	g := cc.g
 	gp, e := cc.gate(req)

@@ -25,7 +25,7 @@ import (
 // broker connection of its own, and the requests of one poll leave in one
 // write. The other routes, and every request while the link is being
 // opened or after a broker refused it (an older broker, not in gateway mode),
-// go over HTTP as before.
+// go over HTTP.
 //
 // Order: a client's requests in flight are all on links (in front of a
 // cell, on the links to their queues' owners: owners.go) or all on HTTP

@@ -139,7 +139,7 @@ func (cs *conn) memberOrigin(req *wire.Request) *corsOrigin {
 // preflight answers a browser's OPTIONS before a GET of a corsRead route
 // from a member origin: 204 with what the GET may carry. It reports false,
 // answering nothing, for any other OPTIONS (another origin, another method
-// asked for), which the route then refuses as before (405).
+// asked for), which the route then refuses (405).
 func (cs *conn) preflight(req *wire.Request) bool {
 	o := cs.memberOrigin(req)
 	if o == nil {
