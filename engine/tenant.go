@@ -30,10 +30,10 @@ type tenant struct {
 	// is divided by (D17; docs/engine.md, "The queue allowance"); 1 (or
 	// less): undivided, one count for both kinds, as in a cell of one.
 	queueShare atomic.Int64
-	// spare: the tenant was under memory pressure at the last sweep, so its
-	// empty implicit queues are collected after spareIdle (sweep.go);
-	// written by the sweep, read by publishQueue to file a new implicit
-	// queue for an early visit. pressedAt: engine time of the last sweep
+	// spare: a sweep found the tenant under memory pressure within the last
+	// spareHold, so its empty implicit queues are collected after spareIdle
+	// (sweep.go); written by the sweep, read by publishQueue to file a new
+	// implicit queue for an early visit. pressedAt: engine time of the last sweep
 	// that found the tenant under pressure (the sweep's own).
 	spare     atomic.Bool
 	pressedAt int64
