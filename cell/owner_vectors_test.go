@@ -1,33 +1,20 @@
 package cell
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
+
+	"github.com/queenmq/ephemeral/cell/rendezvous/rendezvoustest"
 )
 
-// ownerVector is one case of testdata/owners.json.
-type ownerVector struct {
-	Members       []Member `json:"members"`
-	Tenant, Queue string
-	Key           string
-	Owner         string
-}
-
-// readOwnerVectors reads testdata/owners.json.
-func readOwnerVectors(t *testing.T) []ownerVector {
-	t.Helper()
-	b, err := os.ReadFile("testdata/owners.json")
-	if err != nil {
-		t.Fatal(err)
+// membersOf is a vector's live set as the cell's members.
+func membersOf(ms []rendezvoustest.Member) []Member {
+	out := make([]Member, len(ms))
+	for i, m := range ms {
+		out[i] = Member{ID: m.ID, Incarnation: m.Incarnation}
 	}
-	var f struct{ Cases []ownerVector }
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f.Cases
+	return out
 }
 
 // Ownership is the documented function, not merely one every member
@@ -41,11 +28,8 @@ func readOwnerVectors(t *testing.T) []ownerVector {
 // rendezvous (the function itself, which the Go SDK imports) and by the
 // JavaScript SDK's own implementation (clients/js/test/owner.test.js).
 func TestOwnerVectors(t *testing.T) {
-	cases := readOwnerVectors(t)
-	if len(cases) < 32 {
-		t.Fatalf("%d cases in testdata/owners.json; want the 32 written there", len(cases))
-	}
-	for _, c := range cases {
+	for _, c := range rendezvoustest.Vectors(t) {
+		members := membersOf(c.Members)
 		name := fmt.Sprintf("%d members, (%q, %q)", len(c.Members), c.Tenant, c.Queue)
 		if got := fmt.Sprintf("%016x", keyHash(c.Tenant, c.Queue)); got != c.Key {
 			t.Errorf("%s: key %s, want %s", name, got, c.Key)
@@ -58,9 +42,9 @@ func TestOwnerVectors(t *testing.T) {
 		if got := OwnerOf(ids, c.Tenant, c.Queue); got != c.Owner {
 			t.Errorf("%s: OwnerOf says %s, want %s", name, got, c.Owner)
 		}
-		reversed := slices.Clone(c.Members)
+		reversed := slices.Clone(members)
 		slices.Reverse(reversed)
-		for _, ms := range [][]Member{c.Members, reversed, bare} {
+		for _, ms := range [][]Member{members, reversed, bare} {
 			for _, self := range ids {
 				v := StaticView(1, self, ms, false)
 				m, ok := v.Owner(c.Tenant, c.Queue)

@@ -3,11 +3,12 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/cell/rendezvous/rendezvoustest"
 )
 
 // viewOf renders a view read's answer of members given as id, url pairs.
@@ -27,27 +28,12 @@ func viewOf(gen int, tenant string, idURL ...string) *viewAnswer {
 // the case's owner, whatever order the view lists them in.
 func TestOwnerRoutingMatchesVectors(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../cell/testdata/owners.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Cases []struct {
-			Members []struct{ ID string }
-			Tenant  string
-			Queue   string
-			Owner   string
-		}
-	}
-	if err := json.Unmarshal(b, &f); err != nil || len(f.Cases) < 32 {
-		t.Fatalf("owners.json: %v, %d cases", err, len(f.Cases))
-	}
 	c, err := New("http://127.0.0.1:1", withoutCellView())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(testCtx(t))
-	for _, k := range f.Cases {
+	for _, k := range rendezvoustest.Vectors(t) {
 		var fwd, rev []string
 		for _, m := range k.Members {
 			fwd = append(fwd, m.ID, "http://"+m.ID)

@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queenmq/ephemeral/cell/rendezvous/rendezvoustest"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/wire"
@@ -22,22 +21,7 @@ import (
 // members come in: the gateway, the members and the SDKs cannot disagree
 // silently about which member owns a queue.
 func TestOwnerViewVectors(t *testing.T) {
-	b, err := os.ReadFile("../cell/testdata/owners.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Cases []struct {
-			Members []struct{ ID string }
-			Tenant  string
-			Queue   string
-			Owner   string
-		}
-	}
-	if err := json.Unmarshal(b, &f); err != nil || len(f.Cases) < 32 {
-		t.Fatalf("owners.json: %v, %d cases", err, len(f.Cases))
-	}
-	for _, c := range f.Cases {
+	for _, c := range rendezvoustest.Vectors(t) {
 		var ms []viewMember
 		for i, m := range c.Members {
 			ms = append(ms, viewMember{ID: m.ID, URL: "http://127.0.0.1:" + strconv.Itoa(10000+i)})

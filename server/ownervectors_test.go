@@ -1,40 +1,24 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/queenmq/ephemeral/cell"
+	"github.com/queenmq/ephemeral/cell/rendezvous/rendezvoustest"
 	"github.com/queenmq/ephemeral/engine"
 	"github.com/queenmq/ephemeral/identity"
 )
 
-// ownerVectors reads the cell package's fixed ownership vectors
+// membersOf is a vector's live set as the cell's members
 // (cell/testdata/owners.json; cell.TestOwnerVectors says what they are).
-func ownerVectors(t *testing.T) []struct {
-	Members       []cell.Member
-	Tenant, Queue string
-	Owner         string
-} {
-	t.Helper()
-	b, err := os.ReadFile("../cell/testdata/owners.json")
-	if err != nil {
-		t.Fatal(err)
+func membersOf(ms []rendezvoustest.Member) []cell.Member {
+	out := make([]cell.Member, len(ms))
+	for i, m := range ms {
+		out[i] = cell.Member{ID: m.ID, Incarnation: m.Incarnation}
 	}
-	var f struct {
-		Cases []struct {
-			Members       []cell.Member
-			Tenant, Queue string
-			Owner         string
-		}
-	}
-	if err := json.Unmarshal(b, &f); err != nil || len(f.Cases) == 0 {
-		t.Fatalf("cell/testdata/owners.json: %v, %d cases", err, len(f.Cases))
-	}
-	return f.Cases
+	return out
 }
 
 // The server decides ownership by the documented function, as the fixed
@@ -46,18 +30,19 @@ func ownerVectors(t *testing.T) []struct {
 // alone. Only the default tenant's cases go through the request path (the
 // server is run without identity).
 func TestServerOwnershipIsTheDocumentedFunction(t *testing.T) {
-	cases := ownerVectors(t)
+	cases := rendezvoustest.Vectors(t)
 	mv := &movingView{}
 	mv.v.Store(cell.StaticView(1, selfAddr, []cell.Member{{ID: selfAddr}}, false))
 	ts := startLanding(t, mv, RelayOptions{DialTimeout: 50 * time.Millisecond})
 	served := 0
 	for _, c := range cases {
 		name := fmt.Sprintf("%d members, (%q, %q)", len(c.Members), c.Tenant, c.Queue)
+		members := membersOf(c.Members)
 
 		if err := ts.e.Configure(c.Tenant, c.Queue, engine.OptionSet{}); err != nil {
 			t.Fatalf("%s: configure: %v", name, err)
 		}
-		l := ts.s.cellListing(cell.StaticView(1, c.Members[0].ID, c.Members, false), nil)
+		l := ts.s.cellListing(cell.StaticView(1, members[0].ID, members, false), nil)
 		for _, m := range l.Members {
 			want := 0
 			if m.Member == c.Owner {
@@ -75,8 +60,8 @@ func TestServerOwnershipIsTheDocumentedFunction(t *testing.T) {
 			continue
 		}
 		push := `{"queue":"` + c.Queue + `","messages":[{"payload":1}]}`
-		for _, self := range c.Members {
-			mv.v.Store(cell.StaticView(1, self.ID, c.Members, false))
+		for _, self := range members {
+			mv.v.Store(cell.StaticView(1, self.ID, members, false))
 			if self.ID == c.Owner {
 				ts.want(t, "POST", "/api/v1/ephemeral/push", push, 201, `"pushed":1`)
 				if n := pending(t, ts.e, c.Queue); n != 1 {
