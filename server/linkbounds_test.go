@@ -235,7 +235,11 @@ func TestClientLinkUnreadFrameHoldsTheInflightBound(t *testing.T) {
 	if _, err := l.c.Write(f); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the link closed", func() bool { return ts.s.clientLinks.Load() == 0 })
+	// The refusal, then the close: the link may not be counted yet when the
+	// frame is written (it is enrolled on its loop), so wait on both.
+	waitFor(t, 5*time.Second, "the frame refused and the link closed", func() bool {
+		return ts.s.tm.bodyRefused.Get() >= 1 && ts.s.clientLinks.Load() == 0
+	})
 	if got := ts.s.tm.bodyRefused.Get(); got != 1 {
 		t.Fatalf("queen_ephemeral_inflight_refusals_total %d, want 1", got)
 	}
