@@ -2,6 +2,7 @@ package cell
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func TestPublicURLFromEnv(t *testing.T) {
 		{"http://10.0.0.1:6632?x=1", "", "no path, query or fragment"},
 		{"http://10.0.0.1:6632#f", "", "no path, query or fragment"},
 		{"http://u:p@10.0.0.1:6632", "", "credentials"},
+		{"http://10.0.0.1:1", "http://10.0.0.1:1", ""},
+		{"http://10.0.0.1:65535", "http://10.0.0.1:65535", ""},
+		{"http://10.0.0.1:65536", "", "bad port"},
 		{"http://10.0.0.1:70000", "", "bad port"},
 		{"http://10.0.0.1:0", "", "bad port"},
 		{"http://10.0.0.1 :6632", "", "white space"},
@@ -147,8 +151,16 @@ func TestPublicURLColumnAddedInPlace(t *testing.T) {
 	if err := pgServer.Exec(ctx, oldBeat); err != nil {
 		t.Fatal(err)
 	}
-	a := start(t, schema, "a:1", hb, to, func(o *Options) { o.PublicURL = "http://a:6632" })
+	aLogs, bLogs := new(syncLog), new(syncLog)
+	a := start(t, schema, "a:1", hb, to, func(o *Options) {
+		o.PublicURL = "http://a:6632"
+		o.Logger = slog.New(slog.NewTextHandler(aLogs, nil))
+	})
 	waitFor(t, 5*time.Second, "a beside the old member", viewIs("a:1,old:1", a))
+	const added = "cell: added the public_url column"
+	if n := aLogs.count(added); n != 1 {
+		t.Fatalf("the member that migrated the table logged it %d times, want once", n)
+	}
 	if got := urls(a.View()); got != "a:1=http://a:6632,old:1=" {
 		t.Fatalf("a's view: %s", got)
 	}
@@ -160,8 +172,11 @@ func TestPublicURLColumnAddedInPlace(t *testing.T) {
 		t.Fatalf("the old release's live-set query on the migrated table: %v", err)
 	}
 	// A second member of this release finds the column there.
-	b := start(t, schema, "b:1", hb, to)
+	b := start(t, schema, "b:1", hb, to, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(bLogs, nil)) })
 	waitFor(t, 5*time.Second, "three members", viewIs("a:1,b:1,old:1", a, b))
+	if n := bLogs.count(added); n != 0 {
+		t.Fatalf("a member that found the column logged adding it %d times", n)
+	}
 	if got := urls(b.View()); got != "a:1=http://a:6632,b:1=,old:1=" {
 		t.Fatalf("b's view: %s", got)
 	}

@@ -28,3 +28,18 @@ func TestOwnerVectors(t *testing.T) {
 		t.Fatal("no member owns anything")
 	}
 }
+
+// A tie (equal seeds score equally for every key) goes to the first of
+// them, as Owner documents, so that every caller given the same slice
+// names the same member.
+func TestOwnerTieGoesToTheFirst(t *testing.T) {
+	seed := Seed("member-a")
+	for key := range uint64(64) {
+		if got := Owner(key, []uint64{seed, seed}); got != 0 {
+			t.Fatalf("key %d: the tie went to %d, want 0", key, got)
+		}
+		if got := Owner(key, []uint64{seed, seed, seed}); got != 0 {
+			t.Fatalf("key %d: the tie of three went to %d, want 0", key, got)
+		}
+	}
+}
