@@ -319,6 +319,13 @@ func TestLocked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Every statement ran, in order (u after t).
+	var both bool
+	if err := p.Do(ctxT(t), Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL", schema+".t", schema+".u").Scan(&both)
+	}); err != nil || !both {
+		t.Fatalf("the tables Locked's statements create: both exist %v, %v", both, err)
+	}
 	for _, name := range []string{"queen-ephemeral schema queen_ephemeral", "queen-ephemeral cell queen_ephemeral", "queen-gateway catalog tables"} {
 		h := fnv.New64a()
 		h.Write([]byte(name))
@@ -327,7 +334,9 @@ func TestLocked(t *testing.T) {
 		}
 	}
 	// The lock is held inside fn: another session cannot take it.
+	ran := false
 	err := p.Locked(ctxT(t), "held", func(ctx context.Context, tx pgx.Tx) error {
+		ran = true
 		conn, err := pgx.Connect(ctx, pg.URL())
 		if err != nil {
 			return err
@@ -339,8 +348,8 @@ func TestLocked(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !ran {
+		t.Fatalf("Locked: %v (fn ran: %v)", err, ran)
 	}
 }
 
