@@ -88,6 +88,11 @@ func TestOpenSettings(t *testing.T) {
 			t.Errorf("%s: application_name %q, want %q", c.url, got, c.appName)
 		}
 	}
+	// Without a bound of the caller's, the URL's connect_timeout stands.
+	p := openT(t, Config{URL: withParams("connect_timeout=7"), Name: "queen/store"})
+	if got := p.ConnConfig().ConnectTimeout; got != 7*time.Second {
+		t.Errorf("no ConnectTimeout and the URL's connect_timeout=7: %v, want 7s", got)
+	}
 }
 
 // TestOpenBadURL: a URL pgx cannot parse is ErrBadURL, whose message does
