@@ -88,10 +88,13 @@ func TestOpenSettings(t *testing.T) {
 			t.Errorf("%s: application_name %q, want %q", c.url, got, c.appName)
 		}
 	}
-	// Without a bound of the caller's, the URL's connect_timeout stands.
-	p := openT(t, Config{URL: withParams("connect_timeout=7"), Name: "queen/store"})
+	// Without bounds of the caller's, the URL's stand.
+	p := openT(t, Config{URL: withParams("connect_timeout=7&statement_timeout=1234"), Name: "queen/store"})
 	if got := p.ConnConfig().ConnectTimeout; got != 7*time.Second {
 		t.Errorf("no ConnectTimeout and the URL's connect_timeout=7: %v, want 7s", got)
+	}
+	if got := show(t, p, "statement_timeout"); got != "1234ms" {
+		t.Errorf("no StatementTimeout and the URL's statement_timeout=1234: %q, want 1234ms", got)
 	}
 }
 
