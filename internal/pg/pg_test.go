@@ -74,8 +74,9 @@ func TestOpenSettings(t *testing.T) {
 		{pg.URL(), "2s", "queen/store", 2 * time.Second},
 		{withParams("connect_timeout=1&statement_timeout=1234&application_name=mine"), "1234ms", "mine/store", time.Second},
 		{withParams("connect_timeout=7&statement_timeout=1min"), "2s", "queen/store", 2 * time.Second},
-		{withParams("statement_timeout=0"), "2s", "queen/store", 2 * time.Second},    // 0 is no bound: longer
-		{withParams("statement_timeout=soon"), "2s", "queen/store", 2 * time.Second}, // unknown: ours
+		{withParams("statement_timeout=1900"), "1900ms", "queen/store", 2 * time.Second}, // every digit read
+		{withParams("statement_timeout=0"), "2s", "queen/store", 2 * time.Second},        // 0 is no bound: longer
+		{withParams("statement_timeout=soon"), "2s", "queen/store", 2 * time.Second},     // unknown: ours
 	} {
 		p := openT(t, Config{URL: c.url, Name: "queen/store", ConnectTimeout: 2 * time.Second, StatementTimeout: 2 * time.Second})
 		if got := p.ConnConfig().ConnectTimeout; got != c.connect {
