@@ -14,6 +14,7 @@ import (
 	sdk "github.com/queenmq/ephemeral/client"
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/link"
 )
 
@@ -385,4 +386,37 @@ func (l *testLink) readFrame(t *testing.T) (byte, uint64, []byte) {
 		t.Fatal(err)
 	}
 	return typ, id, p
+}
+
+// A request frame past queuedFree that arrives in pieces holds its length
+// of the bound on request bytes in flight while it arrives, and gives it
+// back once it is read, and when its link closes (docs/gateway.md, the
+// bound on request bytes in flight).
+func TestClientLinkFrameInPiecesHoldsItsLength(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink = true })
+	l := dialTestLink(t, g.Addr().String())
+	rq := linkPushOf("q")
+	rq.Body = []byte(`{"queue":"q","messages":[{"payload":"` + strings.Repeat("x", 100<<10) + `"}]}`)
+	b, _ := link.AppendRequest(nil, 0, rq)
+	if _, err := l.nc.Write(b[:1<<10]); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the frame's length held", func() bool { return g.inflight.Load() == int64(len(b)) })
+	if _, err := l.nc.Write(b[1<<10:]); err != nil {
+		t.Fatal(err)
+	}
+	if typ, _, p := l.readFrame(t); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("the push: frame %d %q, want a 201", typ, p)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the frame's hold given back once read", func() bool { return g.inflight.Load() == 0 })
+
+	// Cut short: given back when the link closes.
+	l = dialTestLink(t, g.Addr().String())
+	if _, err := l.nc.Write(b[:1<<10]); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the frame's length held", func() bool { return g.inflight.Load() == int64(len(b)) })
+	l.nc.Close()
+	brokertest.Eventually(t, 10*time.Second, "the frame's hold given back when its link closed", func() bool { return g.inflight.Load() == 0 })
 }
