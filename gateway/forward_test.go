@@ -6,10 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,5 +175,96 @@ func TestShutdown(t *testing.T) {
 	}
 	if u, _ := cat.UsageSince(context.Background(), 0); u["default"][catalog.Messages] != 5 {
 		t.Fatalf("usage written at Shutdown: %v, want default's 5 messages", u)
+	}
+}
+
+// pacedBrokers starts n fake brokers over HTTP that record each request
+// (broker index, method and path) and answer a push 201 and anything else
+// 200 {"queues":[]}; a push's answer is held until a request that is not
+// a push arrives at any of them, or for hold at most (the brokers' pace).
+func pacedBrokers(t *testing.T, n int, hold time.Duration) (urls []string, seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var log []string
+	other := make(chan struct{})
+	var once sync.Once
+	for i := range n {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			log = append(log, strconv.Itoa(i)+" "+r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			if r.URL.Path != "/api/v1/ephemeral/push" {
+				once.Do(func() { close(other) })
+				_, _ = w.Write([]byte(`{"queues":[]}`))
+				return
+			}
+			if hold > 0 {
+				select {
+				case <-other:
+				case <-time.After(hold):
+				}
+			}
+			w.WriteHeader(201)
+			_, _ = w.Write([]byte(`{"pushed":1}`))
+		}))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	return urls, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(log)
+	}
+}
+
+// Each client starts on one broker of the list, round robin, and stays on
+// it while it is not passed over (docs/gateway.md, "Connections to the
+// brokers"): two clients' pushes over HTTP go, each client's all, to one
+// broker each.
+func TestClientStaysOnItsBroker(t *testing.T) {
+	urls, seen := pacedBrokers(t, 2, 0)
+	g := startGatewayWith(t, urls[0], func(c *Config) { c.Upstreams, c.NoLink = urls, true })
+	for range 2 {
+		c := dial(t, g)
+		r := bufio.NewReader(c)
+		for range 4 {
+			body := `{"queue":"q","messages":[{"payload":1}]}`
+			if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body)); err != nil {
+				t.Fatal(err)
+			}
+			if status, code, _ := answer(t, c, r); status != 201 {
+				t.Fatalf("a push: %d %q", status, code)
+			}
+		}
+		c.Close()
+	}
+	got := seen()
+	want := []string{"0 POST /api/v1/ephemeral/push", "1 POST /api/v1/ephemeral/push"}
+	if len(got) != 8 || got[0] == got[4] || !slices.Contains(want, got[0]) || !slices.Contains(want, got[4]) || !slices.Equal(got[:4], slices.Repeat(got[:1], 4)) || !slices.Equal(got[4:], slices.Repeat(got[4:5], 4)) {
+		t.Fatalf("the brokers received %q; want each client's four pushes at one broker, the two clients at two", got)
+	}
+}
+
+// A request that must go on another broker connection (a status read,
+// which gets a connection of its own) behind a push in flight on the
+// shared one waits, unread, until the push's answer is back, so the answers
+// come in the client's order (docs/gateway.md, "Connections to the
+// brokers"): the brokers hold the push's answer until the status read
+// arrives (at most 300 ms), and the client reads the push's answer first.
+func TestRequestForAnotherConnectionWaits(t *testing.T) {
+	urls, seen := pacedBrokers(t, 1, 300*time.Millisecond)
+	g := startGatewayWith(t, urls[0], func(c *Config) { c.NoLink = true })
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	body := `{"queue":"q","messages":[{"payload":1}]}`
+	if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body + head("GET", "/api/v1/ephemeral/queues", "", 0))); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, c, r); status != 201 {
+		t.Fatalf("the first answer: %d %q, want the push's 201 (the brokers received %q)", status, code, seen())
+	}
+	if status, code, _ := answer(t, c, r); status != 200 {
+		t.Fatalf("the status read's answer: %d %q", status, code)
 	}
 }
