@@ -447,3 +447,54 @@ func TestCellWatchTwoMembers(t *testing.T) {
 		t.Fatalf("after a refresh: the second member asked %q, the first %d more times; want it asked at once (no query), the first not", q, readsA-before)
 	}
 }
+
+// TestCellWatchWaitingReadIsHeld: a waiting view read is held by the
+// member until the next generation, up to its 10 s (docs/gateway.md,
+// "Routing to owners": the gateway's client bound is 12 s), and answered
+// at 2.5 s it brings that generation: the gateway does not give it up
+// sooner and ask afresh.
+func TestCellWatchWaitingReadIsHeld(t *testing.T) {
+	var mu sync.Mutex
+	var queries []string
+	var m *httptest.Server
+	m = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		gen := "3"
+		switch r.URL.Query().Get("after") {
+		case "":
+		case "3":
+			select {
+			case <-time.After(2500 * time.Millisecond): // the next generation, then
+			case <-r.Context().Done():
+				return
+			}
+			gen = "4"
+		default:
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte(`{"generation":` + gen + `,"tenant":"acme","members":[{"id":"m1:1","url":"` + m.URL + `"}]}`))
+	}))
+	t.Cleanup(m.Close)
+	g := newWatchGateway(t, &syncBuffer{}, m.URL)
+	g.bg.Add(1)
+	go g.watchCell()
+	t.Cleanup(func() {
+		close(g.quit)
+		g.bg.Wait()
+	})
+	brokertest.Eventually(t, 10*time.Second, "the watcher never wanted a tenant", g.watch.wantTenant.Load)
+	g.offerTenant("acme")
+	brokertest.Eventually(t, 20*time.Second, "no third read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(queries) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"", "after=3&timeout=10000", "after=4&timeout=10000"}; !slices.Equal(queries[:3], want) {
+		t.Fatalf("the view reads: %q, want %q (the waiting read held until answered)", queries, want)
+	}
+}
