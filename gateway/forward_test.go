@@ -19,6 +19,7 @@ import (
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/brokertest"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -266,5 +267,32 @@ func TestRequestForAnotherConnectionWaits(t *testing.T) {
 	}
 	if status, code, _ := answer(t, c, r); status != 200 {
 		t.Fatalf("the status read's answer: %d %q", status, code)
+	}
+}
+
+// A client that leaves with a request in flight on the shared broker
+// connection drops only its own answers: another client's push in flight
+// on the same connection is answered (docs/gateway.md, "Connections to
+// the brokers"). The broker holds the first push's answer until a status
+// read from a third client arrives, sent once the second client is gone.
+func TestGoneClientLeavesOthersAnswers(t *testing.T) {
+	urls, seen := pacedBrokers(t, 1, 10*time.Second)
+	g := startGatewayWith(t, urls[0], func(c *Config) { c.NoLink = true })
+	body := `{"queue":"q","messages":[{"payload":1}]}`
+	a, b := dial(t, g), dial(t, g)
+	for _, c := range []net.Conn{a, b} {
+		if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "both pushes forwarded", func() bool { return g.m.forwarded.Get() == 2 })
+	b.Close()
+	brokertest.Eventually(t, 10*time.Second, "the second client gone", func() bool { return g.clients.Load() == 1 })
+	c := dial(t, g)
+	if _, err := c.Write([]byte(head("GET", "/api/v1/ephemeral/queues", "", 0))); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, a, bufio.NewReader(a)); status != 201 {
+		t.Fatalf("the first client's push: %d %q, want 201 (the brokers received %q)", status, code, seen())
 	}
 }
