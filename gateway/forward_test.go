@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,4 +296,55 @@ func TestGoneClientLeavesOthersAnswers(t *testing.T) {
 	if status, code, _ := answer(t, a, bufio.NewReader(a)); status != 201 {
 		t.Fatalf("the first client's push: %d %q, want 201 (the brokers received %q)", status, code, seen())
 	}
+}
+
+// stalledUpstream is a broker address whose connections never complete: a
+// listening socket with the smallest backlog, filled by one connection
+// never accepted, so that the kernel drops the next ones' SYNs and their
+// dials wait.
+func stalledUpstream(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			break // the backlog is full
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Skip("the kernel accepts every connection: no dial can be held")
+		}
+	}
+	return "http://" + addr
+}
+
+// A waiting pop's parked-consumer slot comes back when its client leaves
+// while the pop's broker connection is still being dialled, over HTTP (the
+// link off): the pop never reaches a broker, and nothing else would settle
+// it (docs/gateway.md, "Parked consumers").
+func TestSlotGivenBackWhenItsClientLeavesDuringTheDial(t *testing.T) {
+	g := startGatewayWith(t, stalledUpstream(t), func(c *Config) { c.NoLink, c.DialTimeout = true, time.Minute })
+	c := dial(t, g)
+	if _, err := c.Write([]byte("GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000 HTTP/1.1\r\nHost: gw\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	ts := g.tenant("default")
+	brokertest.Eventually(t, 10*time.Second, "the pop's slot taken", func() bool { return ts.parked.Load() == 1 })
+	c.Close()
+	brokertest.Eventually(t, 10*time.Second, "the slot given back after its client left", func() bool { return ts.parked.Load() == 0 })
 }
