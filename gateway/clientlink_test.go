@@ -420,3 +420,89 @@ func TestClientLinkFrameInPiecesHoldsItsLength(t *testing.T) {
 	l.nc.Close()
 	brokertest.Eventually(t, 10*time.Second, "the frame's hold given back when its link closed", func() bool { return g.inflight.Load() == 0 })
 }
+
+// A frame still arriving holds its length of QUEEN_MAX_INFLIGHT_BYTES once
+// it passes 64 KiB, not before (docs/gateway.md, "Client links",
+// "Bounds"): with a bound of 64 KiB, a frame of exactly 64 KiB arriving in
+// pieces is served; one byte more does not fit, and is answered 503
+// ephemeral_unavailable on its stream and the link closed.
+func TestClientLinkFrameArrivingPast64KiB(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink, c.MaxInflightBytes = true, queuedFree })
+	frameOf := func(n int) []byte {
+		rq := linkPushOf("q")
+		for pad := n; ; pad-- {
+			rq.Body = []byte(`{"queue":"q","messages":[{"payload":"` + strings.Repeat("x", pad) + `"}]}`)
+			b, _ := link.AppendRequest(nil, 0, rq)
+			if len(b)-link.HeaderLen == n {
+				return b
+			}
+		}
+	}
+	for _, n := range []int{queuedFree, queuedFree + 1} {
+		l := dialTestLink(t, g.Addr().String())
+		b := frameOf(n)
+		if _, err := l.nc.Write(b[:1<<10]); err != nil {
+			t.Fatal(err)
+		}
+		if n == queuedFree {
+			if _, err := l.nc.Write(b[1<<10:]); err != nil {
+				t.Fatal(err)
+			}
+			if typ, _, p := l.readFrame(t); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+				t.Fatalf("a frame of exactly 64 KiB: frame %d %q, want the push's 201", typ, p)
+			}
+			continue
+		}
+		if typ, _, p := l.readFrame(t); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 503") || !strings.Contains(string(p), `"code":"ephemeral_unavailable"`) {
+			t.Fatalf("a frame of 64 KiB + 1 past the bound: frame %d %q, want 503 ephemeral_unavailable", typ, p)
+		}
+		l.wantEOF(t)
+	}
+}
+
+// A frame that stops arriving is cut at QUEEN_BODY_TIMEOUT_MS: its link is
+// closed, and what it held is given back (docs/gateway.md, "Client
+// links", "Bounds").
+func TestClientLinkFrameStalledClosedByTheBodyTimeout(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink, c.BodyTimeout = true, 300*time.Millisecond })
+	l := dialTestLink(t, g.Addr().String())
+	b, _ := link.AppendRequest(nil, 0, linkPushOf("q"))
+	if _, err := l.nc.Write(b[:link.HeaderLen+4]); err != nil { // its whole header, then 4 bytes
+		t.Fatal(err)
+	}
+	_ = l.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := l.br.Read(make([]byte, 64)); err != io.EOF {
+		t.Fatalf("the link whose frame stopped arriving: read %d bytes, %v; want it closed", n, err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "what the link held given back", func() bool { return g.inflight.Load() == 0 })
+}
+
+// Frames sent behind the upgrade, in the same write, are read at once, and
+// the link goes on.
+func TestClientLinkFramesBehindTheUpgrade(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink = true })
+	nc, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	frames, _ := link.AppendRequest(nil, 0, linkPushOf("q"))
+	if _, err := nc.Write(append([]byte("GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"), frames...)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v, want 101", resp, err)
+	}
+	l := &testLink{nc: nc, br: br, next: 1}
+	if typ, id, p := l.readFrame(t); typ != link.FrameAnswer || id != 0 || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("the push behind the upgrade: frame %d of stream %d %q, want its 201", typ, id, p)
+	}
+	if typ, p := l.roundTrip(t, linkPushOf("q")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("a push after it: frame %d %q, want a 201", typ, p)
+	}
+}
