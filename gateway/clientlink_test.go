@@ -108,14 +108,20 @@ type testLink struct {
 	next uint64
 }
 
-func dialTestLink(t *testing.T, addr string) *testLink {
+// dialTestLink opens a client link to addr (with a bearer token, when one
+// is given).
+func dialTestLink(t *testing.T, addr string, token ...string) *testLink {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	if _, err := io.WriteString(nc, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
+	auth := ""
+	for _, tok := range token {
+		auth = "Authorization: Bearer " + tok + "\r\n"
+	}
+	if _, err := io.WriteString(nc, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\n"+auth+"Connection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
