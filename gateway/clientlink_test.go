@@ -178,6 +178,11 @@ func TestClientLinkFrameBounds(t *testing.T) {
 	if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
 		t.Fatalf("a push after it: frame %d %q, want a 201", typ, p)
 	}
+	atLimit := linkPushOf("keep")
+	atLimit.Body = []byte(`{"queue":"keep","messages":[{"payload":"` + strings.Repeat("x", 1<<10-len(`{"queue":"keep","messages":[{"payload":""}]}`)) + `"}]}`)
+	if typ, p := l.roundTrip(t, atLimit); len(atLimit.Body) != 1<<10 || typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("a body of exactly the limit (%d bytes): frame %d %q, want a 201", len(atLimit.Body), typ, p)
+	}
 	for _, what := range []string{"over the frame limit", "naming a tenant"} {
 		l := dialTestLink(t, g.Addr().String())
 		var b []byte
@@ -375,6 +380,10 @@ func TestClientLinkBusy(t *testing.T) {
 	}
 	if typ, id, p := l.readFrame(t); typ != link.FramePong {
 		t.Fatalf("after a cancel: frame %d of stream %d %q, want the pong (the request taken)", typ, id, p)
+	}
+	// The cancelled pop's parked-consumer slot came back, the next took one.
+	if n := g.tenant("default").parked.Load(); n != maxLinkStreams {
+		t.Fatalf("%d slots held after a cancel and one more pop, want %d", n, maxLinkStreams)
 	}
 }
 
