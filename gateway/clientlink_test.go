@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	sdk "github.com/queenmq/ephemeral/client"
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/identity"
@@ -519,5 +520,53 @@ func TestClientLinkFramesBehindTheUpgrade(t *testing.T) {
 	}
 	if typ, p := l.roundTrip(t, linkPushOf("q")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
 		t.Fatalf("a push after it: frame %d %q, want a 201", typ, p)
+	}
+}
+
+// On the tick, a client link is closed for what the docs name and nothing
+// else (docs/gateway.md, "Client links"): a frame arriving in pieces within
+// QUEEN_BODY_TIMEOUT_MS is not cut, and a link whose token expired is kept
+// while it carries a call, up to the longest pop wait and 10 s after exp:
+// its waiting pop, parked before exp, is served after two ticks past exp.
+func TestClientLinkKeptAcrossTicks(t *testing.T) {
+	g := startFront(t, nil, func(c *Config) { c.Loops = 1 })
+	tok := frontToken(t, "acme", "read-write")
+	exp := time.Now().Unix() + 2
+	soon, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "front", "tenant": "acme", "role": "read-write", "exp": exp}).SignedString([]byte(frontJWTSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arriving := dialTestLink(t, g.Addr().String(), tok)
+	frame, _ := link.AppendRequest(nil, 0, linkPushOf("q"))
+	if _, err := arriving.nc.Write(frame[:link.HeaderLen+4]); err != nil {
+		t.Fatal(err)
+	}
+	expiring := dialTestLink(t, g.Addr().String(), soon)
+	pop, _ := link.AppendRequest(nil, 0, &link.Request{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/pop?queue=exp&wait=true&timeout=30000&autoAck=true")})
+	if _, err := expiring.nc.Write(pop); err != nil {
+		t.Fatal(err)
+	}
+	expiring.next = 1
+	brokertest.Eventually(t, 10*time.Second, "the pop parked", func() bool { return g.tenant("acme").parked.Load() == 1 })
+	brokertest.Eventually(t, 10*time.Second, "the token's exp passed", func() bool { return time.Now().Unix() >= exp })
+	if typ, p := expiring.roundTrip(t, linkPushOf("q")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 401") {
+		t.Fatalf("a request after exp: frame %d %q, want 401", typ, p)
+	}
+	for range 2 { // two ticks: the links are tended in each
+		now := g.now.Load()
+		brokertest.Eventually(t, 10*time.Second, "a tick", func() bool { return g.now.Load() > now })
+	}
+	if _, err := arriving.nc.Write(frame[link.HeaderLen+4:]); err != nil {
+		t.Fatal(err)
+	}
+	if typ, _, p := arriving.readFrame(t); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("the frame that arrived across ticks: frame %d %q, want the push's 201", typ, p)
+	}
+	pusher := dialTestLink(t, g.Addr().String(), tok)
+	if typ, p := pusher.roundTrip(t, linkPushOf("exp")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("the push for the waiting pop: frame %d %q", typ, p)
+	}
+	if typ, id, p := expiring.readFrame(t); typ != link.FrameAnswer || id != 0 || !strings.HasPrefix(string(p), "HTTP/1.1 200") {
+		t.Fatalf("the pop parked before exp: frame %d of stream %d %q, want its 200", typ, id, p)
 	}
 }
