@@ -569,4 +569,108 @@ func TestClientLinkKeptAcrossTicks(t *testing.T) {
 	if typ, id, p := expiring.readFrame(t); typ != link.FrameAnswer || id != 0 || !strings.HasPrefix(string(p), "HTTP/1.1 200") {
 		t.Fatalf("the pop parked before exp: frame %d of stream %d %q, want its 200", typ, id, p)
 	}
+	// Carrying nothing now, it is closed at the next tick.
+	_ = expiring.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := expiring.br.Read(make([]byte, 64)); err != io.EOF {
+		t.Fatalf("the expired link once it carries nothing: read %d bytes, %v; want it closed", n, err)
+	}
+}
+
+// A client link that leaves answers unread holds them at the gateway,
+// counted against the bound on bytes in flight; past 1 MiB its next
+// frames wait, and it stalls, but it is not closed while its unread
+// answers stay under 8 MiB and it has been stalled for less than 10 s
+// (docs/gateway.md, "Client links", "Bounds"): the client reads them all
+// after two ticks, then the pong of the frame that waited.
+func TestClientLinkUnreadAnswersUnderTheHardBound(t *testing.T) {
+	const answerSize, answers = 512 << 10, 14 // 7 MiB
+	bigAnswer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(answerSize) + "\r\n\r\n" + strings.Repeat("x", answerSize)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, bigAnswer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	g := startGatewayWith(t, "http://"+ln.Addr().String(), func(c *Config) { c.NoLink = true })
+	nc, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetReadBuffer(64 << 10)
+	if _, err := io.WriteString(nc, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v, want 101", resp, err)
+	}
+	l := &testLink{nc: nc, br: br}
+	var frames []byte
+	for i := range answers {
+		frames, _ = link.AppendRequest(frames, uint64(i), linkPushOf("q"))
+	}
+	if _, err := nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's buffers take up to about 4 MiB: the gateway holds the rest.
+	brokertest.Eventually(t, 10*time.Second, "the unread answers counted", func() bool { return g.inflight.Load() > outboundSoft })
+	if _, err := nc.Write(link.AppendHeader(nil, link.FramePing, 0, 0)); err != nil { // waits: the link stalls
+		t.Fatal(err)
+	}
+	for range 2 { // two ticks: the links are tended in each
+		now := g.now.Load()
+		brokertest.Eventually(t, 10*time.Second, "a tick", func() bool { return g.now.Load() > now })
+	}
+	for i := range answers {
+		if typ, _, p := l.readFrame(t); typ != link.FrameAnswer || len(p) < answerSize {
+			t.Fatalf("answer %d: frame %d of %d bytes, want a whole answer", i, typ, len(p))
+		}
+	}
+	if typ, _, _ := l.readFrame(t); typ != link.FramePong {
+		t.Fatalf("after the answers: frame %d, want the pong", typ)
+	}
+}
+
+// A request a client link sends over HTTP that gets a broker connection of
+// its own (a status read) gives it back to the pool when answered: the next
+// one takes it without a dial (docs/gateway.md, "Connections to the
+// brokers").
+func TestClientLinkOwnConnectionPooled(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink = true })
+	l := dialTestLink(t, g.Addr().String())
+	status := &link.Request{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/queues")}
+	if typ, p := l.roundTrip(t, status); typ != link.FrameAnswer {
+		t.Fatalf("a status read: frame %d %q", typ, p)
+	}
+	dials := g.m.dials.Get()
+	if typ, p := l.roundTrip(t, status); typ != link.FrameAnswer {
+		t.Fatalf("the next status read: frame %d %q", typ, p)
+	}
+	if n := g.m.dials.Get() - dials; n != 0 {
+		t.Fatalf("the next status read dialled %d connections, want the pooled one", n)
+	}
 }
