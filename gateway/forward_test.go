@@ -21,6 +21,7 @@ import (
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/brokertest"
+	"github.com/queenmq/ephemeral/link"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -241,8 +242,22 @@ func TestClientStaysOnItsBroker(t *testing.T) {
 		}
 		c.Close()
 	}
+	// A client link's requests over HTTP likewise, each link's at one broker.
+	for range 2 {
+		l := dialTestLink(t, g.Addr().String())
+		for range 4 {
+			if typ, p := l.roundTrip(t, linkPushOf("q")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+				t.Fatalf("a push on a client link: frame %d %q", typ, p)
+			}
+		}
+		l.nc.Close()
+	}
 	got := seen()
 	want := []string{"0 POST /api/v1/ephemeral/push", "1 POST /api/v1/ephemeral/push"}
+	if links := got[8:]; len(links) != 8 || links[0] == links[4] || !slices.Equal(links[:4], slices.Repeat(links[:1], 4)) || !slices.Equal(links[4:], slices.Repeat(links[4:5], 4)) {
+		t.Fatalf("the brokers received from the client links %q; want each link's four pushes at one broker, the two links at two", links)
+	}
+	got = got[:8]
 	if len(got) != 8 || got[0] == got[4] || !slices.Contains(want, got[0]) || !slices.Contains(want, got[4]) || !slices.Equal(got[:4], slices.Repeat(got[:1], 4)) || !slices.Equal(got[4:], slices.Repeat(got[4:5], 4)) {
 		t.Fatalf("the brokers received %q; want each client's four pushes at one broker, the two clients at two", got)
 	}
