@@ -1071,3 +1071,33 @@ func TestRequestBehindALinkRequestWaits(t *testing.T) {
 		t.Fatalf("the status read behind the pop: %d %s", status, body)
 	}
 }
+
+// TestWaitingPopLetGoOnTheLink: a waiting pop that went on the link to
+// the broker is let go there when its client leaves (a cancel frame, as a
+// closed connection's pop, D13), so no message is leased to a client that
+// left; its slot comes back (docs/gateway.md, "The link to a broker").
+func TestWaitingPopLetGoOnTheLink(t *testing.T) {
+	var brokerURL string
+	g := startFront(t, map[string]string{"QUEEN_ADMIN_TOKEN": brokerAdminToken}, func(c *Config) { c.Loops, brokerURL = 1, c.Upstreams[0] })
+	tok := frontToken(t, "acme", "read-write")
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	for deadline := time.Now().Add(10 * time.Second); g.links.Load() == 0; { // the first pushes open it
+		if time.Now().After(deadline) {
+			t.Fatal("the link to the broker never opened")
+		}
+		if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(pushOf("other", 1)))) + pushOf("other", 1))); err != nil {
+			t.Fatal(err)
+		}
+		if status, code, _ := answer(t, c, r); status != 201 {
+			t.Fatalf("a push: %d %q", status, code)
+		}
+	}
+	if _, err := c.Write([]byte(head("GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true", tok, 0))); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the pop parked at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 1 })
+	c.Close()
+	brokertest.Eventually(t, 10*time.Second, "the pop let go at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the slot given back", func() bool { return g.tenant("acme").parked.Load() == 0 })
+}
