@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -672,5 +673,38 @@ func TestClientLinkOwnConnectionPooled(t *testing.T) {
 	}
 	if n := g.m.dials.Get() - dials; n != 0 {
 		t.Fatalf("the next status read dialled %d connections, want the pooled one", n)
+	}
+}
+
+// A client link's push, pop and ack go on the loop's link to the broker,
+// anything else (a status read) over HTTP (docs/gateway.md, "Client
+// links").
+func TestClientLinkWhatGoesOnTheBrokerLink(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(*Config) {})
+	l := dialTestLink(t, g.Addr().String())
+	for deadline := time.Now().Add(10 * time.Second); g.links.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the link to the broker never opened")
+		}
+		if typ, p := l.roundTrip(t, linkPushOf("warm")); typ != link.FrameAnswer { // opens it (over HTTP meanwhile)
+			t.Fatalf("a push: frame %d %q", typ, p)
+		}
+	}
+	n := len(fb.requests())
+	for _, rq := range []*link.Request{
+		linkPushOf("q"),
+		{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/pop?queue=q")},
+		{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/ack"), Body: []byte(`{"queue":"q","acks":[{"id":"e:1:Default:0"}]}`)},
+		{Method: []byte("GET"), Target: []byte("/api/v1/ephemeral/queues")},
+	} {
+		if typ, p := l.roundTrip(t, rq); typ != link.FrameAnswer {
+			t.Fatalf("%s %s: frame %d %q", rq.Method, rq.Target, typ, p)
+		}
+	}
+	want := []string{"link POST /api/v1/ephemeral/push", "link GET /api/v1/ephemeral/pop", "link POST /api/v1/ephemeral/ack", "http GET /api/v1/ephemeral/queues"}
+	got := slices.DeleteFunc(fb.requests()[n:], func(s string) bool { return s == "http GET "+cellViewPath }) // the gateway's view reads
+	if !slices.Equal(got, want) {
+		t.Fatalf("the broker received %q, want %q", got, want)
 	}
 }

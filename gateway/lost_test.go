@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,6 +127,23 @@ type fakeBroker struct {
 	url    string
 	lost   atomic.Int64
 	answer func(target string) string // the answer to a request for target; nil: fakePushAnswer
+
+	mu   sync.Mutex
+	seen []string // "http METHOD path" or "link METHOD path" of each request received
+}
+
+func (fb *fakeBroker) received(how, method, target string) {
+	path, _, _ := strings.Cut(target, "?")
+	fb.mu.Lock()
+	fb.seen = append(fb.seen, how+" "+method+" "+path)
+	fb.mu.Unlock()
+}
+
+// requests is what fb received so far.
+func (fb *fakeBroker) requests() []string {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return slices.Clone(fb.seen)
 }
 
 const fakePushAnswer = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
@@ -174,6 +193,7 @@ func (fb *fakeBroker) serve(c net.Conn) {
 			fb.lost.Add(1)
 			return
 		}
+		fb.received("http", req.Method, req.URL.RequestURI())
 		if _, err := io.WriteString(c, fb.answerTo(req.URL.RequestURI())); err != nil {
 			return
 		}
@@ -209,6 +229,7 @@ func (fb *fakeBroker) serveLink(c net.Conn, r *bufio.Reader) {
 			fb.lost.Add(1)
 			return
 		}
+		fb.received("link", string(rq.Method), string(rq.Target))
 		a := fb.answerTo(string(rq.Target))
 		f := link.AppendHeader(nil, link.FrameAnswer, id, len(a))
 		if _, err := c.Write(append(f, a...)); err != nil {
