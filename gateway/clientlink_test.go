@@ -53,9 +53,21 @@ func TestClientLinkLostAnswer(t *testing.T) {
 			if n := g.m.lost.Get(); n != 1 {
 				t.Fatalf("queen_gateway_answers_lost_total %d, want 1", n)
 			}
+			if n := g.links.Load(); overLink && n != 0 {
+				t.Fatalf("queen_gateway_links %d after the link to the broker failed, want 0", n)
+			}
 			// The client's link goes on.
 			if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
 				t.Fatalf("a push after the lost one: frame %d %q, want a 201", typ, p)
+			}
+			// And the next pushes dial a new link to the broker.
+			for deadline := time.Now().Add(10 * time.Second); overLink && g.links.Load() != 1; {
+				if time.Now().After(deadline) {
+					t.Fatalf("no new link to the broker after the first failed: queen_gateway_links %d", g.links.Load())
+				}
+				if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+					t.Fatalf("a push: frame %d %q, want a 201", typ, p)
+				}
 			}
 
 			// The SDK: "may have applied", and the push is not sent again.
