@@ -597,50 +597,9 @@ func TestClientLinkKeptAcrossTicks(t *testing.T) {
 // after two ticks, then the pong of the frame that waited.
 func TestClientLinkUnreadAnswersUnderTheHardBound(t *testing.T) {
 	const answerSize, answers = 512 << 10, 14 // 7 MiB
-	bigAnswer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(answerSize) + "\r\n\r\n" + strings.Repeat("x", answerSize)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(r)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if _, err := io.WriteString(c, bigAnswer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	g := startGatewayWith(t, "http://"+ln.Addr().String(), func(c *Config) { c.NoLink = true })
-	nc, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	_ = nc.SetReadBuffer(64 << 10)
-	if _, err := io.WriteString(nc, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(nc)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
-		t.Fatalf("upgrade: %v %v, want 101", resp, err)
-	}
-	l := &testLink{nc: nc, br: br}
+	g := startGatewayWith(t, bigAnswerBroker(t, answerSize), func(c *Config) { c.NoLink = true })
+	l := dialSlowLink(t, g)
+	nc := l.nc
 	var frames []byte
 	for i := range answers {
 		frames, _ = link.AppendRequest(frames, uint64(i), linkPushOf("q"))
@@ -718,5 +677,79 @@ func TestClientLinkWhatGoesOnTheBrokerLink(t *testing.T) {
 	got := slices.DeleteFunc(fb.requests()[n:], func(s string) bool { return s == "http GET "+cellViewPath }) // the gateway's view reads
 	if !slices.Equal(got, want) {
 		t.Fatalf("the broker received %q, want %q", got, want)
+	}
+}
+
+// bigAnswerBroker is a broker over HTTP answering every request 201 with a
+// body of size bytes.
+func bigAnswerBroker(t *testing.T, size int) string {
+	t.Helper()
+	answer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n" + strings.Repeat("x", size)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// dialSlowLink opens a client link whose socket receives into a 64 KiB
+// buffer, so that what it leaves unread is held at the gateway.
+func dialSlowLink(t *testing.T, g *Gateway) *testLink {
+	t.Helper()
+	nc, err := net.DialTCP("tcp", nil, g.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetReadBuffer(64 << 10)
+	if _, err := io.WriteString(nc, "GET /api/v1/ephemeral/link HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v, want 101", resp, err)
+	}
+	return &testLink{nc: nc, br: br}
+}
+
+// One answer larger than 8 MiB, alone, is given whole to a client link
+// that reads it slowly: a link is closed past 8 MiB of unread answers only
+// with answers already waiting (docs/gateway.md, "Client links",
+// "Bounds").
+func TestClientLinkOneAnswerPast8MiB(t *testing.T) {
+	const answerSize = 16 << 20
+	g := startGatewayWith(t, bigAnswerBroker(t, answerSize), func(c *Config) { c.NoLink = true })
+	l := dialSlowLink(t, g)
+	b, _ := link.AppendRequest(nil, 0, linkPushOf("q"))
+	if _, err := l.nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the unread answer held", func() bool { return g.inflight.Load() > 8<<20 })
+	if typ, _, p := l.readFrame(t); typ != link.FrameAnswer || len(p) < answerSize {
+		t.Fatalf("the answer: frame %d of %d bytes, want it whole", typ, len(p))
 	}
 }
