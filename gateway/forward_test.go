@@ -6,16 +6,22 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/gateway/routes"
 	"github.com/queenmq/ephemeral/identity"
+	"github.com/queenmq/ephemeral/internal/brokertest"
+	"github.com/queenmq/ephemeral/link"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -173,4 +179,187 @@ func TestShutdown(t *testing.T) {
 	if u, _ := cat.UsageSince(context.Background(), 0); u["default"][catalog.Messages] != 5 {
 		t.Fatalf("usage written at Shutdown: %v, want default's 5 messages", u)
 	}
+}
+
+// pacedBrokers starts n fake brokers over HTTP that record each request
+// (broker index, method and path) and answer a push 201 and anything else
+// 200 {"queues":[]}; a push's answer is held until a request that is not
+// a push arrives at any of them, or for hold at most (the brokers' pace).
+func pacedBrokers(t *testing.T, n int, hold time.Duration) (urls []string, seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var log []string
+	other := make(chan struct{})
+	var once sync.Once
+	for i := range n {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			log = append(log, strconv.Itoa(i)+" "+r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			if r.URL.Path != "/api/v1/ephemeral/push" {
+				once.Do(func() { close(other) })
+				_, _ = w.Write([]byte(`{"queues":[]}`))
+				return
+			}
+			if hold > 0 {
+				select {
+				case <-other:
+				case <-time.After(hold):
+				}
+			}
+			w.WriteHeader(201)
+			_, _ = w.Write([]byte(`{"pushed":1}`))
+		}))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	return urls, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(log)
+	}
+}
+
+// Each client starts on one broker of the list, round robin, and stays on
+// it while it is not passed over (docs/gateway.md, "Connections to the
+// brokers"): two clients' pushes over HTTP go, each client's all, to one
+// broker each.
+func TestClientStaysOnItsBroker(t *testing.T) {
+	urls, seen := pacedBrokers(t, 2, 0)
+	g := startGatewayWith(t, urls[0], func(c *Config) { c.Upstreams, c.NoLink = urls, true })
+	for range 2 {
+		c := dial(t, g)
+		r := bufio.NewReader(c)
+		for range 4 {
+			body := `{"queue":"q","messages":[{"payload":1}]}`
+			if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body)); err != nil {
+				t.Fatal(err)
+			}
+			if status, code, _ := answer(t, c, r); status != 201 {
+				t.Fatalf("a push: %d %q", status, code)
+			}
+		}
+		c.Close()
+	}
+	// A client link's requests over HTTP likewise, each link's at one broker.
+	for range 2 {
+		l := dialTestLink(t, g.Addr().String())
+		for range 4 {
+			if typ, p := l.roundTrip(t, linkPushOf("q")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+				t.Fatalf("a push on a client link: frame %d %q", typ, p)
+			}
+		}
+		l.nc.Close()
+	}
+	got := seen()
+	want := []string{"0 POST /api/v1/ephemeral/push", "1 POST /api/v1/ephemeral/push"}
+	if links := got[8:]; len(links) != 8 || links[0] == links[4] || !slices.Equal(links[:4], slices.Repeat(links[:1], 4)) || !slices.Equal(links[4:], slices.Repeat(links[4:5], 4)) {
+		t.Fatalf("the brokers received from the client links %q; want each link's four pushes at one broker, the two links at two", links)
+	}
+	got = got[:8]
+	if len(got) != 8 || got[0] == got[4] || !slices.Contains(want, got[0]) || !slices.Contains(want, got[4]) || !slices.Equal(got[:4], slices.Repeat(got[:1], 4)) || !slices.Equal(got[4:], slices.Repeat(got[4:5], 4)) {
+		t.Fatalf("the brokers received %q; want each client's four pushes at one broker, the two clients at two", got)
+	}
+}
+
+// A request that must go on another broker connection (a status read,
+// which gets a connection of its own) behind a push in flight on the
+// shared one waits, unread, until the push's answer is back, so the answers
+// come in the client's order (docs/gateway.md, "Connections to the
+// brokers"): the brokers hold the push's answer until the status read
+// arrives (at most 300 ms), and the client reads the push's answer first.
+func TestRequestForAnotherConnectionWaits(t *testing.T) {
+	urls, seen := pacedBrokers(t, 1, 300*time.Millisecond)
+	g := startGatewayWith(t, urls[0], func(c *Config) { c.NoLink = true })
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	body := `{"queue":"q","messages":[{"payload":1}]}`
+	if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body + head("GET", "/api/v1/ephemeral/queues", "", 0))); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, c, r); status != 201 {
+		t.Fatalf("the first answer: %d %q, want the push's 201 (the brokers received %q)", status, code, seen())
+	}
+	if status, code, _ := answer(t, c, r); status != 200 {
+		t.Fatalf("the status read's answer: %d %q", status, code)
+	}
+}
+
+// A client that leaves with a request in flight on the shared broker
+// connection drops only its own answers: another client's push in flight
+// on the same connection is answered (docs/gateway.md, "Connections to
+// the brokers"). The broker holds the first push's answer until a status
+// read from a third client arrives, sent once the second client is gone.
+func TestGoneClientLeavesOthersAnswers(t *testing.T) {
+	urls, seen := pacedBrokers(t, 1, 10*time.Second)
+	g := startGatewayWith(t, urls[0], func(c *Config) { c.NoLink = true })
+	body := `{"queue":"q","messages":[{"payload":1}]}`
+	a, b := dial(t, g), dial(t, g)
+	for _, c := range []net.Conn{a, b} {
+		if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "both pushes forwarded", func() bool { return g.m.forwarded.Get() == 2 })
+	b.Close()
+	brokertest.Eventually(t, 10*time.Second, "the second client gone", func() bool { return g.clients.Load() == 1 })
+	c := dial(t, g)
+	if _, err := c.Write([]byte(head("GET", "/api/v1/ephemeral/queues", "", 0))); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, _ := answer(t, a, bufio.NewReader(a)); status != 201 {
+		t.Fatalf("the first client's push: %d %q, want 201 (the brokers received %q)", status, code, seen())
+	}
+}
+
+// stalledUpstream is a broker address whose connections never complete: a
+// listening socket with the smallest backlog, filled by one connection
+// never accepted, so that the kernel drops the next ones' SYNs and their
+// dials wait.
+func stalledUpstream(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			break // the backlog is full
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Skip("the kernel accepts every connection: no dial can be held")
+		}
+	}
+	return "http://" + addr
+}
+
+// A waiting pop's parked-consumer slot comes back when its client leaves
+// while the pop's broker connection is still being dialled, over HTTP (the
+// link off): the pop never reaches a broker, and nothing else would settle
+// it (docs/gateway.md, "Parked consumers").
+func TestSlotGivenBackWhenItsClientLeavesDuringTheDial(t *testing.T) {
+	g := startGatewayWith(t, stalledUpstream(t), func(c *Config) { c.NoLink, c.DialTimeout = true, time.Minute })
+	c := dial(t, g)
+	if _, err := c.Write([]byte("GET /api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000 HTTP/1.1\r\nHost: gw\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	ts := g.tenant("default")
+	brokertest.Eventually(t, 10*time.Second, "the pop's slot taken", func() bool { return ts.parked.Load() == 1 })
+	c.Close()
+	brokertest.Eventually(t, 10*time.Second, "the slot given back after its client left", func() bool { return ts.parked.Load() == 0 })
 }

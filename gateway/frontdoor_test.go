@@ -1019,3 +1019,85 @@ func TestIdleAndGoneClients(t *testing.T) {
 	slow.Close()
 	brokertest.Eventually(t, 10*time.Second, "the gone client's room given back", func() bool { return g.inflight.Load() == 0 })
 }
+
+// TestRequestBehindALinkRequestWaits: a client's requests in flight are on
+// one connection or link, so its answers come back in its order; a status
+// read behind a waiting pop that went on the link waits for the pop's
+// answer, although the client has a broker connection of its own from an
+// earlier status read (docs/gateway.md, "Connections to the brokers").
+func TestRequestBehindALinkRequestWaits(t *testing.T) {
+	g := startFront(t, nil, func(c *Config) { c.Loops = 1 })
+	tok := frontToken(t, "acme", "read-write")
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	send := func(s string) {
+		t.Helper()
+		if _, err := c.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (int, string) {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); g.links.Load() == 0; { // the first pushes open it
+		if time.Now().After(deadline) {
+			t.Fatal("the link to the broker never opened")
+		}
+		send(head("POST", "/api/v1/ephemeral/push", tok, int64(len(pushOf("other", 1)))) + pushOf("other", 1))
+		if status, body := read(); status != 201 {
+			t.Fatalf("a push: %d %s", status, body)
+		}
+	}
+	send(head("GET", "/api/v1/ephemeral/queues", tok, 0))
+	if status, body := read(); status != 200 || !strings.Contains(body, `"queues"`) {
+		t.Fatalf("the status read: %d %s", status, body)
+	}
+	if n := ownConnections(t, g); n != 1 {
+		t.Fatalf("after a status read, %d clients have a connection of their own, want 1", n)
+	}
+	send(head("GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=500", tok, 0) + head("GET", "/api/v1/ephemeral/queues", tok, 0))
+	if status, body := read(); strings.Contains(body, `"queues"`) {
+		t.Fatalf("the first answer after a waiting pop and a status read is the status read's (%d %s): want the pop's first", status, body)
+	}
+	if status, body := read(); status != 200 || !strings.Contains(body, `"queues"`) {
+		t.Fatalf("the status read behind the pop: %d %s", status, body)
+	}
+}
+
+// TestWaitingPopLetGoOnTheLink: a waiting pop that went on the link to
+// the broker is let go there when its client leaves (a cancel frame, as a
+// closed connection's pop, D13), so no message is leased to a client that
+// left; its slot comes back (docs/gateway.md, "The link to a broker").
+func TestWaitingPopLetGoOnTheLink(t *testing.T) {
+	var brokerURL string
+	g := startFront(t, map[string]string{"QUEEN_ADMIN_TOKEN": brokerAdminToken}, func(c *Config) { c.Loops, brokerURL = 1, c.Upstreams[0] })
+	tok := frontToken(t, "acme", "read-write")
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	for deadline := time.Now().Add(10 * time.Second); g.links.Load() == 0; { // the first pushes open it
+		if time.Now().After(deadline) {
+			t.Fatal("the link to the broker never opened")
+		}
+		if _, err := c.Write([]byte(head("POST", "/api/v1/ephemeral/push", tok, int64(len(pushOf("other", 1)))) + pushOf("other", 1))); err != nil {
+			t.Fatal(err)
+		}
+		if status, code, _ := answer(t, c, r); status != 201 {
+			t.Fatalf("a push: %d %q", status, code)
+		}
+	}
+	if _, err := c.Write([]byte(head("GET", "/api/v1/ephemeral/pop?queue=w&wait=true&timeout=20000&autoAck=true", tok, 0))); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the pop parked at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 1 })
+	c.Close()
+	brokertest.Eventually(t, 10*time.Second, "the pop let go at the broker", func() bool { return brokerGauge(t, brokerURL, "queen_ephemeral_parked_pops") == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the slot given back", func() bool { return g.tenant("acme").parked.Load() == 0 })
+}

@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,20 +124,45 @@ func startGatewayTo(t *testing.T, upstream string, noLink bool) *Gateway {
 // upgrade, in answer frames, but closes the connection on a request whose
 // body contains "lose" (lost counts them).
 type fakeBroker struct {
-	url  string
-	lost atomic.Int64
+	url    string
+	lost   atomic.Int64
+	answer func(target string) string // the answer to a request for target; nil: fakePushAnswer
+
+	mu   sync.Mutex
+	seen []string // "http METHOD path" or "link METHOD path" of each request received
+}
+
+func (fb *fakeBroker) received(how, method, target string) {
+	path, _, _ := strings.Cut(target, "?")
+	fb.mu.Lock()
+	fb.seen = append(fb.seen, how+" "+method+" "+path)
+	fb.mu.Unlock()
+}
+
+// requests is what fb received so far.
+func (fb *fakeBroker) requests() []string {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return slices.Clone(fb.seen)
 }
 
 const fakePushAnswer = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 func startFakeBroker(t testing.TB) *fakeBroker {
 	t.Helper()
+	return startFakeBrokerAnswering(t, nil)
+}
+
+// startFakeBrokerAnswering is startFakeBroker answering a request for
+// target answer(target) instead of fakePushAnswer.
+func startFakeBrokerAnswering(t testing.TB, answer func(target string) string) *fakeBroker {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	fb := &fakeBroker{url: "http://" + ln.Addr().String()}
+	fb := &fakeBroker{url: "http://" + ln.Addr().String(), answer: answer}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -166,10 +193,18 @@ func (fb *fakeBroker) serve(c net.Conn) {
 			fb.lost.Add(1)
 			return
 		}
-		if _, err := io.WriteString(c, fakePushAnswer); err != nil {
+		fb.received("http", req.Method, req.URL.RequestURI())
+		if _, err := io.WriteString(c, fb.answerTo(req.URL.RequestURI())); err != nil {
 			return
 		}
 	}
+}
+
+func (fb *fakeBroker) answerTo(target string) string {
+	if fb.answer == nil {
+		return fakePushAnswer
+	}
+	return fb.answer(target)
 }
 
 func (fb *fakeBroker) serveLink(c net.Conn, r *bufio.Reader) {
@@ -194,8 +229,10 @@ func (fb *fakeBroker) serveLink(c net.Conn, r *bufio.Reader) {
 			fb.lost.Add(1)
 			return
 		}
-		f := link.AppendHeader(nil, link.FrameAnswer, id, len(fakePushAnswer))
-		if _, err := c.Write(append(f, fakePushAnswer...)); err != nil {
+		fb.received("link", string(rq.Method), string(rq.Target))
+		a := fb.answerTo(string(rq.Target))
+		f := link.AppendHeader(nil, link.FrameAnswer, id, len(a))
+		if _, err := c.Write(append(f, a...)); err != nil {
 			return
 		}
 	}
@@ -228,5 +265,29 @@ func TestPopDeliveriesCountedWithoutTheHeader(t *testing.T) {
 	ts := g.tenant("default")
 	if d := ts.delivs.Load(); d != 3 {
 		t.Fatalf("deliveries metered: %d, want 3 (2 chunked, 1 whole, none of the 404)", d)
+	}
+
+	// The same on the link to the broker.
+	const whole = `{"queue":"whole","messages":[{"id":"c","payload":1},{"id":"d","payload":"],[,"}]}`
+	fb := startFakeBrokerAnswering(t, func(target string) string {
+		switch {
+		case strings.Contains(target, "queue=whole"):
+			return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(whole)) + "\r\n\r\n" + whole
+		case strings.Contains(target, "queue=missing"):
+			return "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 35\r\n\r\n" + `{"queue":"x","messages":[{},{},{}]}`
+		}
+		return fakePushAnswer
+	})
+	g = startGatewayTo(t, fb.url, false)
+	base = "http://" + g.Addr().String()
+	brokertest.Eventually(t, 10*time.Second, "the link to the broker open", func() bool {
+		call(t, "POST", base+"/api/v1/ephemeral/push", `{"queue":"warm","messages":[{"payload":1}]}`) // opens it
+		return g.links.Load() == 1
+	})
+	for _, q := range []string{"whole", "missing"} {
+		call(t, "GET", base+"/api/v1/ephemeral/pop?queue="+q, "")
+	}
+	if d := g.tenant("default").delivs.Load(); d != 2 {
+		t.Fatalf("deliveries metered on the link: %d, want 2 (the 200's two messages, none of the 404)", d)
 	}
 }

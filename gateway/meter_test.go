@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 	"github.com/queenmq/ephemeral/internal/brokertest"
+	"github.com/queenmq/ephemeral/link"
 )
 
 // The metering rules of docs/gateway.md ("Metering", "Parked-consumer
@@ -331,10 +333,12 @@ func TestUsageWrittenAndReadBack(t *testing.T) {
 
 // A refusal for the spent allowance says, in Retry-After, the whole seconds
 // to the end of the period, aligned to the epoch (docs/gateway.md,
-// "Metering"), over HTTP connections and on the link alike.
+// "Metering"), over HTTP connections and on the link alike, and to a
+// client link's request (a link opened with a JWT: served until its exp).
 func TestAllowanceRetryAfterIsTheRestOfThePeriod(t *testing.T) {
 	const day = 86400
-	for _, noLink := range []bool{true, false} {
+	for _, mode := range []string{"http", "broker link", "client link"} {
+		noLink := mode != "broker link"
 		g := startFront(t, nil, func(c *Config) {
 			_ = c.Catalog.PutPlan(context.Background(), catalog.Plan{Name: "pro", Features: catalog.Features{Ephemeral: true}, MessagesPerPeriod: 1, PeriodSeconds: day})
 			c.NoLink, c.Loops = noLink, 1
@@ -351,8 +355,24 @@ func TestAllowanceRetryAfterIsTheRestOfThePeriod(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, string(b), resp.Header
 		}
+		if mode == "client link" {
+			l := dialTestLink(t, g.Addr().String(), tok)
+			do = func(method, target, body string) (int, string, http.Header) {
+				typ, p := l.roundTrip(t, &link.Request{Method: []byte(method), Target: []byte(target), Body: []byte(body)})
+				if typ != link.FrameAnswer {
+					t.Fatalf("%s %s on the client link: frame %d %q, want an answer", method, target, typ, p)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(p)), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b), resp.Header
+			}
+		}
 		if st, body, _ := do("POST", "/api/v1/ephemeral/push", `{"queue":"q","messages":[{"payload":1}]}`); st != 201 {
-			t.Fatalf("link %v: the push: %d %s", !noLink, st, body)
+			t.Fatalf("%s: the push: %d %s", mode, st, body)
 		}
 		if !noLink {
 			brokertest.Eventually(t, 10*time.Second, "the link open", func() bool { return g.links.Load() == 1 })
@@ -362,7 +382,7 @@ func TestAllowanceRetryAfterIsTheRestOfThePeriod(t *testing.T) {
 		after := day - time.Now().Unix()%day
 		ra, _ := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
 		if st != 429 || !strings.Contains(body, `"message_allowance_exceeded"`) || ra > before || ra < after-1 {
-			t.Errorf("link %v: a pop with the allowance spent: %d %s, Retry-After %q; want 429 message_allowance_exceeded, %d", !noLink, st, body, h.Get("Retry-After"), after)
+			t.Errorf("%s: a pop with the allowance spent: %d %s, Retry-After %q; want 429 message_allowance_exceeded, %d", mode, st, body, h.Get("Retry-After"), after)
 		}
 	}
 }
