@@ -915,3 +915,62 @@ func TestEvery2xxIsSuccess(t *testing.T) {
 		}
 	}
 }
+
+// TestSafeCallSentAgainOnExclusiveConnection: the retry rule on an
+// exclusive connection. The cell view's waiting read (owner.go) is safe to
+// repeat and takes a connection of its own; the server reads it and closes
+// the connection without a byte of its answer, so the read is sent again
+// at once, as it was (after=1), on a fresh connection; it is not failed
+// and read again later as a new read.
+func TestSafeCallSentAgainOnExclusiveConnection(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var views []string // the view reads' queries, in order
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			ans := response(200, "", `{"queues":[],"totalCount":0}`)
+			if path, query, _ := strings.Cut(req.target, "?"); strings.HasSuffix(path, "/cell") {
+				mu.Lock()
+				views = append(views, query)
+				n := len(views)
+				mu.Unlock()
+				switch {
+				case n == 2:
+					return // read, and closed before any byte of its answer
+				case n > 2 && query != "":
+					continue // a waiting read, parked until the client closes
+				}
+				ans = response(200, "", `{"generation":1,"tenant":"","self":"a","members":[{"id":"a","url":""}]}`)
+			}
+			if _, err := io.WriteString(nc, ans); err != nil {
+				return
+			}
+		}
+	})
+	c, err := New(f.URL(), WithHTTPOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	if _, err := c.Queues(testCtx(t)); err != nil { // starts the view's watch
+		t.Fatal(err)
+	}
+	awaitCond(t, 10*time.Second, "a third view read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(views) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.HasPrefix(views[1], "after=1&") || views[2] != views[1] {
+		t.Fatalf("view reads %q: want the second (after=1) sent again as it was", views)
+	}
+}
