@@ -823,6 +823,7 @@ func TestReadAnswer(t *testing.T) {
 		{"Connection: keep-alive", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n" + ok(""), []want{{status: 200}, {status: 200}}, false},
 		{"Retry-After", "HTTP/1.1 503 Busy\r\nRETRY-AFTER:  7 \r\nContent-Length: 0\r\n\r\n", []want{{status: 503, retryAfter: "7"}}, false},
 		{"no framing", "HTTP/1.1 200 OK\r\n\r\nto the end", []want{{status: 200, body: "to the end", close: true}}, false},
+		{"no framing, longer than a read", "HTTP/1.1 200 OK\r\n\r\n" + strings.Repeat("0123456789", 2000), []want{{status: 200, body: strings.Repeat("0123456789", 2000), close: true}}, false},
 		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n5;x=1\r\nhello\r\nA \r\n, world!!!\r\n0\r\nTrailer: t\r\n\r\n" + ok("b"), []want{{status: 200, body: "hello, world!!!"}, {status: 200, body: "b"}}, false},
 		{"a status line without digits", "HTTP/1.1 2x0 OK\r\n\r\n", nil, true},
 		{"a status line with a letter after the digits", "HTTP/1.1 20:\r\n\r\n", nil, true},
@@ -848,9 +849,36 @@ func TestReadAnswer(t *testing.T) {
 				server.Close()
 			}()
 			defer client.Close()
-			w := newWireConn(client)
+			// The answers are read on a goroutine of their own, so that a
+			// reader that never returns fails the row instead of the run.
+			type read struct {
+				a    answer
+				body []byte
+				err  error
+			}
+			reads := make(chan read, len(tc.answers)+1)
+			go func() {
+				w := newWireConn(client)
+				for range len(tc.answers) + 1 {
+					a, body, err := w.readAnswer(nil)
+					reads <- read{a, body, err}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			next := func(i int) read {
+				select {
+				case r := <-reads:
+					return r
+				case <-time.After(10 * time.Second):
+					t.Fatalf("answer %d: the reader did not return", i)
+					return read{}
+				}
+			}
 			for i, want := range tc.answers {
-				a, body, err := w.readAnswer(nil)
+				r := next(i)
+				a, body, err := r.a, r.body, r.err
 				if err != nil {
 					t.Fatalf("answer %d: %v", i, err)
 				}
@@ -858,7 +886,7 @@ func TestReadAnswer(t *testing.T) {
 					t.Fatalf("answer %d: %d %q close %v retry-after %q; want %+v", i, a.status, body, a.close, a.retryAfter, want)
 				}
 			}
-			_, _, err := w.readAnswer(nil)
+			err := next(len(tc.answers)).err
 			if tc.err {
 				if err == nil || errors.Is(err, io.EOF) && !strings.HasPrefix(tc.name, "cut") {
 					t.Fatalf("after the answers: %v, want a framing error", err)
