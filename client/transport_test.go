@@ -883,7 +883,8 @@ func TestReadAnswer(t *testing.T) {
 					t.Fatalf("answer %d: %v", i, err)
 				}
 				if a.status != want.status || string(body) != want.body || a.close != want.close || a.retryAfter != want.retryAfter {
-					t.Fatalf("answer %d: %d %q close %v retry-after %q; want %+v", i, a.status, body, a.close, a.retryAfter, want)
+					t.Fatalf("answer %d: %d %.64q (%d bytes) close %v retry-after %q; want %d %.64q (%d bytes) close %v retry-after %q",
+						i, a.status, body, len(body), a.close, a.retryAfter, want.status, want.body, len(want.body), want.close, want.retryAfter)
 				}
 			}
 			err := next(len(tc.answers)).err
