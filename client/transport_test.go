@@ -1003,3 +1003,54 @@ func TestSafeCallSentAgainOnExclusiveConnection(t *testing.T) {
 		t.Fatalf("view reads %q: want the second (after=1) sent again as it was", views)
 	}
 }
+
+// TestExclusiveConnectionKeptAcrossAnswers: an exclusive connection whose
+// answers were all read goes back to rest and serves the next call, a
+// refusal included: two waiting pops refused with a 429, then two Requests
+// whose push is answered with a 2xx other than 201 (any 2xx is a success)
+// and whose inbox pop, written behind the push, is read on the same
+// connection, never sent again. One connection for all four.
+func TestExclusiveConnectionKeptAcrossAnswers(t *testing.T) {
+	t.Parallel()
+	var pushStatus, inboxPops atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			var ans string
+			switch {
+			case strings.HasSuffix(req.target, "/push"):
+				ans = response(int(pushStatus.Load()), "", `{"pushed":1}`)
+			case strings.Contains(req.target, "queue=inbox-"):
+				inboxPops.Add(1)
+				ans = response(200, "", `{"queue":"i","messages":[{"id":"e:1:Default:1","partition":"Default","attempts":0,"payload":"reply"}]}`)
+			default:
+				ans = response(429, "", `{"error":"slow down","code":"rate_limited"}`)
+			}
+			if _, err := io.WriteString(nc, ans); err != nil {
+				return
+			}
+		}
+	})
+	c := newHTTPClient(t, f.URL())
+	ctx := testCtx(t)
+	for i := range 2 {
+		_, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second})
+		wantCode(t, fmt.Sprintf("waiting pop %d", i+1), err, 429, CodeRateLimited)
+	}
+	for i, st := range []int32{200, 299} {
+		pushStatus.Store(st)
+		m, err := c.Request(ctx, "q", 1, RequestOptions{Timeout: 5 * time.Second})
+		if err != nil || string(m.Payload) != `"reply"` {
+			t.Fatalf("request %d (push answered %d): %+v %v", i+1, st, m, err)
+		}
+		if n := inboxPops.Load(); n != int32(i+1) {
+			t.Fatalf("after request %d (push answered %d): %d inbox pops, want %d", i+1, st, n, i+1)
+		}
+	}
+	if n := f.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1: a connection whose answers were all read is kept", n)
+	}
+}
