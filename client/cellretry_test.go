@@ -645,14 +645,19 @@ func TestLoopsBackOffBetweenRefusedPops(t *testing.T) {
 		retryAfter string
 		pops       int
 		atLeast    time.Duration
+		okFirst    bool // the first pop is answered (the backoff starts again after it)
 	}{
-		{"backoff", "", 5, 75 * time.Millisecond},
-		{"Retry-After", "1", 2, time.Second},
+		{"backoff", "", 5, 75 * time.Millisecond, false},
+		{"backoff after a success", "", 5, 75 * time.Millisecond, true},
+		{"Retry-After", "1", 2, time.Second, false},
 	} {
 		for _, loop := range []string{"Consume", "Serve"} {
 			t.Run(loop+" "+tc.name, func(t *testing.T) {
 				t.Parallel()
-				b := startCellBroker(t, func(cellReq, int) string {
+				b := startCellBroker(t, func(r cellReq, nth int) string {
+					if tc.okFirst && r.route == "/pop" && nth == 1 {
+						return response(200, "", `{"queue":"q","messages":[]}`)
+					}
 					return refusal(CodeUnavailable, tc.retryAfter)
 				})
 				c := newClient(t, b.URL())
@@ -678,6 +683,9 @@ func TestLoopsBackOffBetweenRefusedPops(t *testing.T) {
 					t.Fatal(err)
 				}
 				sent := b.sent("/pop")
+				if tc.okFirst && len(sent) > 0 {
+					sent = sent[1:]
+				}
 				if len(sent) != tc.pops {
 					t.Fatalf("%d pops, want %d", len(sent), tc.pops)
 				}
@@ -868,4 +876,62 @@ func TestCellRefusalThroughNetHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.settled(t, "/push", 3)
+}
+
+// TestLoopPopQueries: the waiting pops Consume and Serve send, with their
+// options' defaults (docs: ConsumeOptions, ServeOptions): Consume's batch
+// is Concurrency by default and never more than the free handler slots,
+// Serve's is 16; each waits 10 s unless Wait says otherwise; Serve's pops
+// ack automatically, Consume's do not.
+func TestLoopPopQueries(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		consume *ConsumeOptions
+		serve   *ServeOptions
+		want    string // the first pop's query, less queue and wait
+	}{
+		{"Consume defaults", &ConsumeOptions{}, nil, "batch=1&timeout=10000"},
+		{"Consume batch is Concurrency", &ConsumeOptions{Concurrency: 4}, nil, "batch=4&timeout=10000"},
+		{"Consume batch below Concurrency", &ConsumeOptions{Concurrency: 4, Batch: 2}, nil, "batch=2&timeout=10000"},
+		{"Consume batch above Concurrency", &ConsumeOptions{Concurrency: 2, Batch: 8, Group: "g"}, nil, "batch=2&group=g&timeout=10000"},
+		{"Consume wait", &ConsumeOptions{Wait: 250 * time.Millisecond, Partition: "p"}, nil, "batch=1&partition=p&timeout=250"},
+		{"Serve defaults", nil, &ServeOptions{}, "autoAck=true&batch=16&timeout=10000"},
+		{"Serve options", nil, &ServeOptions{Batch: 3, Wait: 300 * time.Millisecond}, "autoAck=true&batch=3&timeout=300"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			b := startCellBroker(t, func(r cellReq, _ int) string {
+				if r.route == "/pop" {
+					cancel() // the loop ends after this pop
+				}
+				return response(200, "", `{"queue":"q","messages":[]}`)
+			})
+			c := newClient(t, b.URL())
+			var err error
+			if tc.consume != nil {
+				err = c.Consume(ctx, "q", *tc.consume, func(context.Context, Message) error { return nil })
+			} else {
+				err = c.Serve(ctx, "q", *tc.serve, func(context.Context, Message) (any, error) { return nil, nil })
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := b.sent("/pop")
+			if len(sent) == 0 {
+				t.Fatal("no pop sent")
+			}
+			q := sent[0].query
+			if q.Get("queue") != "q" || q.Get("wait") != "true" {
+				t.Fatalf("pop query %v: want queue=q and wait=true", q)
+			}
+			q.Del("queue")
+			q.Del("wait")
+			if got := q.Encode(); got != tc.want {
+				t.Fatalf("pop query %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/queenmq/ephemeral/internal/brokertest"
+	"github.com/queenmq/ephemeral/link"
 )
 
 // newHTTPClient is newClient kept on HTTP/1.1 (WithHTTPOnly): for the
@@ -793,36 +794,76 @@ func TestBufferedFlushWithoutFlush(t *testing.T) {
 // TestCloseGivingUpSendsNothingMore: when Close's context ends while a
 // buffered push is unanswered and more messages wait behind it, every
 // message is reported in FlushErrors that match ErrClosed, and none of
-// those that waited is sent afterwards. The server answers nothing until
-// Close has returned, then answers every request it read; the client closes
-// the connection once nothing on it is unanswered, and the server counts
-// the pushes it read up to then.
+// those that waited is sent afterwards, over HTTP/1.1 and over a link. The
+// server answers nothing until Close has returned, then answers every
+// request it read; the client closes the connection once nothing on it is
+// unanswered, and the server counts the pushes it read up to then. (Over a
+// connection still open when Close gives up, a push started afterwards
+// would be written: the flusher must stop rather than try them.)
 func TestCloseGivingUpSendsNothingMore(t *testing.T) {
 	t.Parallel()
+	for _, tr := range []string{"http", "link"} {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			closeGivingUpSendsNothingMore(t, tr == "link")
+		})
+	}
+}
+
+func closeGivingUpSendsNothingMore(t *testing.T, overLink bool) {
 	release := make(chan struct{})
 	var pushes atomic.Int32
 	final := make(chan int32, 4)
+	answered := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n" + `{"pushed":1}`
 	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
-		read := make(chan struct{}, 64)
+		read := make(chan uint64, 64)
 		go func() {
 			<-release
-			for range read {
-				if _, err := io.WriteString(nc, response(201, "", `{"pushed":1}`)); err != nil {
+			for id := range read {
+				out := []byte(answered)
+				if overLink {
+					out = append(link.AppendHeader(nil, link.FrameAnswer, id, len(answered)), answered...)
+				}
+				if _, err := nc.Write(out); err != nil {
 					return
 				}
 			}
 		}()
 		defer func() { final <- pushes.Load() }()
 		defer close(read)
-		for {
+		if overLink {
 			if _, err := readRequest(br); err != nil {
 				return
 			}
+			io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
+		}
+		for {
+			var id uint64
+			if overLink {
+				var h [link.HeaderLen]byte
+				if _, err := io.ReadFull(br, h[:]); err != nil {
+					return
+				}
+				typ, sid, n := link.ParseHeader(h[:])
+				if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
+					return
+				}
+				if typ != link.FrameRequest {
+					continue
+				}
+				id = sid
+			} else if _, err := readRequest(br); err != nil {
+				return
+			}
 			pushes.Add(1)
-			read <- struct{}{}
+			read <- id
 		}
 	})
-	c, err := New(f.URL(), WithTimeout(time.Minute), WithBuffer(BufferOptions{MessageCount: 2, Time: time.Millisecond, MaxPending: 8}), withoutCellView())
+	opts := []Option{WithTimeout(time.Minute), WithBuffer(BufferOptions{MessageCount: 2, Time: time.Millisecond, MaxPending: 8}), withoutCellView()}
+	if !overLink {
+		opts = append(opts, WithHTTPOnly())
+	}
+	c, err := New(f.URL(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,9 @@ func FuzzParseRequest(f *testing.F) {
 		`{"replyTo":"","payload":1}`,
 		`{"payload":tru}`,
 		`[1,2]`,
+		`{"ReplyTo":"","payload":1}`,        // read by encoding/json, and still no replyTo
+		`{"replyTo":5,"payload":1}`,         // a replyTo that is not a string
+		`{"replyTo":"inbox-4","other":[1]}`, // no payload: another key's value is not it
 	} {
 		f.Add([]byte(s))
 	}

@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,4 +224,157 @@ func (c *Client) viewJSON() string {
 		URLs       []string `json:"urls"`
 	}{v.generation, urls})
 	return string(b)
+}
+
+// A view older than the one held, from the member that answered it (the
+// watch's answer and a refresh's crossed), is not installed; a newer one
+// is, and so is one from another member, whose generations are its own.
+func TestInstallKeepsTheNewerView(t *testing.T) {
+	c, err := New("http://127.0.0.1:1", withoutCellView())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(testCtx(t))
+	for _, step := range []struct {
+		gen     int
+		self    string
+		wantGen uint64
+	}{
+		{3, "a", 3},
+		{2, "a", 3}, // older, same member: kept out
+		{4, "a", 4},
+		{1, "b", 1}, // another member's count
+	} {
+		a := viewOf(step.gen, "t", "a", "http://127.0.0.1:2")
+		a.Self = step.self
+		c.install(a)
+		if v := c.cell.view.Load(); v == nil || v.generation != step.wantGen {
+			t.Fatalf("after installing generation %d of %s: %s, want generation %d", step.gen, step.self, c.viewJSON(), step.wantGen)
+		}
+	}
+}
+
+// closedURL answers the URL of a loopback port nothing listens on: a dial
+// to it is refused at once.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	ln.Close()
+	return u
+}
+
+// An owner whose URL cannot be dialled is passed over (memberDownFor): the
+// call goes to the configured URL, and so do the owner's next calls.
+func TestOwnerThatCannotBeDialledIsPassedOver(t *testing.T) {
+	t.Parallel()
+	f := startCellBroker(t, func(r cellReq, _ int) string {
+		return response(201, "", `{"pushed":1}`)
+	})
+	c := newHTTPClient(t, f.URL())
+	c.install(viewOf(1, "t", "dead", closedURL(t)))
+	if c.owner("q") == nil {
+		t.Fatal("the view's one member does not own q")
+	}
+	if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil {
+		t.Fatalf("push whose owner cannot be dialled: %v", err)
+	}
+	if n := len(f.sent("/push")); n != 1 {
+		t.Fatalf("the configured URL read %d pushes, want 1", n)
+	}
+	if m := c.owner("q"); m != nil {
+		t.Fatalf("right after its dial failed, q's owner %s is not passed over", m.url)
+	}
+}
+
+// When no configured URL can be dialled, a call goes to the view's other
+// members in turn (each relays what it does not own).
+func TestConfiguredURLDownTriesTheViewsMembers(t *testing.T) {
+	t.Parallel()
+	alive := startCellBroker(t, func(r cellReq, _ int) string {
+		return response(200, "", `{"queues":[],"count":0,"cellBytes":0}`)
+	})
+	dead := closedURL(t)
+	c := newHTTPClient(t, dead, withoutCellView())
+	c.install(viewOf(1, "t", "a", dead, "b", alive.URL()))
+	if _, err := c.Queues(testCtx(t)); err != nil {
+		t.Fatalf("listing with the configured URL down: %v", err)
+	}
+	if n := len(alive.sent("/queues")); n != 1 {
+		t.Fatalf("the live member read %d listings, want 1", n)
+	}
+}
+
+// A configured URL whose view read answers 404 (a release before the
+// route) is not a cell: the watch stops, nothing is routed.
+func TestViewReadNotFoundIsNotACell(t *testing.T) {
+	t.Parallel()
+	f := startCellBroker(t, func(r cellReq, _ int) string {
+		if r.route == "/cell" {
+			return response(404, "", `{"error":"no such route","code":"not_found"}`)
+		}
+		return response(200, "", `{"queues":[],"count":0,"cellBytes":0}`)
+	})
+	c, err := New(f.URL(), WithHTTPOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(testCtx(t))
+	if _, err := c.Queues(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, 10*time.Second, "the client taking the URL for no cell", c.cell.notCell.Load)
+	if n := len(f.sent("/cell")); n != 1 {
+		t.Fatalf("%d view reads, want 1", n)
+	}
+}
+
+// The view's waiting read is bounded by WithTimeout plus its wait, not by
+// WithTimeout alone: a read the broker answers after WithTimeout (a view
+// that changed then) is taken, and the next read waits after it.
+func TestWaitingViewReadOutlivesTheCallTimeout(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var queries []string
+	stop := make(chan struct{})
+	f := startCellBroker(t, func(r cellReq, _ int) string {
+		if r.route != "/cell" {
+			return response(200, "", `{"queues":[],"count":0,"cellBytes":0}`)
+		}
+		mu.Lock()
+		queries = append(queries, r.query.Get("after"))
+		n := len(queries)
+		mu.Unlock()
+		switch n {
+		case 1:
+			return response(200, "", `{"generation":1,"tenant":"t","self":"a","members":[{"id":"a","url":""}]}`)
+		case 2:
+			time.Sleep(300 * time.Millisecond) // the view changes 300 ms into the wait
+			return response(200, "", `{"generation":2,"tenant":"t","self":"a","members":[{"id":"a","url":""}]}`)
+		}
+		<-stop // parked until the test ends
+		return response(503, "", `{"error":"stopping","code":"ephemeral_unavailable"}`)
+	})
+	t.Cleanup(func() { close(stop) }) // before the fake's cleanup waits for its connections
+	c, err := New(f.URL(), WithHTTPOnly(), WithTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(testCtx(t))
+	if _, err := c.Queues(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, 10*time.Second, "a third view read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(queries) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if queries[1] != "1" || queries[2] != "2" {
+		t.Fatalf("view reads after %q: want after=1 answered with generation 2, then after=2", queries)
+	}
 }

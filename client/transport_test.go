@@ -823,6 +823,7 @@ func TestReadAnswer(t *testing.T) {
 		{"Connection: keep-alive", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n" + ok(""), []want{{status: 200}, {status: 200}}, false},
 		{"Retry-After", "HTTP/1.1 503 Busy\r\nRETRY-AFTER:  7 \r\nContent-Length: 0\r\n\r\n", []want{{status: 503, retryAfter: "7"}}, false},
 		{"no framing", "HTTP/1.1 200 OK\r\n\r\nto the end", []want{{status: 200, body: "to the end", close: true}}, false},
+		{"no framing, longer than a read", "HTTP/1.1 200 OK\r\n\r\n" + strings.Repeat("0123456789", 2000), []want{{status: 200, body: strings.Repeat("0123456789", 2000), close: true}}, false},
 		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n5;x=1\r\nhello\r\nA \r\n, world!!!\r\n0\r\nTrailer: t\r\n\r\n" + ok("b"), []want{{status: 200, body: "hello, world!!!"}, {status: 200, body: "b"}}, false},
 		{"a status line without digits", "HTTP/1.1 2x0 OK\r\n\r\n", nil, true},
 		{"a status line with a letter after the digits", "HTTP/1.1 20:\r\n\r\n", nil, true},
@@ -848,17 +849,45 @@ func TestReadAnswer(t *testing.T) {
 				server.Close()
 			}()
 			defer client.Close()
-			w := newWireConn(client)
+			// The answers are read on a goroutine of their own, so that a
+			// reader that never returns fails the row instead of the run.
+			type read struct {
+				a    answer
+				body []byte
+				err  error
+			}
+			reads := make(chan read, len(tc.answers)+1)
+			go func() {
+				w := newWireConn(client)
+				for range len(tc.answers) + 1 {
+					a, body, err := w.readAnswer(nil)
+					reads <- read{a, body, err}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			next := func(i int) read {
+				select {
+				case r := <-reads:
+					return r
+				case <-time.After(10 * time.Second):
+					t.Fatalf("answer %d: the reader did not return", i)
+					return read{}
+				}
+			}
 			for i, want := range tc.answers {
-				a, body, err := w.readAnswer(nil)
+				r := next(i)
+				a, body, err := r.a, r.body, r.err
 				if err != nil {
 					t.Fatalf("answer %d: %v", i, err)
 				}
 				if a.status != want.status || string(body) != want.body || a.close != want.close || a.retryAfter != want.retryAfter {
-					t.Fatalf("answer %d: %d %q close %v retry-after %q; want %+v", i, a.status, body, a.close, a.retryAfter, want)
+					t.Fatalf("answer %d: %d %.64q (%d bytes) close %v retry-after %q; want %d %.64q (%d bytes) close %v retry-after %q",
+						i, a.status, body, len(body), a.close, a.retryAfter, want.status, want.body, len(want.body), want.close, want.retryAfter)
 				}
 			}
-			_, _, err := w.readAnswer(nil)
+			err := next(len(tc.answers)).err
 			if tc.err {
 				if err == nil || errors.Is(err, io.EOF) && !strings.HasPrefix(tc.name, "cut") {
 					t.Fatalf("after the answers: %v, want a framing error", err)
@@ -913,5 +942,115 @@ func TestEvery2xxIsSuccess(t *testing.T) {
 				t.Fatalf("%s answered %d: %v", name, st, err)
 			}
 		}
+	}
+}
+
+// TestSafeCallSentAgainOnExclusiveConnection: the retry rule on an
+// exclusive connection. The cell view's waiting read (owner.go) is safe to
+// repeat and takes a connection of its own; the server reads it and closes
+// the connection without a byte of its answer, so the read is sent again
+// at once, as it was (after=1), on a fresh connection; it is not failed
+// and read again later as a new read.
+func TestSafeCallSentAgainOnExclusiveConnection(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var views []string // the view reads' queries, in order
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			ans := response(200, "", `{"queues":[],"totalCount":0}`)
+			if path, query, _ := strings.Cut(req.target, "?"); strings.HasSuffix(path, "/cell") {
+				mu.Lock()
+				views = append(views, query)
+				n := len(views)
+				mu.Unlock()
+				switch {
+				case n == 2:
+					return // read, and closed before any byte of its answer
+				case n > 2 && query != "":
+					continue // a waiting read, parked until the client closes
+				}
+				ans = response(200, "", `{"generation":1,"tenant":"","self":"a","members":[{"id":"a","url":""}]}`)
+			}
+			if _, err := io.WriteString(nc, ans); err != nil {
+				return
+			}
+		}
+	})
+	c, err := New(f.URL(), WithHTTPOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	if _, err := c.Queues(testCtx(t)); err != nil { // starts the view's watch
+		t.Fatal(err)
+	}
+	awaitCond(t, 10*time.Second, "a third view read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(views) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.HasPrefix(views[1], "after=1&") || views[2] != views[1] {
+		t.Fatalf("view reads %q: want the second (after=1) sent again as it was", views)
+	}
+}
+
+// TestExclusiveConnectionKeptAcrossAnswers: an exclusive connection whose
+// answers were all read goes back to rest and serves the next call, a
+// refusal included: two waiting pops refused with a 429, then two Requests
+// whose push is answered with a 2xx other than 201 (any 2xx is a success)
+// and whose inbox pop, written behind the push, is read on the same
+// connection, never sent again. One connection for all four.
+func TestExclusiveConnectionKeptAcrossAnswers(t *testing.T) {
+	t.Parallel()
+	var pushStatus, inboxPops atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			var ans string
+			switch {
+			case strings.HasSuffix(req.target, "/push"):
+				ans = response(int(pushStatus.Load()), "", `{"pushed":1}`)
+			case strings.Contains(req.target, "queue=inbox-"):
+				inboxPops.Add(1)
+				ans = response(200, "", `{"queue":"i","messages":[{"id":"e:1:Default:1","partition":"Default","attempts":0,"payload":"reply"}]}`)
+			default:
+				ans = response(429, "", `{"error":"slow down","code":"rate_limited"}`)
+			}
+			if _, err := io.WriteString(nc, ans); err != nil {
+				return
+			}
+		}
+	})
+	c := newHTTPClient(t, f.URL())
+	ctx := testCtx(t)
+	for i := range 2 {
+		_, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: time.Second})
+		wantCode(t, fmt.Sprintf("waiting pop %d", i+1), err, 429, CodeRateLimited)
+	}
+	for i, st := range []int32{200, 299} {
+		pushStatus.Store(st)
+		m, err := c.Request(ctx, "q", 1, RequestOptions{Timeout: 5 * time.Second})
+		if err != nil || string(m.Payload) != `"reply"` {
+			t.Fatalf("request %d (push answered %d): %+v %v", i+1, st, m, err)
+		}
+		if n := inboxPops.Load(); n != int32(i+1) {
+			t.Fatalf("after request %d (push answered %d): %d inbox pops, want %d", i+1, st, n, i+1)
+		}
+	}
+	if n := f.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1: a connection whose answers were all read is kept", n)
 	}
 }
