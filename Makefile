@@ -83,6 +83,7 @@ generate:
 
 test:
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'TestLargeBodyForwardedWhole' ./gateway/   # its CPU bound, checked without -race
 	cd $(BENCH_MOD) && $(GO) test -race -count=1 ./...
 
 # make reliability [RELIABILITY_SCALE=0.2] [RELIABILITY_OUT=reliability/results] [RELIABILITY_RUN=regexp]

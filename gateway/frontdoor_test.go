@@ -332,7 +332,7 @@ func pushOf(queue string, n int) string {
 // writes, is forwarded and served (201), and its payload pops back byte
 // for byte; reading it cost the gateway little CPU (each byte is looked at
 // a bounded number of times: before, every read re-peeked and re-parsed the
-// body from its start, 4.9 s of CPU here against 0.12 s now).
+// body from its start, 4.9 s of CPU here against 0.12 s then).
 func TestLargeBodyForwardedWhole(t *testing.T) {
 	g := startFront(t, map[string]string{"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES": strconv.Itoa(64 << 20)}, nil)
 	tok := frontToken(t, "acme", "read-write")
@@ -354,11 +354,13 @@ func TestLargeBodyForwardedWhole(t *testing.T) {
 	}
 	cpu := processCPU(t) - cpu0
 	t.Logf("reading and forwarding 40 MiB: %v of CPU in the test process (gateway and client)", cpu)
-	bound := time.Second // 0.12 s measured; 4.9 s before
-	if raceEnabled {
-		bound = 8 * time.Second // 2.7 s measured
-	}
-	if cpu > bound {
+	// The bound is checked without the race detector only (make test runs
+	// this test so too): under it the figure follows the machine's load
+	// (2.7 s measured quiet, 9.2 s with other packages' tests beside it),
+	// so no bound there tells the re-reading fault from a busy machine.
+	// 0.7 to 0.85 s measured on 2026-12-05 (0.12 s when the test was
+	// written); re-reading the body from its start cost 4.9 s more.
+	if bound := 3 * time.Second; !raceEnabled && cpu > bound {
 		t.Errorf("reading and forwarding 40 MiB cost %v of CPU, want under %v", cpu, bound)
 	}
 	req, _ := http.NewRequest("GET", "http://"+g.Addr().String()+"/api/v1/ephemeral/pop?queue=large&autoAck=true", nil)
