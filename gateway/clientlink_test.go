@@ -178,9 +178,9 @@ func (l *testLink) roundTrip(t *testing.T, rq *link.Request) (byte, []byte) {
 }
 
 // A request frame over the body limit is answered as HTTP answers such a
-// body (400 ephemeral_bad_request) and the link goes on; a frame over the
-// limit and its head room closes the link (a protocol error), as does one
-// naming a tenant.
+// body (400 ephemeral_bad_request) and the link goes on, up to a frame of
+// exactly the limit and its head room; a frame one byte longer closes the
+// link (a protocol error), as does one naming a tenant.
 func TestClientLinkFrameBounds(t *testing.T) {
 	fb := startFakeBroker(t)
 	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink, c.MaxBodyBytes = true, 1<<10 })
@@ -196,6 +196,17 @@ func TestClientLinkFrameBounds(t *testing.T) {
 	atLimit.Body = []byte(`{"queue":"keep","messages":[{"payload":"` + strings.Repeat("x", 1<<10-len(`{"queue":"keep","messages":[{"payload":""}]}`)) + `"}]}`)
 	if typ, p := l.roundTrip(t, atLimit); len(atLimit.Body) != 1<<10 || typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
 		t.Fatalf("a body of exactly the limit (%d bytes): frame %d %q, want a 201", len(atLimit.Body), typ, p)
+	}
+	// A frame of exactly the limit and its head room is read whole, not
+	// taken for a protocol error: its body, over the body limit, is
+	// refused as over HTTP, and the link goes on.
+	whole := &link.Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push")}
+	whole.Body = make([]byte, 1<<10+linkHeadRoom-whole.EncodedLen())
+	if typ, p := l.roundTrip(t, whole); whole.EncodedLen() != 1<<10+linkHeadRoom || typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 400") {
+		t.Fatalf("a frame of exactly the frame limit (%d bytes): frame %d %q, want a 400", whole.EncodedLen(), typ, p)
+	}
+	if typ, p := l.roundTrip(t, linkPushOf("keep")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+		t.Fatalf("a push after the frame of exactly the limit: frame %d %q, want a 201", typ, p)
 	}
 	for _, what := range []string{"over the frame limit", "naming a tenant"} {
 		l := dialTestLink(t, g.Addr().String())
