@@ -747,6 +747,51 @@ func dialSlowLink(t *testing.T, g *Gateway) *testLink {
 	return &testLink{nc: nc, br: br}
 }
 
+// What a stalled client link sends meanwhile waits unread in the gateway,
+// holding its length of the bound on request bytes in flight once past
+// queuedFree, up to a frame's worth and queuedFree more: exactly that much
+// is held and the link kept; one byte more closes it (docs/gateway.md,
+// "Client links", "Bounds").
+func TestStalledClientLinkHoldsWhatItSends(t *testing.T) {
+	const answerSize, answers = 512 << 10, 14 // 7 MiB of answers the client never reads
+	g := startGatewayWith(t, bigAnswerBroker(t, answerSize), func(c *Config) { c.NoLink, c.MaxBodyBytes = true, 1<<10 })
+	l := dialSlowLink(t, g)
+	var frames []byte
+	for i := range answers {
+		frames, _ = link.AppendRequest(frames, uint64(i), linkPushOf("q"))
+	}
+	if _, err := l.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	// The answers come in and fill the kernel's buffers; the gateway holds
+	// the rest, past the soft bound: the link is stalled. The count settles
+	// once every answer is in.
+	var before int64
+	settled := 0
+	brokertest.Eventually(t, 10*time.Second, "the unread answers counted and settled", func() bool {
+		n := g.inflight.Load()
+		if n == before && n > outboundSoft {
+			settled++
+		} else {
+			before, settled = n, 0
+		}
+		time.Sleep(20 * time.Millisecond) // the pace of the samples
+		return settled >= 10
+	})
+	bound := int64(1<<10+linkHeadRoom) + link.HeaderLen + queuedFree
+	if _, err := l.nc.Write(make([]byte, bound)); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "what the stalled link sent held", func() bool { return g.inflight.Load() == before+bound })
+	if n := g.clientLinks.Load(); n != 1 {
+		t.Fatalf("with exactly the bound held: %d client links, want the link kept", n)
+	}
+	if _, err := l.nc.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the link closed one byte past the bound", func() bool { return g.clientLinks.Load() == 0 })
+}
+
 // One answer larger than 8 MiB, alone, is given whole to a client link
 // that reads it slowly: a link is closed past 8 MiB of unread answers only
 // with answers already waiting (docs/gateway.md, "Client links",
