@@ -12,12 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/queenmq/ephemeral/cell/rendezvous/rendezvoustest"
 	"github.com/queenmq/ephemeral/identity"
 	"github.com/queenmq/ephemeral/internal/brokertest"
+	"github.com/queenmq/ephemeral/link"
 	"github.com/queenmq/ephemeral/wire"
 )
 
@@ -496,5 +498,49 @@ func TestCellWatchWaitingReadIsHeld(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"", "after=3&timeout=10000", "after=4&timeout=10000"}; !slices.Equal(queries[:3], want) {
 		t.Fatalf("the view reads: %q, want %q (the waiting read held until answered)", queries, want)
+	}
+}
+
+// TestOwnerMovedOnALinkRefreshesTheView: a member's answer on a broker
+// link saying the queue's owner moved (owner_moved) makes the gateway ask
+// for the cell's view again; another 503 does not (docs/gateway.md,
+// "Routing to owners").
+func TestOwnerMovedOnALinkRefreshesTheView(t *testing.T) {
+	var pushAnswer atomic.Pointer[string]
+	ok := fakePushAnswer
+	pushAnswer.Store(&ok)
+	fb := startFakeBrokerAnswering(t, func(target string) string {
+		if target == "/api/v1/ephemeral/push" {
+			return *pushAnswer.Load()
+		}
+		return fakePushAnswer
+	})
+	g := startGatewayWith(t, fb.url, func(*Config) {})
+	l := dialTestLink(t, g.Addr().String())
+	onLink := func() bool { // the last push went on the link (the gateway's view reads aside)
+		rs := slices.DeleteFunc(fb.requests(), func(s string) bool { return s == "http GET "+cellViewPath })
+		return len(rs) > 0 && rs[len(rs)-1] == "link POST /api/v1/ephemeral/push"
+	}
+	brokertest.Eventually(t, 10*time.Second, "a push on the broker link", func() bool {
+		if typ, p := l.roundTrip(t, linkPushOf("q")); typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 201") {
+			t.Fatalf("a push: frame %d %q", typ, p)
+		}
+		return onLink()
+	})
+	for _, c := range []struct {
+		code    string
+		refresh bool
+	}{{"ephemeral_disabled", false}, {"owner_moved", true}} {
+		body := `{"error":"x","code":"` + c.code + `"}`
+		answer := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		pushAnswer.Store(&answer)
+		typ, p := l.roundTrip(t, linkPushOf("q"))
+		if typ != link.FrameAnswer || !strings.HasPrefix(string(p), "HTTP/1.1 503") || !strings.Contains(string(p), c.code) || !onLink() {
+			t.Fatalf("a push answered %s on the broker link: frame %d %q (on the link: %v)", c.code, typ, p, onLink())
+		}
+		// The view is asked for before the answer is given (link.go).
+		if asked := g.watch.lastPoke.Load() != 0; asked != c.refresh {
+			t.Fatalf("after a 503 %s: the view asked for again %v, want %v", c.code, asked, c.refresh)
+		}
 	}
 }
