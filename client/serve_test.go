@@ -124,6 +124,42 @@ func TestServeSendsRepliesMadeBeforeStop(t *testing.T) {
 	}
 }
 
+// TestServeStopCutsTheWaitingPopShort: stopping Serve while its waiting
+// pop is parked behind a batch's replies ends it at once, not when the
+// pop's minute-long wait would have ended, over HTTP/1.1 (where the pop
+// shares a write with the replies) and over a link.
+func TestServeStopCutsTheWaitingPopShort(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{"http", "link"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			b := startBroker(t, nil)
+			var opts []Option
+			if transport == "http" {
+				opts = append(opts, WithHTTPOnly())
+			}
+			c := newClient(t, b.URL(), opts...)
+			ctx := testCtx(t)
+			sctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- c.Serve(sctx, "rpc", ServeOptions{Wait: time.Minute}, serveDouble) }()
+			requestDoubles(t, c, "rpc", 1) // its reply goes with the next waiting pop
+			awaitCond(t, 10*time.Second, "the pop behind the reply parked", func() bool {
+				return brokerGauge(t, b, "queen_ephemeral_parked_pops") == 1
+			})
+			stop()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Serve: %v", err)
+				}
+			case <-time.After(30 * time.Second): // half the pop's wait
+				t.Fatal("Serve still waiting 30 s after it was stopped: its pop's wait was not cut short")
+			}
+		})
+	}
+}
+
 // TestServeThroughNetHTTP: with WithHTTPClient the same loop sends its
 // replies and pop one after the other.
 func TestServeThroughNetHTTP(t *testing.T) {
