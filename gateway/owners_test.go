@@ -305,12 +305,22 @@ func TestPublishView(t *testing.T) {
 		}
 	}
 	// How a push to queue q is routed, and the members gauge.
+	// (Every member's queues go on its link, the configured member's, at
+	// index 0, too.)
 	routed := func() (routedHow, string) {
 		ls := &loopState{g: g, links: make([]*linkConn, len(g.upstreams)), linkRetryAt: make([]int64, len(g.upstreams))}
 		for i := range ls.links {
 			ls.links[i] = &linkConn{ls: ls, up: i, state: linkOpen}
 		}
 		_, how := ls.ownerLink("acme", []byte("q"), time.Now().UnixNano())
+		if v := g.owners.Load(); v != nil {
+			for i, id := range v.ids {
+				q := brokertest.QueueOwnedBy(t, v.ids, "acme", "owned", id)
+				if l, how := ls.ownerLink("acme", []byte(q), time.Now().UnixNano()); how != routedOwner || l != ls.links[v.ups[i]] {
+					t.Fatalf("a queue of %s (upstream %d): routed %d on %+v, want on its link", id, v.ups[i], how, l)
+				}
+			}
+		}
 		var page bytes.Buffer
 		g.m.set.WritePrometheus(&page)
 		n, _ := unlabelled(page.String(), "queen_gateway_cell_members")
