@@ -43,12 +43,13 @@ func TestRespReaderFramesEveryKindOfAnswer(t *testing.T) {
 	a2 := "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Queen-Delivered: 0\r\n\r\n"
 	a3 := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1;ext=1\r\n!\r\n0\r\nTrailer: x\r\n\r\n"
 	a4 := "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-queen-delivered: 7\r\nConnection: close\r\n\r\n{}"
-	a5 := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\na\r\n\r\nb\r\n0\r\n\r\n" // an empty line inside the data
-	a6 := "HTTP/1.1 204\r\nContent-Length: 0\r\n\r\n"                                         // no reason phrase
-	all := a1 + a2 + a3 + a4 + a5 + a6
+	a5 := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\na\r\n\r\nb\r\n0\r\n\r\n"       // an empty line inside the data
+	a6 := "HTTP/1.1 204\r\nContent-Length: 0\r\n\r\n"                                               // no reason phrase
+	a7 := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n000000000000002\r\nok\r\n0\r\n\r\n" // a chunk size of 15 digits, the most read
+	all := a1 + a2 + a3 + a4 + a5 + a6 + a7
 	for _, step := range []int{1, 3, 17, len(all)} {
 		answers, statuses, delivered := feedAll(t, all, step)
-		want := []string{a1, a2, a3, a4, a5, a6}
+		want := []string{a1, a2, a3, a4, a5, a6, a7}
 		if strings.Join(answers, "|") != strings.Join(want, "|") {
 			t.Fatalf("step %d: answers\n%q\nwant\n%q", step, answers, want)
 		}
