@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // serveDouble answers {"n", "double"} to a request whose payload is n.
@@ -100,6 +102,18 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// brokerAndClientOver starts a broker and a client of it over transport:
+// "link" (the default) or "http" (WithHTTPOnly).
+func brokerAndClientOver(t *testing.T, transport string) (*brokertest.Broker, *Client) {
+	t.Helper()
+	b := startBroker(t, nil)
+	var opts []Option
+	if transport == "http" {
+		opts = append(opts, WithHTTPOnly())
+	}
+	return b, newClient(t, b.URL(), opts...)
+}
+
 // TestServeSendsRepliesMadeBeforeStop: a reply made by a responder while
 // Serve is being stopped still goes to its requester, and Serve ends with
 // nil, over a link and over HTTP/1.1 (where the reply is read back before
@@ -109,12 +123,7 @@ func TestServeSendsRepliesMadeBeforeStop(t *testing.T) {
 	for _, transport := range []string{"link", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
-			b := startBroker(t, nil)
-			var opts []Option
-			if transport == "http" {
-				opts = append(opts, WithHTTPOnly())
-			}
-			c := newClient(t, b.URL(), opts...)
+			_, c := brokerAndClientOver(t, transport)
 			ctx := testCtx(t)
 			sctx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
@@ -144,12 +153,7 @@ func TestServeStopCutsTheWaitingPopShort(t *testing.T) {
 	for _, transport := range []string{"http", "link"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
-			b := startBroker(t, nil)
-			var opts []Option
-			if transport == "http" {
-				opts = append(opts, WithHTTPOnly())
-			}
-			c := newClient(t, b.URL(), opts...)
+			b, c := brokerAndClientOver(t, transport)
 			ctx := testCtx(t)
 			sctx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)

@@ -264,35 +264,7 @@ func TestClientLinkIdle(t *testing.T) {
 // write (all read before any answer comes), would otherwise hold 50 MiB.
 func TestClientLinkSlowReader(t *testing.T) {
 	const answerSize = 512 << 10
-	bigAnswer := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(answerSize) + "\r\n\r\n" + strings.Repeat("x", answerSize)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(r)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if _, err := io.WriteString(c, bigAnswer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	g := startGatewayWith(t, "http://"+ln.Addr().String(), func(c *Config) { c.NoLink = true })
+	g := startGatewayWith(t, bigAnswerBroker(t, answerSize), func(c *Config) { c.NoLink = true })
 	l := dialTestLink(t, g.Addr().String())
 	for deadline := time.Now().Add(5 * time.Second); g.clientLinks.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
