@@ -50,9 +50,29 @@ type member struct {
 func newTestCell(t *testing.T) *testCell {
 	t.Helper()
 	needBinary(t)
+	holdCellSlot(t)
 	env := postgresStore.env(t) // skips without PostgreSQL
 	return &testCell{t: t, cell: brokertest.NewCell(pg.URL(), env["QUEEN_DATABASE_SCHEMA"],
 		map[string]string{"QUEEN_CELL_SECRET": cellSecret})}
+}
+
+// cellSlots bounds how many cells run at once, whatever -test.parallel
+// says. Every member opens four or five PostgreSQL connections as it starts
+// and a dead one's replacement as many again, and the one PostgreSQL of
+// the run forks a backend for each, one at a time: on a two-core machine
+// that costs 20 ms of CPU a connection, 35 with the brokers busy beside
+// it. Eight cells starting together (24 members) queued their connections
+// past the members' 1 s connect timeout; each abandoned connection was
+// tried again while the server still forked a backend for it, and the
+// server never caught up: every cell test failed waiting for its members.
+// Four at once keeps the queue short.
+var cellSlots = make(chan struct{}, 4)
+
+// holdCellSlot waits for a free slot and gives it back when t's cleanup
+// has stopped the cell's members (cleanups run last-registered first).
+func holdCellSlot(t *testing.T) {
+	cellSlots <- struct{}{}
+	t.Cleanup(func() { <-cellSlots })
 }
 
 // advertise picks a free loopback port for a member's relay.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -322,7 +323,26 @@ func MainWithPostgres(m *testing.M, pg **Postgres) int {
 			}
 		}()
 	}
-	return m.Run()
+	code := m.Run()
+	if code != 0 && *pg != nil {
+		// Close removes the log with the data; a failed run keeps its tail,
+		// the only witness of what the server did when the tests lost it.
+		(*pg).printLogTail(os.Stderr, 16<<10)
+	}
+	return code
+}
+
+// printLogTail writes the last n bytes of a managed server's log to w.
+func (p *Postgres) printLogTail(w io.Writer, n int) {
+	if !p.managed {
+		return
+	}
+	log, err := os.ReadFile(filepath.Join(p.dir, "server.log"))
+	if err != nil {
+		fmt.Fprintf(w, "storetest: the PostgreSQL log: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "storetest: the last %d bytes of the run's PostgreSQL log (%s):\n%s\n", min(n, len(log)), p.dir, tail(log, n))
 }
 
 // NeedPostgres skips t when the run has no PostgreSQL (never under CI=true:
