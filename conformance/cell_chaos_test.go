@@ -2,7 +2,8 @@ package conformance
 
 // The chaos run of the cell (docs/cell.md, "the chaos run", in CI-sized form):
 // three real brokers on one PostgreSQL schema under mixed load through the
-// Go SDK, while members are killed with SIGKILL and restarted at random.
+// Go SDK, while members are killed (SIGKILL) or paused (SIGSTOP) and
+// brought back at random, and a fourth joins.
 // What it asserts afterwards is in TestCellChaos's comment; docs/cell.md,
 // "The chaos run", says how the bookkeeping makes the duplicate check
 // precise.
@@ -265,20 +266,28 @@ func (l *chaosLog) delivered(queue, group, payload string, s span) {
 	p[payload] = append(p[payload], s)
 }
 
-// memberEvent is one kill or restart of the kill log.
+// memberEvent is one event of the kill log: a member taken down or
+// brought back.
 type memberEvent struct {
 	at     time.Time
 	member int
-	up     bool // a restart (its start began at at); false: a kill
+	up     bool // a start, a resume or a join (which began at at); false: a kill or a pause
 }
 
 // holderChanges answers the instants at which the owner of (tenant, queue)
 // changed according to the kill log: rendezvous ownership over the members
-// up before and after each event.
+// up before and after each event. A member whose first event brings it up
+// (one that joined during the run) was not a member before it.
 func holderChanges(ids []string, events []memberEvent, queue string) []time.Time {
 	up := make([]bool, len(ids))
+	seen := make([]bool, len(ids))
 	for i := range up {
 		up[i] = true
+	}
+	for _, e := range events {
+		if !seen[e.member] {
+			seen[e.member], up[e.member] = true, !e.up
+		}
 	}
 	live := func() []string {
 		var out []string
@@ -303,8 +312,11 @@ func holderChanges(ids []string, events []memberEvent, queue string) []time.Time
 // TestCellChaos: three members under mixed load through the Go SDK
 // (requests with Serve responders, fan-out queues each consumed by several
 // groups with explicit acks, producers, configures), members killed with
-// SIGKILL and restarted at random (never all at once: at most two down,
-// two only briefly), for QUEEN_CHAOS_SECONDS (default 60, the CI size). Afterwards:
+// SIGKILL or paused with SIGSTOP and brought back at random (never all at
+// once: at most two down, two only briefly), and a fourth member joining a
+// third of the way in, for QUEEN_CHAOS_SECONDS (default 60, the CI
+// size). The SDK routes each call to its queue's owner in the view it
+// learned from the members. Afterwards:
 //   - every configure answered 201 is declared, with its options, on
 //     every member;
 //   - no SDK call returned later than its bound plus chaosSlack, and none
@@ -365,6 +377,8 @@ func TestCellChaos(t *testing.T) {
 	clients := []*client.Client{newClient(0), newClient(1), newClient(2)}
 
 	log := newChaosLog()
+	kills, pauses, restarts, doubleDowns := 0, 0, 0, 0
+	joined := "" // the member that joined during the run
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	bg := context.Background() // calls are bounded by the SDK's own bounds, never by a context
@@ -554,9 +568,14 @@ func TestCellChaos(t *testing.T) {
 		time.Sleep(time.Duration(50+w.IntN(150)) * time.Millisecond)
 	})
 
-	// The chaos: on this goroutine (kill and start fail the test).
+	// The chaos: on this goroutine (kill, start and the signals fail the
+	// test). A member is taken down by SIGKILL, or, one time in three, by
+	// SIGSTOP (it comes back by SIGCONT, fenced by its own clock when the
+	// pause outlasted the member timeout); a third of the way in, a fourth
+	// member joins, which the clients learn of from the cell's view alone.
 	var events []memberEvent
 	up := []bool{true, true, true}
+	paused := []bool{false, false, false}
 	downCount := func() (n int) {
 		for _, u := range up {
 			if !u {
@@ -574,48 +593,65 @@ func TestCellChaos(t *testing.T) {
 		}
 		return c[rnd.IntN(len(c))]
 	}
-	kill := func(i int) {
+	takeDown := func(i int) {
 		events = append(events, memberEvent{time.Now(), i, false})
-		members[i].kill(t)
+		if rnd.IntN(3) == 0 {
+			members[i].stopCont(t, syscall.SIGSTOP)
+			paused[i] = true
+			pauses++
+		} else {
+			members[i].kill(t)
+			kills++
+		}
 		up[i] = false
 	}
-	restart := func(i int) {
+	bringBack := func(i int) {
 		events = append(events, memberEvent{time.Now(), i, true})
-		members[i].start(t)
+		if paused[i] {
+			members[i].stopCont(t, syscall.SIGCONT)
+			paused[i] = false
+		} else {
+			members[i].start(t)
+		}
 		up[i] = true
+		restarts++
 	}
 	began := time.Now()
 	end := began.Add(dur)
-	kills, restarts, doubleDowns := 0, 0, 0
+	joinAt := began.Add(dur / 3)
 	for time.Now().Before(end) {
+		if len(members) == 3 && time.Now().After(joinAt) {
+			events = append(events, memberEvent{time.Now(), 3, true})
+			m := c.start(advertise(t), nil)
+			m.KeepPort = true
+			members, all = append(members, m), append(all, m.id)
+			up, paused = append(up, true), append(paused, false)
+			joined = m.id
+			continue
+		}
 		switch downCount() {
 		case 0:
 			time.Sleep(time.Duration(800+rnd.IntN(2200)) * time.Millisecond)
 			if time.Now().After(end) {
 				break
 			}
-			kill(pick(true))
-			kills++
+			takeDown(pick(true))
 		case 1:
 			time.Sleep(time.Duration(500+rnd.IntN(2500)) * time.Millisecond)
 			if rnd.IntN(5) == 0 && time.Now().Before(end) {
-				kill(pick(true)) // two down, briefly
-				kills++
+				takeDown(pick(true)) // two down, briefly
 				doubleDowns++
 			} else {
-				restart(pick(false))
-				restarts++
+				bringBack(pick(false))
 			}
 		default:
 			time.Sleep(time.Duration(200+rnd.IntN(800)) * time.Millisecond)
-			restart(pick(false))
-			restarts++
+			bringBack(pick(false))
 		}
 	}
 	for i := range up {
 		if !up[i] {
-			restart(i)
-			restarts++
+			bringBack(i)
 		}
 	}
 	stop.Store(true)
@@ -716,13 +752,13 @@ func TestCellChaos(t *testing.T) {
 
 	var killLog []string
 	for _, e := range events {
-		verb := "kill"
+		verb := "down"
 		if e.up {
-			verb = "start"
+			verb = "up"
 		}
 		killLog = append(killLog, fmt.Sprintf("%.1fs %s %d", e.at.Sub(began).Seconds(), verb, e.member))
 	}
-	t.Logf("chaos summary: load %v; %d kills (%d leaving two down), %d restarts; kill log: %s", loadEnded.Round(time.Millisecond), kills, doubleDowns, restarts, strings.Join(killLog, ", "))
+	t.Logf("chaos summary: load %v; %d kills and %d pauses (%d leaving two down), %d restarts and resumes, %s joined; kill log: %s", loadEnded.Round(time.Millisecond), kills, pauses, doubleDowns, restarts, joined, strings.Join(killLog, ", "))
 	t.Logf("operations: %v; served requests %d; slowest: %v", log.ops, served.Load(), log.slowest)
 	t.Logf("refusals by code: %v; other outcomes: %v; ack outcomes: %v", log.refusals, log.errs, log.ackStates)
 	t.Logf("fan-out: %d messages pushed (201) to %d queues, %d distinct (group, message) deliveries; duplicates: %d excused by an owner move, %d not; %d of %d fan-out queues never moved", pushed, len(fans), delivered, excused, dups, stable, len(fans))
@@ -740,8 +776,8 @@ func TestCellChaos(t *testing.T) {
 	for _, w := range log.wrong {
 		t.Errorf("an answer that is not its request's (seed %d): %s", seed, w)
 	}
-	if log.ops["request"] == 0 || log.ops["push"] == 0 || delivered == 0 || len(log.configured) == 0 || kills == 0 {
-		t.Errorf("the run did too little to mean anything: %v, %d delivered, %d configures, %d kills", log.ops, delivered, len(log.configured), kills)
+	if log.ops["request"] == 0 || log.ops["push"] == 0 || delivered == 0 || len(log.configured) == 0 || kills+pauses == 0 || joined == "" {
+		t.Errorf("the run did too little to mean anything: %v, %d delivered, %d configures, %d kills, %d pauses, joined %q", log.ops, delivered, len(log.configured), kills, pauses, joined)
 	}
 }
 
@@ -784,6 +820,21 @@ func TestChaosHolderChanges(t *testing.T) {
 	got := holderChanges(all, events, q)
 	if want := []time.Time{at(3), at(4), at(5), at(6)}; !slices.Equal(got, want) {
 		t.Fatalf("owner changes at %v, want %v", got, want)
+	}
+
+	// A fourth member joins: the queue moves to it only if it is the
+	// owner over all four; it was not a member before its first event.
+	four := append(slices.Clone(all), "127.0.0.1:4")
+	for _, name := range []string{q, queueOwnedBy(t, "hc4", four[3], four...)} {
+		joined := []memberEvent{{at(1), 3, true}, {at(2), 3, false}}
+		got := holderChanges(four, joined, name)
+		var want []time.Time
+		if cell.OwnerOf(four, cellTenant, name) == four[3] {
+			want = []time.Time{at(1), at(2)}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: owner changes at %v with a fourth member joining and leaving, want %v", name, got, want)
+		}
 	}
 }
 
