@@ -28,9 +28,9 @@ func (m *Membership) listenLoop(ctx context.Context) {
 }
 
 func (m *Membership) listenOnce(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
-	conn, err := pgx.ConnectConfig(cctx, m.listen.Copy())
-	cancel()
+	// Bounded by the pool's connect timeout (pg.MinConnectTimeout at
+	// least): a slow server's answer is waited for, not abandoned.
+	conn, err := pgx.ConnectConfig(ctx, m.listen.Copy())
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store/postgres"
 	"github.com/queenmq/ephemeral/store/storetest"
 	"go.uber.org/goleak"
@@ -130,8 +131,9 @@ func TestThreeMembersConverge(t *testing.T) {
 
 // Options left zero take the defaults (QUEEN_CELL_HEARTBEAT_MS 1000,
 // QUEEN_CELL_MEMBER_TIMEOUT_MS 5000), and the member joins with them; the
-// database's connect timeout is bounded by the member timeout, so a
-// database that does not answer a connect cannot hold a beat past it.
+// database's connect timeout is the member timeout but never less than
+// pg.MinConnectTimeout (a beat still waits only until its renewal expires:
+// the pool finishes a slow connection in the background for the next).
 func TestStartDefaults(t *testing.T) {
 	storetest.NeedPostgres(t, pgServer)
 	schema := pgServer.FreshSchema(t)
@@ -148,7 +150,8 @@ func TestStartDefaults(t *testing.T) {
 		{"", 5 * time.Second, 5 * time.Second},
 		{"0", 5 * time.Second, 5 * time.Second}, // 0: no timeout, in libpq's terms
 		{"2", 5 * time.Second, 2 * time.Second},
-		{"10", 3 * time.Second, 3 * time.Second},
+		{"10", 3 * time.Second, pg.MinConnectTimeout}, // never less
+		{"10", 8 * time.Second, 8 * time.Second},
 	} {
 		url := pgServer.URL()
 		if c.connect != "" {

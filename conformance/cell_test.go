@@ -57,15 +57,17 @@ func newTestCell(t *testing.T) *testCell {
 }
 
 // cellSlots bounds how many cells run at once, whatever -test.parallel
-// says. Every member opens four or five PostgreSQL connections as it starts
-// and a dead one's replacement as many again, and the one PostgreSQL of
-// the run forks a backend for each, one at a time: on a two-core machine
-// that costs 20 ms of CPU a connection, 35 with the brokers busy beside
-// it. Eight cells starting together (24 members) queued their connections
-// past the members' 1 s connect timeout; each abandoned connection was
-// tried again while the server still forked a backend for it, and the
-// server never caught up: every cell test failed waiting for its members.
-// Four at once keeps the queue short.
+// says. Every member opens four or five PostgreSQL connections as it starts,
+// and the one PostgreSQL of the run forks a backend for each, one at a
+// time: on a two-core machine that costs it 20 ms of CPU a connection,
+// more with the brokers busy beside it. Eight cells starting together (24
+// members) once queued their connections past the members' 1 s connect
+// timeout, and the server, starting backends for connections already
+// abandoned, never caught up (internal/pg's MinConnectTimeout is the cure:
+// a slow connection is now finished, not abandoned). Eight cells still
+// load two cores enough that a start and a join outlast the few seconds
+// some tests allow them (TestCellOwnerMoved's relay delay); four keep
+// the package at about the same wall time.
 var cellSlots = make(chan struct{}, 4)
 
 // holdCellSlot waits for a free slot and gives it back when t's cleanup
@@ -357,7 +359,9 @@ func TestCellOwnerMoved(t *testing.T) {
 	t.Parallel()
 	c := newTestCell(t)
 	a := c.start(advertise(t), nil)
-	b := c.start(advertise(t), map[string]string{"QUEEN_TEST_RELAY_DELAY_MS": "4000"})
+	// The delay must outlast C's start and join, about a second on a
+	// quiet machine; 4 s was once not enough beside seven other cells.
+	b := c.start(advertise(t), map[string]string{"QUEEN_TEST_RELAY_DELAY_MS": "8000"})
 	c.waitLive(a.id, b.id)
 	cid := advertise(t)
 	var q string

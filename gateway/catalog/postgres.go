@@ -32,9 +32,10 @@ import (
 //	UPDATE queen_gateway_revision SET n = n + 1;
 
 const (
-	// pgConnectTimeout bounds dialing (a URL's connect_timeout may shorten
-	// it, not lengthen it).
-	pgConnectTimeout = 2 * time.Second
+	// pgConnectTimeout bounds setting up a connection (a URL's
+	// connect_timeout may shorten it, not lengthen it): pg.MinConnectTimeout,
+	// the least internal/pg gives one.
+	pgConnectTimeout = pg.MinConnectTimeout
 	// pgStatementTimeout is the server's statement_timeout (a URL's may
 	// shorten it); pgCallTimeout bounds a whole call (acquire, statements,
 	// commit, the retry after a lost connection) on the client, so a dead

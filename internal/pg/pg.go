@@ -7,9 +7,10 @@
 // when idle, with application_name naming the binary and the role
 // ("queen/store", "queen/cell", "queen-gateway/catalog"; an application_name
 // the URL sets is kept, the role appended). The dial and each statement are
-// bounded by the caller's ConnectTimeout and StatementTimeout, the latter
-// set as the server's statement_timeout; a URL (or PG* variable) may
-// shorten either, never lengthen it.
+// bounded by the caller's ConnectTimeout (never less than
+// MinConnectTimeout) and StatementTimeout, the latter set as the server's
+// statement_timeout; a URL (or PG* variable) may shorten either, never
+// lengthen it.
 //
 // DDL (Locked): a transaction that first takes a transaction-scoped
 // advisory lock, whose key is LockKey of a name the caller fixes, so that
@@ -57,9 +58,10 @@ type Config struct {
 	URL string
 	// Name is application_name: the binary and the role, "queen/store".
 	Name string
-	// ConnectTimeout bounds dialing a connection, StatementTimeout each
-	// statement (the server's statement_timeout). Zero leaves the URL's
-	// (or none); otherwise the URL's applies only when shorter.
+	// ConnectTimeout bounds setting up a connection (raised to
+	// MinConnectTimeout when shorter), StatementTimeout each statement
+	// (the server's statement_timeout). Zero leaves the URL's (or none);
+	// otherwise the URL's applies only when shorter.
 	ConnectTimeout, StatementTimeout time.Duration
 	// AcquireTimeout bounds the wait for a pooled connection (dialing
 	// included) in Do; CallTimeout bounds a whole Do, retry included.
@@ -73,6 +75,17 @@ type Config struct {
 	// tried again on another, as every call is).
 	NoPingOnAcquire bool
 }
+
+// MinConnectTimeout is the least time a connection being set up is
+// given, whatever the caller waits for it. The pool finishes a connection
+// in the background after the call that asked for it gave up (the call is
+// still bounded by AcquireTimeout or its context), and the next call uses
+// it. Abandoning it instead would have the server fork and start a backend
+// for nothing while the next call asks for another: a server slow to
+// accept (many brokers starting at once on two cores, each connection
+// 20 ms of its CPU; docs/development.md) then queues ever more connections
+// that are all abandoned, and never catches up.
+const MinConnectTimeout = 5 * time.Second
 
 // ErrBadURL: the URL or the PG* environment cannot be parsed. pgx's own
 // message may quote the password, so it is not kept.
@@ -97,8 +110,8 @@ func Open(cfg Config) (*Pool, error) {
 		pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}
 	cc := pcfg.ConnConfig
-	if cfg.ConnectTimeout > 0 && (cc.ConnectTimeout <= 0 || cc.ConnectTimeout > cfg.ConnectTimeout) {
-		cc.ConnectTimeout = cfg.ConnectTimeout
+	if want := max(cfg.ConnectTimeout, MinConnectTimeout); cfg.ConnectTimeout > 0 && (cc.ConnectTimeout <= 0 || cc.ConnectTimeout > want) {
+		cc.ConnectTimeout = want
 	}
 	if cfg.StatementTimeout > 0 {
 		if own, ok := parseTimeout(cc.RuntimeParams["statement_timeout"]); !ok || own <= 0 || own > cfg.StatementTimeout {

@@ -71,12 +71,13 @@ func TestOpenSettings(t *testing.T) {
 		url, statement, appName string
 		connect                 time.Duration
 	}{
-		{pg.URL(), "2s", "queen/store", 2 * time.Second},
+		// The caller's connect timeout, 2 s, is raised to MinConnectTimeout.
+		{pg.URL(), "2s", "queen/store", MinConnectTimeout},
 		{withParams("connect_timeout=1&statement_timeout=1234&application_name=mine"), "1234ms", "mine/store", time.Second},
-		{withParams("connect_timeout=7&statement_timeout=1min"), "2s", "queen/store", 2 * time.Second},
-		{withParams("statement_timeout=1900"), "1900ms", "queen/store", 2 * time.Second}, // every digit read
-		{withParams("statement_timeout=0"), "2s", "queen/store", 2 * time.Second},        // 0 is no bound: longer
-		{withParams("statement_timeout=soon"), "2s", "queen/store", 2 * time.Second},     // unknown: ours
+		{withParams("connect_timeout=7&statement_timeout=1min"), "2s", "queen/store", MinConnectTimeout},
+		{withParams("statement_timeout=1900"), "1900ms", "queen/store", MinConnectTimeout}, // every digit read
+		{withParams("statement_timeout=0"), "2s", "queen/store", MinConnectTimeout},        // 0 is no bound: longer
+		{withParams("statement_timeout=soon"), "2s", "queen/store", MinConnectTimeout},     // unknown: ours
 	} {
 		p := openT(t, Config{URL: c.url, Name: "queen/store", ConnectTimeout: 2 * time.Second, StatementTimeout: 2 * time.Second})
 		if got := p.ConnConfig().ConnectTimeout; got != c.connect {
@@ -89,8 +90,13 @@ func TestOpenSettings(t *testing.T) {
 			t.Errorf("%s: application_name %q, want %q", c.url, got, c.appName)
 		}
 	}
+	// A caller's connect timeout longer than the least stands.
+	p := openT(t, Config{URL: pg.URL(), Name: "queen/store", ConnectTimeout: 8 * time.Second})
+	if got := p.ConnConfig().ConnectTimeout; got != 8*time.Second {
+		t.Errorf("ConnectTimeout 8s: %v, want 8s", got)
+	}
 	// Without bounds of the caller's, the URL's stand.
-	p := openT(t, Config{URL: withParams("connect_timeout=7&statement_timeout=1234"), Name: "queen/store"})
+	p = openT(t, Config{URL: withParams("connect_timeout=7&statement_timeout=1234"), Name: "queen/store"})
 	if got := p.ConnConfig().ConnectTimeout; got != 7*time.Second {
 		t.Errorf("no ConnectTimeout and the URL's connect_timeout=7: %v, want 7s", got)
 	}

@@ -137,9 +137,9 @@ func (s *Store) listenLoop() {
 
 func (s *Store) listenConn() error {
 	ctx := s.loopCtx
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.AcquireTimeout)
-	conn, err := pgx.ConnectConfig(cctx, s.pool.ConnConfig())
-	cancel()
+	// Bounded by the pool's connect timeout (pg.MinConnectTimeout at
+	// least): a slow server's answer is waited for, not abandoned.
+	conn, err := pgx.ConnectConfig(ctx, s.pool.ConnConfig())
 	if err != nil {
 		return err
 	}
