@@ -32,7 +32,7 @@ func TestPostgresOutage(t *testing.T) {
 	storetest.NeedManaged(t, p)
 
 	b := startBroker(t, map[string]string{
-		"QUEEN_DATABASE_URL":                  p.URL(),
+		"QUEEN_DATABASE_URL": p.URL(),
 		// The outage's refusals are quick whatever the bound (the stopped
 		// server refuses the dial); 500 ms once failed the first delete
 		// after the restart under CI's load, a fresh connection slower.
