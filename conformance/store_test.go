@@ -31,11 +31,11 @@ func TestPostgresOutage(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 	storetest.NeedManaged(t, p)
 
+	// The outage's refusals are quick whatever the acquire bound (the
+	// stopped server refuses the dial); 500 ms once failed the first delete
+	// after the restart under CI's load, a fresh connection slower.
 	b := startBroker(t, map[string]string{
-		"QUEEN_DATABASE_URL": p.URL(),
-		// The outage's refusals are quick whatever the bound (the stopped
-		// server refuses the dial); 500 ms once failed the first delete
-		// after the restart under CI's load, a fresh connection slower.
+		"QUEEN_DATABASE_URL":                  p.URL(),
 		"QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS":   "2000",
 		"QUEEN_DATABASE_STATEMENT_TIMEOUT_MS": "1000",
 	})

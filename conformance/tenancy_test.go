@@ -517,11 +517,15 @@ func TestRefusalOrder(t *testing.T) {
 	t.Run("shape beats the rate, the rate beats queue_full", func(t *testing.T) {
 		t.Parallel()
 		b := startBroker(t, map[string]string{"QUEEN_EPHEMERAL_TENANT_MSGS_PER_S": "10"})
-		b.configure(t, "full", `{"maxLength":11,"policy":"reject"}`)
-		b.pushN(t, "full", "", 0, 11) // the bucket is in debt, the queue full
+		// 21 messages against a bucket of 10 a second: 1.1 s of debt, so
+		// the next two pushes find it in debt however slow the machine (11
+		// messages, 0.1 s of debt, once was repaid before the second push
+		// under CI's load), and 2 s later it is repaid.
+		b.configure(t, "full", `{"maxLength":21,"policy":"reject"}`)
+		b.pushN(t, "full", "", 0, 21) // the bucket is in debt, the queue full
 		b.do(t, "POST", "/api/v1/ephemeral/push", `{"queue":`).wantErr(t, 400, "ephemeral_bad_request")
 		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("full", "", "2")).wantErr(t, 429, "rate_limited")
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(2 * time.Second)
 		b.do(t, "POST", "/api/v1/ephemeral/push", pushBody("full", "", "2")).wantErr(t, 429, "queue_full")
 		// queue_full spent nothing: after a refused push of 5 (which would
 		// have put the bucket in debt) the bucket still admits.
