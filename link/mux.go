@@ -357,6 +357,11 @@ func (m *Mux) writeLoop() {
 	}
 }
 
+// heard records that bytes arrived now: the ping timeout counts from the
+// last, so a long frame still arriving keeps the link however long it
+// takes, and one that stalls does not.
+func (m *Mux) heard() { m.lastRecv.Store(time.Now().UnixNano()) }
+
 // readLoop reads frames until the Mux ends. A payload that fits in the
 // read buffer is handed out in place; a longer one is read into a buffer
 // of the Mux's own, reused, grown as its bytes arrive (readPayload).
@@ -379,14 +384,14 @@ func (m *Mux) readLoop() {
 		if inPlace {
 			p, err = m.br.Peek(n)
 		} else {
-			p, err = readPayload(m.br, n, big)
+			p, err = readPayload(m.br, n, big, m.heard)
 			big = p
 		}
 		if err != nil {
 			m.fail(err)
 			return
 		}
-		m.lastRecv.Store(time.Now().UnixNano())
+		m.heard()
 		if !m.dispatch(typ, id, p) {
 			m.fail(ErrProtocol)
 			return

@@ -1,6 +1,7 @@
 package link
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -306,6 +307,41 @@ func TestMuxPingsAndGivesUpOnSilence(t *testing.T) {
 	}
 }
 
+// A long answer still arriving keeps the link past the ping timeout: its
+// bytes count as heard as they come. (One that stalls does not:
+// cell/relay's TestStalledAnswerFailsAtThePingTimeout.) Counting only whole
+// frames, a 24 MiB relayed answer under -race on a loaded machine once
+// took the relay's link down with every call on it.
+func TestMuxLongAnswerArrivingSlowlyIsHeard(t *testing.T) {
+	m, s := pipe(t, MuxConfig{PingInterval: 10 * time.Millisecond, PingTimeout: 200 * time.Millisecond})
+	r := newRecorder()
+	m.Start(r, "GET", []byte("/slow"), nil)
+	req := s.next()
+	for req.typ != FrameRequest { // pings may come first
+		req = s.next()
+	}
+	go func() {
+		for range s.frames { // pings, never answered
+		}
+	}()
+	const size, piece = 2 << 20, 64 << 10
+	msg := append(AppendHeader(nil, FrameAnswer, req.id, size), bytes.Repeat([]byte("a"), size)...)
+	for len(msg) > 0 { // 33 pieces 50 ms apart: eight ping timeouts
+		n := min(len(msg), piece)
+		if _, err := s.c.Write(msg[:n]); err != nil {
+			t.Fatalf("the link was closed %d bytes short of the answer: %v (Err %v)", len(msg), err, m.Err())
+		}
+		msg = msg[n:]
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, err := r.wait(t); err != nil || len(got) != size {
+		t.Fatalf("answer of %d bytes, %v; want %d bytes", len(got), err, size)
+	}
+	if err := m.Err(); err != nil {
+		t.Fatalf("the link ended: %v", err)
+	}
+}
+
 // A large answer is read whole, past the read buffer; many goroutines
 // share one Mux.
 func TestMuxLargeAnswersAndConcurrency(t *testing.T) {
@@ -401,7 +437,7 @@ func TestMuxRequestOverTheFrameLimit(t *testing.T) {
 func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := readPayload(io.LimitReader(zeros{}, 1024), 64<<20, nil)
+	_, err := readPayload(io.LimitReader(zeros{}, 1024), 64<<20, nil, nil)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err %v, want ErrUnexpectedEOF", err)
@@ -410,7 +446,7 @@ func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
 		t.Fatalf("allocated %d bytes for 1 KiB of a 64 MiB frame; want at most %d", got, 2*payloadStep)
 	}
 	want := 5*payloadStep + 123
-	p, err := readPayload(io.LimitReader(&counting{}, int64(want)), want, nil)
+	p, err := readPayload(io.LimitReader(&counting{}, int64(want)), want, nil, nil)
 	if err != nil || len(p) != want {
 		t.Fatalf("len %d, %v; want %d bytes", len(p), err, want)
 	}
@@ -423,7 +459,7 @@ func TestPartialPayloadIsNotAllocatedWhole(t *testing.T) {
 	// contract): the payload is whole, not an error. The buffer given,
 	// large enough, is the one filled.
 	buf := make([]byte, want)
-	p, err = readPayload(iotest.DataErrReader(io.LimitReader(&counting{}, int64(want))), want, buf)
+	p, err = readPayload(iotest.DataErrReader(io.LimitReader(&counting{}, int64(want))), want, buf, nil)
 	if err != nil || len(p) != want || &p[0] != &buf[0] {
 		t.Fatalf("last bytes with io.EOF: len %d, %v; want %d bytes in the buffer given", len(p), err, want)
 	}

@@ -15,8 +15,10 @@ const payloadStep = 1 << 20
 // payloadStep grows its buffer from payloadStep, doubling as its bytes
 // arrive, so that a peer declaring a long frame and sending little makes
 // the reader hold at most about twice what it sent, not the declared
-// length.
-func readPayload(r io.Reader, n int, buf []byte) ([]byte, error) {
+// length. arrived, when not nil, is called after each read that brought
+// bytes: a long payload still arriving is a peer still heard (Mux's ping
+// timeout).
+func readPayload(r io.Reader, n int, buf []byte, arrived func()) ([]byte, error) {
 	p := buf[:0]
 	if cap(p) < min(n, payloadStep) {
 		p = make([]byte, 0, min(n, payloadStep))
@@ -27,6 +29,9 @@ func readPayload(r io.Reader, n int, buf []byte) ([]byte, error) {
 		}
 		k, err := r.Read(p[len(p):min(cap(p), n)])
 		p = p[:len(p)+k]
+		if k > 0 && arrived != nil {
+			arrived()
+		}
 		if err != nil && len(p) < n {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF

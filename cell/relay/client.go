@@ -29,11 +29,11 @@ type ClientConfig struct {
 	DialTimeout time.Duration
 	// PingInterval: every connection is pinged this often (default 1 s),
 	// so that the owner, which closes a connection silent for its own
-	// ping timeout, keeps it. PingTimeout: one that has read no whole
-	// frame for this long is closed and its calls fail with ErrUnreachable
-	// (default 5 s, the default member timeout: a paused owner is given up
-	// on when the cell would give up on it). An answer that begins and
-	// stalls is bounded by it too: only a whole frame counts as heard.
+	// ping timeout, keeps it. PingTimeout: one that has read nothing for
+	// this long is closed and its calls fail with ErrUnreachable (default
+	// 5 s, the default member timeout: a paused owner is given up on when
+	// the cell would give up on it). An answer that begins and stalls is
+	// bounded by it too; one still arriving is not, however long it takes.
 	PingInterval, PingTimeout time.Duration
 	// CallTimeout bounds a call whose context has no deadline (default
 	// 6 min: a pop waits at most 5).
