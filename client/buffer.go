@@ -204,8 +204,11 @@ func (b *pushBuffer) run() {
 			b.mu.Unlock()
 			return
 		}
-		if n > 0 && b.stopping && b.c.ctx.Err() != nil {
-			// Close gave up waiting: report what is left.
+		if n > 0 && b.c.ctx.Err() != nil {
+			// Close gave up waiting: report what is left. Not only once
+			// stop has been called: Close cancels the client's context
+			// first, and a batch begun in between would be sent after
+			// Close gave up, though reported as not delivered.
 			b.fail(&FlushError{Queue: b.key.queue, Partition: b.key.partition, Messages: n, Err: ErrClosed})
 			b.msgs = nil
 			close(b.empty)

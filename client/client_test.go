@@ -810,6 +810,76 @@ func TestCloseGivingUpSendsNothingMore(t *testing.T) {
 	}
 }
 
+// A call whose context has already ended sends nothing, over HTTP/1.1 and
+// over a link, after a first call has opened the connection (a pipelined
+// connection would otherwise write it while its caller is told it failed:
+// Close giving up once had a buffer's next batch sent so).
+func TestEndedContextSendsNothing(t *testing.T) {
+	t.Parallel()
+	for _, tr := range []string{"http", "link"} {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			overLink := tr == "link"
+			var requests atomic.Int32
+			answered := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n" + `{"pushed":1}`
+			f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+				if overLink {
+					if _, err := readRequest(br); err != nil {
+						return
+					}
+					io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
+				}
+				for {
+					out := []byte(answered)
+					if overLink {
+						var h [link.HeaderLen]byte
+						if _, err := io.ReadFull(br, h[:]); err != nil {
+							return
+						}
+						typ, id, n := link.ParseHeader(h[:])
+						if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
+							return
+						}
+						if typ != link.FrameRequest {
+							continue
+						}
+						out = append(link.AppendHeader(nil, link.FrameAnswer, id, len(answered)), answered...)
+					} else if _, err := readRequest(br); err != nil {
+						return
+					}
+					requests.Add(1)
+					if _, err := nc.Write(out); err != nil {
+						return
+					}
+				}
+			})
+			opts := []Option{withoutCellView()}
+			if !overLink {
+				opts = append(opts, WithHTTPOnly())
+			}
+			c, err := New(f.URL(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := c.Push(ended, "q", []any{2}, PushOptions{}); !errors.Is(err, context.Canceled) {
+				t.Fatalf("push with an ended context: %v, want context.Canceled", err)
+			}
+			if _, err := c.Push(testCtx(t), "q", []any{3}, PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if n := requests.Load(); n != 2 {
+				t.Fatalf("the server read %d pushes, want 2: the one with an ended context was sent", n)
+			}
+		})
+	}
+}
+
 func closeGivingUpSendsNothingMore(t *testing.T, overLink bool) {
 	release := make(chan struct{})
 	var pushes atomic.Int32

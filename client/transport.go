@@ -210,6 +210,11 @@ func ioFailure(c *call, err error, started bool) *connError {
 // and retrying by the retry rule. On success cl.ans and cl.resp hold the
 // answer. The caller releases cl with release(cl, err).
 func (c *Client) roundTrip(ctx context.Context, cl *call) error {
+	// A call whose context has ended sends nothing: handed to a pipelined
+	// connection, it would be written while its caller is told it failed.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.watchCell()
 	if err := c.authorize(ctx, cl); err != nil {
 		return err
