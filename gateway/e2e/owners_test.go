@@ -420,7 +420,12 @@ func TestGatewayMemberJoins(t *testing.T) {
 	})
 	q := queuesOfEach(t, ms, "joined")[2]
 	brokertest.Eventually(t, 15*time.Second, "the gateway never held links to the new member", func() bool {
-		g.as(t, "acme", "read-write").mustPush(t, q, 1)
+		// While the join settles the contract allows a refusal that did
+		// nothing (CI once had the new member miss a heartbeat under load
+		// and answer owner_moved); anything else fails.
+		if r := g.as(t, "acme", "read-write").push(t, q, 1); r.Status != 201 && (r.Status != 503 || (r.code() != "owner_moved" && r.code() != "ephemeral_forward_failed")) {
+			t.Fatalf("push %s while the member joins: %d %s", q, r.Status, r.Body)
+		}
 		return brokerMetric(t, ms[2].Broker, "queen_ephemeral_gateway_links", "") == 2
 	})
 	relayed := perMember(t, ms, "queen_ephemeral_relayed_total", "")
