@@ -810,6 +810,39 @@ func TestCloseGivingUpSendsNothingMore(t *testing.T) {
 	}
 }
 
+// acceptUpgrade reads a link upgrade's request and switches protocols;
+// false when the connection ended first.
+func acceptUpgrade(nc net.Conn, br *bufio.Reader) bool {
+	if _, err := readRequest(br); err != nil {
+		return false
+	}
+	_, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
+	return err == nil
+}
+
+// nextRequest reads the next request a fake server is sent: a link's
+// request frame (other frames skipped; id is its stream) or an HTTP/1.1
+// request. ok is false once the connection has ended.
+func nextRequest(br *bufio.Reader, overLink bool) (id uint64, ok bool) {
+	if !overLink {
+		_, err := readRequest(br)
+		return 0, err == nil
+	}
+	for {
+		var h [link.HeaderLen]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return 0, false
+		}
+		typ, sid, n := link.ParseHeader(h[:])
+		if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
+			return 0, false
+		}
+		if typ == link.FrameRequest {
+			return sid, true
+		}
+	}
+}
+
 // A call whose context has already ended sends nothing, over HTTP/1.1 and
 // over a link, after a first call has opened the connection (a pipelined
 // connection would otherwise write it while its caller is told it failed:
@@ -823,29 +856,17 @@ func TestEndedContextSendsNothing(t *testing.T) {
 			var requests atomic.Int32
 			answered := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n" + `{"pushed":1}`
 			f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
-				if overLink {
-					if _, err := readRequest(br); err != nil {
-						return
-					}
-					io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
+				if overLink && !acceptUpgrade(nc, br) {
+					return
 				}
 				for {
+					id, ok := nextRequest(br, overLink)
+					if !ok {
+						return
+					}
 					out := []byte(answered)
 					if overLink {
-						var h [link.HeaderLen]byte
-						if _, err := io.ReadFull(br, h[:]); err != nil {
-							return
-						}
-						typ, id, n := link.ParseHeader(h[:])
-						if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
-							return
-						}
-						if typ != link.FrameRequest {
-							continue
-						}
 						out = append(link.AppendHeader(nil, link.FrameAnswer, id, len(answered)), answered...)
-					} else if _, err := readRequest(br); err != nil {
-						return
 					}
 					requests.Add(1)
 					if _, err := nc.Write(out); err != nil {
@@ -901,28 +922,12 @@ func closeGivingUpSendsNothingMore(t *testing.T, overLink bool) {
 		}()
 		defer func() { final <- pushes.Load() }()
 		defer close(read)
-		if overLink {
-			if _, err := readRequest(br); err != nil {
-				return
-			}
-			io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
+		if overLink && !acceptUpgrade(nc, br) {
+			return
 		}
 		for {
-			var id uint64
-			if overLink {
-				var h [link.HeaderLen]byte
-				if _, err := io.ReadFull(br, h[:]); err != nil {
-					return
-				}
-				typ, sid, n := link.ParseHeader(h[:])
-				if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
-					return
-				}
-				if typ != link.FrameRequest {
-					continue
-				}
-				id = sid
-			} else if _, err := readRequest(br); err != nil {
+			id, ok := nextRequest(br, overLink)
+			if !ok {
 				return
 			}
 			pushes.Add(1)

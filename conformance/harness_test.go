@@ -98,8 +98,9 @@ var (
 	postgresStore = storeKind{"postgres", func(t *testing.T) map[string]string {
 		storetest.NeedPostgres(t, pg)
 		return map[string]string{
-			"QUEEN_DATABASE_URL":    pg.URL(),
-			"QUEEN_DATABASE_SCHEMA": pg.FreshSchema(t),
+			"QUEEN_DATABASE_URL":                pg.URL(),
+			"QUEEN_DATABASE_SCHEMA":             pg.FreshSchema(t),
+			"QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS": strconv.Itoa(brokertest.StoreAcquireTimeoutMS), // the shared server may be slow
 		}
 	}}
 	allStores = []storeKind{embeddedStore, postgresStore}

@@ -24,6 +24,15 @@ const (
 	CellMemberTimeoutMS = 1000
 )
 
+// StoreAcquireTimeoutMS is how long a test broker's store waits for a
+// PostgreSQL connection (QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS; 2000 by
+// default). A package's brokers share one test PostgreSQL, which starts a
+// backend for each connection one at a time, at 20 ms or more of a busy
+// two-core machine's CPU each: members starting in several cells at once
+// under CI's load once kept a configure waiting past 2 s. The cell tests
+// are not about that bound; a test that is sets its own.
+const StoreAcquireTimeoutMS = 10000
+
 // Cell is the brokers of one cell (D17, docs/cell.md) on one PostgreSQL
 // schema: the environment each member starts with, and the members
 // started, whose views WaitLive reads. Starting a member is the caller's
@@ -52,7 +61,8 @@ func Advertise(t testing.TB) string {
 }
 
 // Env is the environment of the member advertising id: the cell's store
-// and schema, the test timings, the cell's env, then extra, which wins.
+// and schema, the test timings (StoreAcquireTimeoutMS too), the cell's
+// env, then extra, which wins.
 func (c *Cell) Env(id string, extra map[string]string) map[string]string {
 	env := map[string]string{
 		"QUEEN_DATABASE_URL":           c.url,
@@ -60,6 +70,8 @@ func (c *Cell) Env(id string, extra map[string]string) map[string]string {
 		"QUEEN_CELL_ADVERTISE":         id,
 		"QUEEN_CELL_HEARTBEAT_MS":      strconv.Itoa(CellHeartbeatMS),
 		"QUEEN_CELL_MEMBER_TIMEOUT_MS": strconv.Itoa(CellMemberTimeoutMS),
+		// The shared test PostgreSQL may be slow to hand out a connection.
+		"QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS": strconv.Itoa(StoreAcquireTimeoutMS),
 	}
 	maps.Copy(env, c.env)
 	maps.Copy(env, extra)

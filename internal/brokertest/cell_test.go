@@ -30,12 +30,13 @@ func TestCellEnv(t *testing.T) {
 	c := NewCell("postgres://db", "s1", map[string]string{"QUEEN_CELL_SECRET": "x", "QUEEN_CELL_HEARTBEAT_MS": "200"})
 	env := c.Env("127.0.0.1:7001", map[string]string{"QUEEN_CELL_SECRET": "y"})
 	want := map[string]string{
-		"QUEEN_DATABASE_URL":           "postgres://db",
-		"QUEEN_DATABASE_SCHEMA":        "s1",
-		"QUEEN_CELL_ADVERTISE":         "127.0.0.1:7001",
-		"QUEEN_CELL_HEARTBEAT_MS":      "200",
-		"QUEEN_CELL_MEMBER_TIMEOUT_MS": "1000",
-		"QUEEN_CELL_SECRET":            "y",
+		"QUEEN_DATABASE_URL":                "postgres://db",
+		"QUEEN_DATABASE_SCHEMA":             "s1",
+		"QUEEN_CELL_ADVERTISE":              "127.0.0.1:7001",
+		"QUEEN_CELL_HEARTBEAT_MS":           "200",
+		"QUEEN_CELL_MEMBER_TIMEOUT_MS":      "1000",
+		"QUEEN_CELL_SECRET":                 "y",
+		"QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS": "10000",
 	}
 	if len(env) != len(want) {
 		t.Errorf("env %v, want %v", env, want)
