@@ -118,6 +118,20 @@ func (r *cellRetry) again(ctx context.Context, e *Error) error {
 	}
 }
 
+// refreshView is c.refreshView, the view read after a cell refusal, within
+// what the call's bound leaves less cellReserve: a view read held by a
+// member that is paused or dying must not carry the call past its bound
+// (refreshBound alone is longer than the default WithTimeout leaves after
+// a slow first send).
+func (r *cellRetry) refreshView(ctx context.Context, c *Client) {
+	if !r.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, r.deadline.Add(-cellReserve))
+		defer cancel()
+	}
+	c.refreshView(ctx)
+}
+
 // cellStopped is a cell refusal whose retries the caller's context ended:
 // it matches both (errors.Is with the context's error, errors.As and
 // CodeOf with the refusal).

@@ -314,7 +314,7 @@ func (c *Client) roundTripCell(ctx context.Context, cl *call) error {
 		if e == nil {
 			return nil // another 503: answer reports it
 		}
-		c.refreshView(ctx)
+		r.refreshView(ctx, c)
 		if err := r.again(ctx, e); err != nil {
 			return err
 		}
@@ -607,7 +607,7 @@ func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) (*PopRe
 					}
 					r = newCellRetry(start, budget)
 				}
-				c.refreshView(ctx)
+				r.refreshView(ctx, c)
 				if err := r.again(ctx, e); err != nil {
 					return nil, err
 				}

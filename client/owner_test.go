@@ -175,6 +175,63 @@ func TestOwnerRoutingStaleViewConverges(t *testing.T) {
 	}
 }
 
+// A call refused by the cell reads the view again before it retries, and
+// that read is bounded by what the call's bound leaves: with the view's
+// member paused (its reads never answered) and the refusal slow to come, a
+// push under WithTimeout(2s) answers the refusal at its bound, not a whole
+// WithTimeout after the refusal (the chaos run saw a push take 9.7 s under
+// a 5 s WithTimeout so).
+func TestCellRefusalRefreshWithinTheCallsBound(t *testing.T) {
+	t.Parallel()
+	const bound, slowRefusal = 2 * time.Second, 1600 * time.Millisecond
+	var moved atomic.Bool
+	s := startCellBroker(t, func(r cellReq, _ int) string {
+		if r.route == "/push" {
+			time.Sleep(slowRefusal)
+			moved.Store(true)
+			return refusal(CodeOwnerMoved, "")
+		}
+		return response(404, "", `{"error":"no such route","code":"not_found"}`)
+	})
+	stop := make(chan struct{})
+	f := startCellBroker(t, func(r cellReq, _ int) string {
+		switch r.route {
+		case "/cell":
+			if r.query.Has("after") || moved.Load() {
+				<-stop // paused: neither the watch nor the refresh is answered
+				return response(503, "", `{"error":"stopping","code":"ephemeral_unavailable"}`)
+			}
+			return response(200, "", `{"generation":1,"tenant":"default","self":"f","members":[{"id":"s","url":"`+s.URL()+`"}]}`)
+		case "/queues":
+			return response(200, "", `{"queues":[],"count":0,"cellBytes":0}`)
+		}
+		return response(404, "", `{"error":"no such route","code":"not_found"}`)
+	})
+	t.Cleanup(func() { close(stop) })
+	c, err := New(f.URL(), WithTimeout(bound))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(testCtx(t))
+	if _, err := c.Queues(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, 10*time.Second, "the first view", func() bool { return c.cell.view.Load() != nil })
+
+	start := time.Now()
+	_, err = c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+	took := time.Since(start)
+	if CodeOf(err) != CodeOwnerMoved {
+		t.Fatalf("push: %v, want the owner_moved refusal", err)
+	}
+	// The rule's bound is WithTimeout; the rest is room for a loaded
+	// machine, short of the refusal's 1.6 s and the refresh's own
+	// WithTimeout (3.6 s), which the bug took.
+	if took > bound+800*time.Millisecond {
+		t.Fatalf("push answered after %v, want within its %v bound", took, bound)
+	}
+}
+
 // A client whose only calls are Serve's (a responder) learns the cell too:
 // its first batch starts the view read, as any call does. (Serve sends its
 // pops and replies in batches, not through the single-call path.)

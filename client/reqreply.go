@@ -109,7 +109,7 @@ func (c *Client) Request(ctx context.Context, queue string, payload any, opts Re
 		if refused == nil {
 			return msg, err
 		}
-		c.refreshView(ctx)
+		r.refreshView(ctx, c)
 		if err := r.again(ctx, refused.err); err != nil {
 			return nil, err
 		}
