@@ -2,8 +2,9 @@ package conformance
 
 // The chaos run of the cell (docs/cell.md, "the chaos run", in CI-sized form):
 // three real brokers on one PostgreSQL schema under mixed load through the
-// Go SDK, while members are killed (SIGKILL) or paused (SIGSTOP) and
-// brought back at random, and a fourth joins.
+// Go SDK and the JS SDK (cell_chaos_sdks_test.go), while members are killed
+// (SIGKILL) or paused (SIGSTOP) and brought back at random, and a fourth
+// joins.
 // What it asserts afterwards is in TestCellChaos's comment; docs/cell.md,
 // "The chaos run", says how the bookkeeping makes the duplicate check
 // precise.
@@ -43,6 +44,7 @@ const (
 	chaosCallTimeout    = 5 * time.Second
 	chaosRequestTimeout = 4 * time.Second
 	chaosPopWait        = time.Second
+	chaosPopBatch       = 16
 	chaosSlack          = 3 * time.Second
 	chaosLease          = 300 // seconds: longer than any run, so no lease expires during one
 )
@@ -210,9 +212,12 @@ func (l *chaosLog) call(what, req string, bound time.Duration, f func() error) e
 // It is called with l.mu held.
 func (l *chaosLog) classify(what, req string, err error) {
 	var e *client.Error
+	var je *jsError
 	var ne net.Error
 	class := ""
 	switch {
+	case errors.As(err, &je):
+		class = l.classifyJS(what, req, je)
 	case undecodable(err):
 		l.errs["undecodable answer"]++
 		l.wrong = append(l.wrong, req+": "+err.Error())
@@ -243,11 +248,14 @@ func (l *chaosLog) classify(what, req string, err error) {
 
 // onError is a Serve loop's OnError: what the loop survived, classified
 // like a call's error.
-func (l *chaosLog) onError(err error) {
+func (l *chaosLog) onError(err error) { l.onErrorOf("", err) }
+
+// onErrorOf is onError for a responder of the SDK of kind (chaosSDK.kind).
+func (l *chaosLog) onErrorOf(kind string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ops["serve error"]++
-	l.classify("serve", "a Serve loop's pop or reply", err)
+	l.ops[kind+"serve error"]++
+	l.classify(kind+"serve", "a Serve loop's pop or reply", err)
 }
 
 func (l *chaosLog) delivered(queue, group, payload string, s span) {
@@ -309,18 +317,19 @@ func holderChanges(ids []string, events []memberEvent, queue string) []time.Time
 	return out
 }
 
-// TestCellChaos: three members under mixed load through the Go SDK
-// (requests with Serve responders, fan-out queues each consumed by several
-// groups with explicit acks, producers, configures), members killed with
+// TestCellChaos: three members under mixed load through three clients of
+// the Go SDK and three of the JS SDK when there is a node (requests with
+// responders of both, fan-out queues each consumed by several groups with
+// explicit acks, producers, configures), members killed with
 // SIGKILL or paused with SIGSTOP and brought back at random (never all at
 // once: at most two down, two only briefly), and a fourth member joining a
 // third of the way in, for QUEEN_CHAOS_SECONDS (default 60, the issue's CI
-// size). The SDK routes each call to its queue's owner in the view it
+// size). The SDKs route each call to its queue's owner in the view they
 // learned from the members. Afterwards:
 //   - every configure answered 201 is declared, with its options, on
 //     every member;
 //   - no SDK call returned later than its bound plus chaosSlack, and none
-//     is still in flight;
+//     is still in flight; the JS clients close and their process ends;
 //   - every refusal any client saw carries one of the specification's
 //     codes with its status (a connection closed unanswered, a request
 //     whose reply never came, are counted, not refusals);
@@ -366,22 +375,53 @@ func TestCellChaos(t *testing.T) {
 	groups := []string{"g0", "g1", "g2"}
 
 	// Clients: each starts on one member and fails over to the others
-	// (a member's URL is kept across its restarts).
-	newClient := func(first int) *client.Client {
-		var others []string
-		for k := 1; k < len(members); k++ {
-			others = append(others, members[(first+k)%len(members)].url(""))
+	// (a member's URL is kept across its restarts). Three of the Go SDK,
+	// and three of the JS SDK in one Node process when there is a node.
+	urlsFrom := func(first int) []string {
+		var urls []string
+		for k := range members {
+			urls = append(urls, members[(first+k)%len(members)].url(""))
 		}
-		return sdkClient(t, members[first].url(""), client.WithURLs(others...), client.WithTimeout(chaosCallTimeout))
+		return urls
+	}
+	newClient := func(first int) *client.Client {
+		urls := urlsFrom(first)
+		return sdkClient(t, urls[0], client.WithURLs(urls[1:]...), client.WithTimeout(chaosCallTimeout))
 	}
 	clients := []*client.Client{newClient(0), newClient(1), newClient(2)}
+	var sdks []chaosSDK
+	for _, cl := range clients {
+		sdks = append(sdks, goChaosSDK(cl))
+	}
 
 	log := newChaosLog()
+	var served, jsServed, jsDelivered atomic.Int64
+	var js *jsChaos
+	if node := jsNodeIfAny(t); node != "" {
+		js = startJSChaos(t, node, [][]string{urlsFrom(0), urlsFrom(1), urlsFrom(2)}, chaosCallTimeout, dur+3*time.Minute, jsChaosEvents{
+			served: func(svc, payload string) {
+				served.Add(1)
+				jsServed.Add(1)
+				if !log.wasSent(svc, payload) {
+					log.wrongAnswer("a JS responder's pop of "+svc, "delivered a request no requester sent to it: %s", payload)
+				}
+			},
+			serveError: func(err error, ended bool) {
+				if ended {
+					err = fmt.Errorf("a JS responder ended: %w", err)
+				}
+				log.onErrorOf("js ", err)
+			},
+		})
+		for i := range clients {
+			sdks = append(sdks, js.sdk(i))
+		}
+	}
+
 	kills, pauses, restarts, doubleDowns := 0, 0, 0, 0
 	joined := "" // the member that joined during the run
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	bg := context.Background() // calls are bounded by the SDK's own bounds, never by a context
 	worker := func(f func(w *rand.Rand)) {
 		s := rnd.Uint64()
 		wg.Add(1)
@@ -394,10 +434,10 @@ func TestCellChaos(t *testing.T) {
 		}()
 	}
 
-	// Responders: two Serve loops per service, on two members.
+	// Responders: two Serve loops of the Go SDK per service, on two
+	// members, and one of the JS SDK (consume and reply) on the third.
 	serveCtx, stopServe := context.WithCancel(context.Background())
 	var serveWG sync.WaitGroup
-	var served atomic.Int64
 	for i, svc := range services {
 		for k := 1; k <= 2; k++ {
 			cl := clients[(i+k)%len(clients)]
@@ -421,6 +461,11 @@ func TestCellChaos(t *testing.T) {
 				}
 			}()
 		}
+		if js != nil {
+			if err := js.serve(i, svc); err != nil {
+				t.Fatalf("starting a JS responder of %s: %v", svc, err)
+			}
+		}
 	}
 
 	// Every payload of the run is unique and names the queue it is sent
@@ -431,50 +476,46 @@ func TestCellChaos(t *testing.T) {
 		return `{"q":"` + queue + `","from":"` + from + `","n":` + strconv.FormatInt(seq.Add(1), 10) + `}`
 	}
 
-	// Requesters: one per member.
-	for i := range clients {
-		cl := clients[i]
-		from := "requester" + strconv.Itoa(i)
+	// Requesters: one per client.
+	for i, sdk := range sdks {
+		from := sdk.kind + "requester" + strconv.Itoa(i)
 		worker(func(w *rand.Rand) {
 			svc := services[w.IntN(len(services))]
 			want := payload(svc, from)
-			req := "request to " + svc + " of " + want
+			req := sdk.kind + "request to " + svc + " of " + want
 			log.willSend(svc, want)
-			var got *client.Message
-			err := log.call("request", req, chaosRequestTimeout+chaosCallTimeout, func() (err error) {
-				got, err = cl.Request(bg, svc, json.RawMessage(want), client.RequestOptions{Timeout: chaosRequestTimeout})
+			var got string
+			err := log.call(sdk.kind+"request", req, chaosRequestTimeout+chaosCallTimeout, func() (err error) {
+				got, err = sdk.request(svc, want)
 				return err
 			})
-			if err == nil && string(got.Payload) != want {
-				log.wrongAnswer(req, "answered %s, not its echo", got.Payload)
+			if err == nil && got != want {
+				log.wrongAnswer(req, "answered %s, not its echo", got)
 			}
 			time.Sleep(time.Duration(10+w.IntN(30)) * time.Millisecond)
 		})
 	}
 
-	// Producers: one per member, one to three messages a push.
-	for i := range clients {
-		cl := clients[i]
-		from := "producer" + strconv.Itoa(i)
+	// Producers: one per client, one to three messages a push.
+	for i, sdk := range sdks {
+		from := sdk.kind + "producer" + strconv.Itoa(i)
 		worker(func(w *rand.Rand) {
 			q := fans[w.IntN(len(fans))]
 			n := 1 + w.IntN(3)
-			msgs := make([]any, n)
 			texts := make([]string, n)
-			for k := range msgs {
+			for k := range texts {
 				texts[k] = payload(q, from)
-				msgs[k] = json.RawMessage(texts[k])
 			}
-			req := "push to " + q + " of " + strings.Join(texts, " ")
+			req := sdk.kind + "push to " + q + " of " + strings.Join(texts, " ")
 			log.willSend(q, texts...)
-			var res *client.PushResult
-			err := log.call("push", req, chaosCallTimeout, func() (err error) {
-				res, err = cl.Push(bg, q, msgs, client.PushOptions{})
+			var pushed int
+			err := log.call(sdk.kind+"push", req, chaosCallTimeout, func() (err error) {
+				pushed, err = sdk.push(q, texts)
 				return err
 			})
 			if err == nil {
-				if res.Pushed != n {
-					log.wrongAnswer(req, "answered pushed %d, not %d", res.Pushed, n)
+				if pushed != n {
+					log.wrongAnswer(req, "answered pushed %d, not %d", pushed, n)
 				}
 				log.mu.Lock()
 				log.pushed[q] += n
@@ -484,62 +525,68 @@ func TestCellChaos(t *testing.T) {
 		})
 	}
 
-	// Consumers: every group of every fan-out queue, each on one client,
-	// explicit acks. An ack whose answer was lost is sent again (an ack
-	// is idempotent: a second one answers unknown), so that no message
+	// Consumers: every group of every fan-out queue, on one client of each
+	// SDK, explicit acks. An ack whose answer was lost is sent again (an
+	// ack is idempotent: a second one answers unknown), so that no message
 	// waits for its lease to come back.
 	for qi, q := range fans {
 		for gi, g := range groups {
-			cl := clients[(qi+gi)%len(clients)]
-			worker(func(w *rand.Rand) {
-				var res *client.PopResult
-				sent := time.Now()
-				req := "pop of " + q + " for " + g
-				err := log.call("pop", req, chaosPopWait+chaosCallTimeout, func() (err error) {
-					res, err = cl.Pop(bg, q, client.PopOptions{Group: g, Batch: 16, Wait: true, Timeout: chaosPopWait})
-					return err
-				})
-				if err != nil {
-					time.Sleep(20 * time.Millisecond)
-					return
-				}
-				got := time.Now()
-				for _, m := range res.Messages {
-					if !log.wasSent(q, string(m.Payload)) || m.ID == "" || m.Partition != "Default" {
-						log.wrongAnswer(req, "delivered a message no producer sent to it: id %q, partition %q, payload %s", m.ID, m.Partition, m.Payload)
-					}
-					log.delivered(q, g, string(m.Payload), span{sent, got})
-				}
-				if len(res.Messages) == 0 {
-					return
-				}
-				ids := make([]string, len(res.Messages))
-				for k, m := range res.Messages {
-					ids[k] = m.ID
-				}
-				req = "ack of " + q + " for " + g + " of " + strings.Join(ids, " ")
-				for attempt := 0; attempt < 3; attempt++ {
-					var ar *client.AckResult
-					err := log.call("ack", req, chaosCallTimeout, func() (err error) {
-						ar, err = cl.AckIDs(bg, q, ids, client.AckOptions{Group: g, Status: client.StatusCompleted})
+			for k := 0; k < len(sdks); k += len(clients) {
+				sdk := sdks[k+(qi+gi)%len(clients)]
+				worker(func(w *rand.Rand) {
+					var msgs []client.Message
+					sent := time.Now()
+					req := sdk.kind + "pop of " + q + " for " + g
+					err := log.call(sdk.kind+"pop", req, chaosPopWait+chaosCallTimeout, func() (err error) {
+						msgs, err = sdk.pop(q, g)
 						return err
 					})
-					if err == nil {
-						if bad := ackMismatch(ids, ar.Results); bad != "" {
-							log.wrongAnswer(req, "%s", bad)
-						}
-						log.mu.Lock()
-						for _, o := range ar.Results {
-							log.ackStates[o.Outcome]++
-						}
-						log.mu.Unlock()
+					if err != nil {
+						time.Sleep(20 * time.Millisecond)
 						return
 					}
-					if client.CodeOf(err) != "" {
-						return // refused, not lost: the SDK retried the cell's refusals already
+					got := time.Now()
+					for _, m := range msgs {
+						if !log.wasSent(q, string(m.Payload)) || m.ID == "" || m.Partition != "Default" {
+							log.wrongAnswer(req, "delivered a message no producer sent to it: id %q, partition %q, payload %s", m.ID, m.Partition, m.Payload)
+						}
+						log.delivered(q, g, string(m.Payload), span{sent, got})
 					}
-				}
-			})
+					if len(msgs) == 0 {
+						return
+					}
+					if sdk.kind != "" {
+						jsDelivered.Add(int64(len(msgs)))
+					}
+					ids := make([]string, len(msgs))
+					for k, m := range msgs {
+						ids[k] = m.ID
+					}
+					req = sdk.kind + "ack of " + q + " for " + g + " of " + strings.Join(ids, " ")
+					for attempt := 0; attempt < 3; attempt++ {
+						var results []client.AckOutcome
+						err := log.call(sdk.kind+"ack", req, chaosCallTimeout, func() (err error) {
+							results, err = sdk.ack(q, g, ids)
+							return err
+						})
+						if err == nil {
+							if bad := ackMismatch(ids, results); bad != "" {
+								log.wrongAnswer(req, "%s", bad)
+							}
+							log.mu.Lock()
+							for _, o := range results {
+								log.ackStates[o.Outcome]++
+							}
+							log.mu.Unlock()
+							return
+						}
+						var je *jsError
+						if client.CodeOf(err) != "" || errors.As(err, &je) && je.Name == "QueenError" {
+							return // refused, not lost: the SDK retried the cell's refusals already
+						}
+					}
+				})
+			}
 		}
 	}
 
@@ -550,11 +597,11 @@ func TestCellChaos(t *testing.T) {
 		n := cfgN.Add(1)
 		q := "chaos-cfg-" + strconv.FormatInt(n, 10)
 		opts := client.QueueOptions{MaxLength: 100 + w.IntN(900), LeaseSeconds: 5 + w.IntN(55), RetryLimit: 1 + w.IntN(9)}
-		cl := clients[w.IntN(len(clients))]
-		req := fmt.Sprintf("configure of %s with %+v", q, opts)
-		var res *client.ConfigureResult
-		err := log.call("configure", req, chaosCallTimeout, func() (err error) {
-			res, err = cl.Configure(bg, q, opts)
+		sdk := sdks[w.IntN(len(sdks))]
+		req := fmt.Sprintf("%sconfigure of %s with %+v", sdk.kind, q, opts)
+		var res client.ConfigureResult
+		err := log.call(sdk.kind+"configure", req, chaosCallTimeout, func() (err error) {
+			res, err = sdk.configure(q, opts)
 			return err
 		})
 		if err == nil {
@@ -674,6 +721,11 @@ func TestCellChaos(t *testing.T) {
 	}
 	stopServe()
 	serveWG.Wait()
+	if js != nil {
+		if err := js.close(2*chaosCallTimeout + chaosSlack); err != nil {
+			t.Error(err)
+		}
+	}
 	loadEnded := time.Since(began)
 
 	// Every accepted configure is declared, with its options, on every
@@ -778,6 +830,9 @@ func TestCellChaos(t *testing.T) {
 	}
 	if log.ops["request"] == 0 || log.ops["push"] == 0 || delivered == 0 || len(log.configured) == 0 || kills+pauses == 0 || joined == "" {
 		t.Errorf("the run did too little to mean anything: %v, %d delivered, %d configures, %d kills, %d pauses, joined %q", log.ops, delivered, len(log.configured), kills, pauses, joined)
+	}
+	if js != nil && (log.ops["js request"] == 0 || log.ops["js push"] == 0 || jsDelivered.Load() == 0 || jsServed.Load() == 0) {
+		t.Errorf("the JS SDK's clients did too little to mean anything: %v, %d messages delivered to them, %d requests served by them", log.ops, jsDelivered.Load(), jsServed.Load())
 	}
 }
 

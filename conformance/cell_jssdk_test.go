@@ -82,6 +82,8 @@ type jsError struct {
 	Status   int    `json:"status"`
 	Code     string `json:"code"`
 	Attempts int    `json:"attempts"`
+	Sent     bool   `json:"sent"` // a ConnectionError's: the call may have been applied
+	Dial     bool   `json:"dial"` // a ConnectionError's: the connection was never established
 }
 
 // value fails t when o is an error, else decodes its value into v.
