@@ -93,17 +93,7 @@ func (r *cellRetry) left() time.Duration {
 // applied.
 func (r *cellRetry) again(ctx context.Context, e *Error) error {
 	e.Attempts = r.attempts
-	wait := r.backoff/2 + rand.N(r.backoff/2+1)
-	if e.RetryAfter > 0 {
-		wait = e.RetryAfter
-	}
-	r.backoff = min(2*r.backoff, cellBackoffMax)
-	if !r.deadline.IsZero() {
-		wait = min(wait, time.Until(r.deadline)-cellReserve)
-	}
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)-cellReserve)
-	}
+	wait := r.next(ctx, e)
 	if wait <= 0 {
 		return e
 	}
@@ -116,6 +106,25 @@ func (r *cellRetry) again(ctx context.Context, e *Error) error {
 	case <-ctx.Done():
 		return &cellStopped{e, ctx.Err()}
 	}
+}
+
+// next is the wait before the send after refusal e, and doubles the
+// backoff: half the backoff to all of it (jitter), or e's Retry-After,
+// capped by what the call's bound and ctx's deadline leave less
+// cellReserve. At or below 0 nothing is left to wait for a send.
+func (r *cellRetry) next(ctx context.Context, e *Error) time.Duration {
+	wait := r.backoff/2 + rand.N(r.backoff/2+1)
+	if e.RetryAfter > 0 {
+		wait = e.RetryAfter
+	}
+	r.backoff = min(2*r.backoff, cellBackoffMax)
+	if !r.deadline.IsZero() {
+		wait = min(wait, time.Until(r.deadline)-cellReserve)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-cellReserve)
+	}
+	return wait
 }
 
 // refreshView is c.refreshView, the view read after a cell refusal, within

@@ -394,6 +394,50 @@ func TestCellRefusalBounds(t *testing.T) {
 	})
 }
 
+// The waits between sends after cell refusals: half the backoff to all of
+// it, the backoff doubling from 10 ms to 1 s; Retry-After instead when the
+// refusal carries one; either capped by what the call's bound and the
+// context's deadline leave less cellReserve (docs/sdk-transport.md, "Cell
+// refusals"). Computed, not slept: many trials see the jitter's range.
+func TestCellRetryWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for trial := 0; trial < 200; trial++ {
+		r := newCellRetry(time.Now(), 0)
+		b := cellBackoffMin
+		for k := 0; k < 9; k++ {
+			if w := r.next(ctx, &Error{}); w < b/2 || w > b {
+				t.Fatalf("trial %d, wait %d: %v, want within [%v, %v]", trial, k, w, b/2, b)
+			}
+			b = min(2*b, cellBackoffMax)
+		}
+		if b != cellBackoffMax {
+			t.Fatalf("the backoff after nine waits: %v, want its cap %v", b, cellBackoffMax)
+		}
+	}
+	r := newCellRetry(time.Now(), 0)
+	if w := r.next(ctx, &Error{RetryAfter: 3 * time.Second}); w != 3*time.Second {
+		t.Fatalf("with Retry-After: 3 s: a wait of %v", w)
+	}
+	if w := r.next(ctx, &Error{}); w < 10*time.Millisecond || w > 20*time.Millisecond {
+		t.Fatalf("after a Retry-After the backoff still doubled once: a wait of %v, want within [10ms, 20ms]", w)
+	}
+	r = newCellRetry(time.Now(), 400*time.Millisecond)
+	if w := r.next(ctx, &Error{RetryAfter: time.Second}); w > 400*time.Millisecond-cellReserve || w < 300*time.Millisecond-cellReserve {
+		t.Fatalf("Retry-After: 1 s under a 400 ms bound: a wait of %v, want what the bound leaves less %v", w, cellReserve)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	r = newCellRetry(time.Now(), 0)
+	if w := r.next(dctx, &Error{RetryAfter: time.Second}); w > 300*time.Millisecond-cellReserve || w < 200*time.Millisecond-cellReserve {
+		t.Fatalf("Retry-After: 1 s under a 300 ms context: a wait of %v, want what the deadline leaves less %v", w, cellReserve)
+	}
+	r = newCellRetry(time.Now().Add(-time.Second), 500*time.Millisecond)
+	if w := r.next(ctx, &Error{}); w > 0 {
+		t.Fatalf("a bound already past: a wait of %v, want none (<= 0)", w)
+	}
+}
+
 // TestOtherRefusalsNotRetried: a 503 or 429 with any other code is answered
 // at once, sent once: only the cell's two codes are retried by the calls.
 func TestOtherRefusalsNotRetried(t *testing.T) {
