@@ -133,12 +133,22 @@ func (r *cellRetry) next(ctx context.Context, e *Error) time.Duration {
 // (refreshBound alone is longer than the default WithTimeout leaves after
 // a slow first send).
 func (r *cellRetry) refreshView(ctx context.Context, c *Client) {
-	if !r.deadline.IsZero() {
+	if end, ok := r.refreshEnd(); ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, r.deadline.Add(-cellReserve))
+		ctx, cancel = context.WithDeadline(ctx, end)
 		defer cancel()
 	}
 	c.refreshView(ctx)
+}
+
+// refreshEnd is when a view read after a refusal must have ended: cellReserve
+// before the call's bound, so that a send is still possible; false when the
+// call has no bound but its context's.
+func (r *cellRetry) refreshEnd() (time.Time, bool) {
+	if r.deadline.IsZero() {
+		return time.Time{}, false
+	}
+	return r.deadline.Add(-cellReserve), true
 }
 
 // cellStopped is a cell refusal whose retries the caller's context ended:

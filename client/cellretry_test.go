@@ -436,6 +436,30 @@ func TestCellRetryWaits(t *testing.T) {
 	if w := r.next(ctx, &Error{}); w > 0 {
 		t.Fatalf("a bound already past: a wait of %v, want none (<= 0)", w)
 	}
+
+	// The view read after a refusal ends cellReserve before the bound.
+	start := time.Now()
+	r = newCellRetry(start, 2*time.Second)
+	if end, ok := r.refreshEnd(); !ok || !end.Equal(start.Add(2*time.Second-cellReserve)) {
+		t.Fatalf("refreshEnd under a 2 s bound: %v %v, want %v", end.Sub(start), ok, 2*time.Second-cellReserve)
+	}
+	r = newCellRetry(start, 0)
+	if _, ok := r.refreshEnd(); ok {
+		t.Fatal("refreshEnd without a bound: want none")
+	}
+
+	// The loops' pause (Consume, Serve) draws from the same range, or
+	// takes Retry-After.
+	for trial := 0; trial < 200; trial++ {
+		for b := cellBackoffMin; b <= cellBackoffMax; b *= 2 {
+			if w := pause(b, errors.New("lost")); w < b/2 || w > b {
+				t.Fatalf("pause(%v): %v, want within [%v, %v]", b, w, b/2, b)
+			}
+		}
+	}
+	if w := pause(10*time.Millisecond, fmt.Errorf("pop: %w", &Error{Status: 503, RetryAfter: 2 * time.Second})); w != 2*time.Second {
+		t.Fatalf("pause after a refusal with Retry-After: 2 s: %v", w)
+	}
 }
 
 // TestOtherRefusalsNotRetried: a 503 or 429 with any other code is answered
