@@ -245,17 +245,19 @@ func readN(r io.Reader, dst []byte, n int) ([]byte, error) {
 	return dst, err
 }
 
-// readAll appends r up to EOF to dst (an answer framed by the close).
+// readAll appends r up to EOF to dst (an answer framed by the close), up
+// to maxAnswer bytes in all: it never reads more than one byte past that,
+// the byte that shows the answer is over it.
 func readAll(r io.Reader, dst []byte) ([]byte, error) {
 	for {
-		if len(dst) >= maxAnswer {
-			return dst, fmt.Errorf("%w: an answer over %d bytes", errFraming, maxAnswer)
-		}
 		if cap(dst)-len(dst) < 512 {
 			dst = append(dst, make([]byte, 4096)...)[:len(dst)]
 		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
+		n, err := r.Read(dst[len(dst):min(cap(dst), maxAnswer+1)])
 		dst = dst[:len(dst)+n]
+		if len(dst) > maxAnswer {
+			return dst, fmt.Errorf("%w: an answer over %d bytes", errFraming, maxAnswer)
+		}
 		if err == io.EOF {
 			return dst, nil
 		}

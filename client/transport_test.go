@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/queenmq/ephemeral/internal/brokertest"
@@ -896,6 +897,34 @@ func TestReadAnswer(t *testing.T) {
 				t.Fatalf("after the answers: %v, want the end of the stream", err)
 			}
 		})
+	}
+}
+
+// The 256 MiB bound of an answer's body, at its exact byte: a body that
+// fills it is taken, one byte more is refused, whether the body is framed
+// by a length, by chunks (the bound counts what the earlier chunks
+// brought) or by the close (never reading more than the byte past it, even
+// from a reader that hands over its data with EOF). The buffers are made,
+// not written: the kernel maps their untouched pages lazily.
+func TestAnswerBoundAtItsByte(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector's shadow of 256 MiB buffers")
+	}
+	full := make([]byte, maxAnswer-8, maxAnswer+8192)
+	got, err := readN(strings.NewReader("12345678"), full, 8)
+	if err != nil || len(got) != maxAnswer || string(got[maxAnswer-8:]) != "12345678" {
+		t.Fatalf("readN filling the bound exactly: %d bytes, %v", len(got), err)
+	}
+	if _, err := readN(strings.NewReader("123456789"), full, 9); !errors.Is(err, errFraming) {
+		t.Fatalf("readN one byte past the bound: %v, want a framing error", err)
+	}
+	got, err = readAll(strings.NewReader("12345678"), full)
+	if err != nil || len(got) != maxAnswer || string(got[maxAnswer-8:]) != "12345678" {
+		t.Fatalf("readAll reaching the bound exactly: %d bytes, %v", len(got), err)
+	}
+	r := iotest.DataErrReader(strings.NewReader("123456789 and more"))
+	if got, err := readAll(r, full); !errors.Is(err, errFraming) || len(got) != maxAnswer+1 {
+		t.Fatalf("readAll past the bound: %d bytes, %v; want a framing error after one byte past it", len(got), err)
 	}
 }
 
