@@ -19,6 +19,11 @@ func FuzzEncodeString(f *testing.F) {
 	for _, s := range []string{"", "plain", `q"uo\te`, "ctl\x00\x01\x1f\x7f", "tab\tnl\ncr\r", "é日本", "\u2028\u2029", "bad\xff\xfeutf8", "a/b c?"} {
 		f.Add(s)
 	}
+	every := make([]byte, 256) // each byte once: every edge of the query's byte classes
+	for i := range every {
+		every[i] = byte(i)
+	}
+	f.Add(string(every))
 	f.Fuzz(func(t *testing.T, s string) {
 		enc := wire.AppendString(nil, s)
 		var back string
