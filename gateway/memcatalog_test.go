@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/queenmq/ephemeral/gateway/catalog"
 )
@@ -15,6 +16,8 @@ type memCatalog struct {
 	plans   map[string]catalog.Plan
 	tenants map[string]catalog.Tenant
 	usage   map[catalog.Usage]int64 // Count zero in the key
+	// snapshots and revisions count the reads of each kind.
+	snapshots, revisions atomic.Int64
 }
 
 func newMemCatalog() *memCatalog {
@@ -61,6 +64,7 @@ func (m *memCatalog) GetTenant(_ context.Context, name string) (catalog.Tenant, 
 }
 
 func (m *memCatalog) Snapshot(context.Context) ([]catalog.Plan, []catalog.Tenant, error) {
+	m.snapshots.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ps []catalog.Plan
@@ -75,6 +79,7 @@ func (m *memCatalog) Snapshot(context.Context) ([]catalog.Plan, []catalog.Tenant
 }
 
 func (m *memCatalog) Revision(context.Context) (int64, error) {
+	m.revisions.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.rev, nil
