@@ -134,9 +134,13 @@ func TestLinkFallsBackToHTTPAndRemembers(t *testing.T) {
 	if n := upgrades.Load(); n != 1 {
 		t.Fatalf("%d upgrades asked for, want 1", n)
 	}
+	ep := c.eps[0].(*linkEndpoint)
+	if wait := time.Until(time.Unix(0, ep.retryAt.Load())); wait <= refusedFor || wait > unsupportedFor {
+		t.Fatalf("after a 404 upgrade: the link is tried again in %v; want after %v (an identity refusal's wait), within %v", wait, refusedFor, unsupportedFor)
+	}
 	// A minute later the upgrade is tried once more (the broker behind
 	// the URL may have been upgraded meanwhile).
-	c.eps[0].(*linkEndpoint).retryAt.Store(time.Now().UnixNano())
+	ep.retryAt.Store(time.Now().UnixNano())
 	if _, err := c.Push(testCtx(t), "q", []any{"later"}, PushOptions{}); err != nil || upgrades.Load() != 2 {
 		t.Fatalf("after the wait: %v, %d upgrades asked for, want 2", err, upgrades.Load())
 	}
