@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/link"
 )
 
 // cellReq is one request a cellBroker read.
@@ -35,6 +37,8 @@ type cellReq struct {
 // cellBroker is a scripted broker: handle answers each request, given how
 // many requests of its route were read so far (1 for the first). Requests
 // of one connection are answered in order, as a broker answers a pipeline.
+// It refuses the upgrade to a link (404, as handle answers a route it does
+// not know) unless started by startCellLinkBroker.
 type cellBroker struct {
 	*fakeServer
 	mu     sync.Mutex
@@ -43,6 +47,17 @@ type cellBroker struct {
 }
 
 func startCellBroker(t *testing.T, handle func(r cellReq, nth int) string) *cellBroker {
+	return startCellBrokerOver(t, false, handle)
+}
+
+// startCellLinkBroker is startCellBroker speaking links: it accepts the
+// upgrade, and answers each request frame on a goroutine of its own (a
+// stream waits for no other, as on a broker), in the order handle returns.
+func startCellLinkBroker(t *testing.T, handle func(r cellReq, nth int) string) *cellBroker {
+	return startCellBrokerOver(t, true, handle)
+}
+
+func startCellBrokerOver(t *testing.T, links bool, handle func(r cellReq, nth int) string) *cellBroker {
 	t.Helper()
 	b := &cellBroker{handle: handle}
 	b.fakeServer = startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
@@ -51,26 +66,75 @@ func startCellBroker(t *testing.T, handle func(r cellReq, nth int) string) *cell
 			if err != nil {
 				return
 			}
-			u, err := url.Parse(req.target)
-			if err != nil {
+			if links && strings.HasSuffix(req.target, "/link") {
+				b.serveLink(nc, br)
 				return
 			}
-			r := cellReq{route: strings.TrimPrefix(u.Path, apiPrefix), query: u.Query(), body: req.body, at: time.Now()}
-			b.mu.Lock()
-			nth := 1
-			for _, x := range b.reqs {
-				if x.route == r.route {
-					nth++
-				}
+			r, nth, ok := b.record(req.target, req.body)
+			if !ok {
+				return
 			}
-			b.reqs = append(b.reqs, r)
-			b.mu.Unlock()
 			if _, err := io.WriteString(nc, b.handle(r, nth)); err != nil {
 				return
 			}
 		}
 	})
 	return b
+}
+
+// record notes a request read and answers it as handle sees it.
+func (b *cellBroker) record(target string, body []byte) (cellReq, int, bool) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return cellReq{}, 0, false
+	}
+	r := cellReq{route: strings.TrimPrefix(u.Path, apiPrefix), query: u.Query(), body: body, at: time.Now()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	nth := 1
+	for _, x := range b.reqs {
+		if x.route == r.route {
+			nth++
+		}
+	}
+	b.reqs = append(b.reqs, r)
+	return r, nth, true
+}
+
+// serveLink switches nc to a link and serves its request frames.
+func (b *cellBroker) serveLink(nc net.Conn, br *bufio.Reader) {
+	if _, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n"); err != nil {
+		return
+	}
+	var wmu sync.Mutex
+	var h [link.HeaderLen]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return
+		}
+		typ, id, n := link.ParseHeader(h[:])
+		p := make([]byte, n)
+		if _, err := io.ReadFull(br, p); err != nil {
+			return
+		}
+		if typ != link.FrameRequest {
+			continue
+		}
+		var lr link.Request
+		if link.DecodeRequest(p, &lr) != nil {
+			return
+		}
+		r, nth, ok := b.record(string(lr.Target), lr.Body)
+		if !ok {
+			return
+		}
+		go func() {
+			a := b.handle(r, nth)
+			wmu.Lock()
+			defer wmu.Unlock()
+			_, _ = nc.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(a)), a...))
+		}()
+	}
 }
 
 // sent answers the requests read on route, in order.
@@ -853,7 +917,7 @@ func TestConsumeThroughCellRefusals(t *testing.T) {
 // exactly once.
 func TestServeThroughCellRefusals(t *testing.T) {
 	t.Parallel()
-	for _, transport := range []string{"own", "net/http"} {
+	for _, transport := range []string{"own", "net/http", "link"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			requests := `{"queue":"rpc","messages":[` +
@@ -861,7 +925,7 @@ func TestServeThroughCellRefusals(t *testing.T) {
 				`{"id":"e:1:Default:2","partition":"Default","attempts":0,"payload":{"replyTo":"inbox-b","payload":2}}]}`
 			var inboxA atomic.Int32
 			var parkedEnd atomic.Int64 // when the third pop was answered
-			b := startCellBroker(t, func(r cellReq, nth int) string {
+			b := startCellBrokerOver(t, transport == "link", func(r cellReq, nth int) string {
 				switch r.route {
 				case "/pop":
 					switch nth {
@@ -887,11 +951,15 @@ func TestServeThroughCellRefusals(t *testing.T) {
 				}
 				return response(404, "", `{}`)
 			})
-			var opts []Option
-			if transport == "net/http" {
-				opts = append(opts, WithHTTPClient(&http.Client{}))
+			var c *Client
+			switch transport {
+			case "net/http":
+				c = newHTTPClient(t, b.URL(), WithHTTPClient(&http.Client{}))
+			case "link":
+				c = newClient(t, b.URL())
+			default:
+				c = newHTTPClient(t, b.URL())
 			}
-			c := newHTTPClient(t, b.URL(), opts...)
 			ctx, stop := context.WithCancel(testCtx(t))
 			var mu sync.Mutex
 			var reported []error
