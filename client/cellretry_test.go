@@ -38,7 +38,7 @@ type cellReq struct {
 // many requests of its route were read so far (1 for the first). Requests
 // of one connection are answered in order, as a broker answers a pipeline.
 // It refuses the upgrade to a link (404, as handle answers a route it does
-// not know) unless started by startCellLinkBroker.
+// not know) unless started by startCellBrokerOver with links.
 type cellBroker struct {
 	*fakeServer
 	mu     sync.Mutex
@@ -50,13 +50,10 @@ func startCellBroker(t *testing.T, handle func(r cellReq, nth int) string) *cell
 	return startCellBrokerOver(t, false, handle)
 }
 
-// startCellLinkBroker is startCellBroker speaking links: it accepts the
-// upgrade, and answers each request frame on a goroutine of its own (a
-// stream waits for no other, as on a broker), in the order handle returns.
-func startCellLinkBroker(t *testing.T, handle func(r cellReq, nth int) string) *cellBroker {
-	return startCellBrokerOver(t, true, handle)
-}
-
+// startCellBrokerOver is startCellBroker, speaking links when links is
+// true: it accepts the upgrade, and answers each request frame on a
+// goroutine of its own (a stream waits for no other, as on a broker), in
+// the order handle returns.
 func startCellBrokerOver(t *testing.T, links bool, handle func(r cellReq, nth int) string) *cellBroker {
 	t.Helper()
 	b := &cellBroker{handle: handle}
