@@ -167,6 +167,37 @@ func TestLinkUpgradeIdentityRefusal(t *testing.T) {
 	}
 }
 
+// A call on a link that is never answered ends at its timeout as one that
+// may have been applied (its frame was written), and one whose context is
+// cancelled meanwhile ends with the context's error alone.
+func TestLinkCallUnansweredEndsByItsBound(t *testing.T) {
+	t.Parallel()
+	f := linkServer(t, func(net.Conn, uint64, *link.Request) {}) // reads, never answers
+	c := newClient(t, f.URL(), WithTimeout(300*time.Millisecond))
+	_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+	var ce *connError
+	if !errors.As(err, &ce) || !ce.maybeApplied || !errors.Is(err, errLinkTimeout) {
+		t.Fatalf("a push never answered: %v, want the call's timeout, maybe applied", err)
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: 10 * time.Second})
+	if !errors.Is(err, context.Canceled) || errors.As(err, &ce) {
+		t.Fatalf("a waiting pop cancelled: %v, want context.Canceled alone", err)
+	}
+
+	// WithTimeout(0) is no bound: an answer 100 ms late is taken.
+	late := linkServer(t, func(nc net.Conn, id uint64, _ *link.Request) {
+		time.Sleep(100 * time.Millisecond)
+		a := "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n" + `{"pushed":1}`
+		_, _ = nc.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(a)), a...))
+	})
+	c = newClient(t, late.URL(), WithTimeout(0))
+	if res, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil || res.Pushed != 1 {
+		t.Fatalf("a push answered late under WithTimeout(0): %+v %v", res, err)
+	}
+}
+
 // linkServer is a fake broker that upgrades and then hands each request
 // frame to answer, which writes what it likes on the link.
 func linkServer(t *testing.T, answer func(nc net.Conn, id uint64, r *link.Request)) *fakeServer {
