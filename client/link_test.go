@@ -198,6 +198,43 @@ func TestLinkCallUnansweredEndsByItsBound(t *testing.T) {
 	}
 }
 
+// parseAnswer reads an answer frame's HTTP answer: status, Retry-After and
+// the body, whose Content-Length (when given) must be the bytes the frame
+// holds after the head; a header is read whichever line it is on.
+func TestParseAnswerFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name, in   string
+		status     int
+		retryAfter string
+		body       string
+		err        bool
+	}{
+		{"framed", "HTTP/1.1 201 Created\r\nContent-Length: 12\r\n\r\n{\"pushed\":1}", 201, "", `{"pushed":1}`, false},
+		{"no Content-Length", "HTTP/1.1 200 OK\r\nX: y\r\n\r\nall", 200, "", "all", false},
+		{"Retry-After last", "HTTP/1.1 503 Busy\r\nContent-Length: 2\r\nRetry-After: 7\r\n\r\n{}", 503, "7", "{}", false},
+		{"a line ended by a bare LF", "HTTP/1.1 503 Busy\r\nRetry-After: 7\nContent-Length: 2\r\n\r\n{}", 503, "7", "{}", false},
+		{"Retry-After first", "HTTP/1.1 503 Busy\r\nretry-after:  3 \r\nContent-Length: 2\r\n\r\n{}", 503, "3", "{}", false},
+		{"Content-Length 0 and a body", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n{}", 0, "", "", true},
+		{"Content-Length over the frame", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n{}", 0, "", "", true},
+		{"Content-Length under the frame, last", "HTTP/1.1 200 OK\r\nX: y\r\nContent-Length: 1\r\n\r\n{}", 0, "", "", true},
+		{"a bad Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", 0, "", "", true},
+		{"no head's end", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n", 0, "", "", true},
+		{"not HTTP", "HTTP/2.0 200 OK\r\n\r\n", 0, "", "", true},
+		{"a status with a letter", "HTTP/1.1 2x0 OK\r\n\r\n", 0, "", "", true},
+	} {
+		a, body, err := parseAnswer([]byte(tc.in), nil)
+		if tc.err {
+			if !errors.Is(err, errFraming) {
+				t.Errorf("%s: %v, want a framing error", tc.name, err)
+			}
+			continue
+		}
+		if err != nil || a.status != tc.status || a.retryAfter != tc.retryAfter || string(body) != tc.body {
+			t.Errorf("%s: %d %q %q %v; want %d %q %q", tc.name, a.status, a.retryAfter, body, err, tc.status, tc.retryAfter, tc.body)
+		}
+	}
+}
+
 // linkServer is a fake broker that upgrades and then hands each request
 // frame to answer, which writes what it likes on the link.
 func linkServer(t *testing.T, answer func(nc net.Conn, id uint64, r *link.Request)) *fakeServer {
