@@ -554,6 +554,46 @@ func TestRequestReply100(t *testing.T) {
 	}
 }
 
+// A Request's push answered with any 2xx (200 and 299 here, not only the
+// broker's 201) is a success, and its reply is waited for, over each
+// transport: a link (the push and the inbox's pop in one write), HTTP/1.1
+// (both on one connection) and net/http (one after the other).
+func TestRequestAfterAny2xxPush(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{"link", "http", "net/http"} {
+		for _, status := range []int{200, 299} {
+			t.Run(fmt.Sprint(transport, " ", status), func(t *testing.T) {
+				t.Parallel()
+				b := startCellBrokerOver(t, transport == "link", func(r cellReq, _ int) string {
+					switch r.route {
+					case "/push":
+						return response(status, "", `{"pushed":1}`)
+					case "/pop":
+						return response(200, "", `{"queue":"`+r.query.Get("queue")+`","messages":[{"id":"e:1:Default:0","partition":"Default","attempts":0,"payload":"pong"}]}`)
+					}
+					return response(404, "", `{"error":"no such route","code":"not_found"}`)
+				})
+				var c *Client
+				switch transport {
+				case "link":
+					c = newClient(t, b.URL())
+				case "http":
+					c = newHTTPClient(t, b.URL())
+				default:
+					c = newHTTPClient(t, b.URL(), WithHTTPClient(&http.Client{}))
+				}
+				m, err := c.Request(testCtx(t), "rpc", "ping", RequestOptions{Timeout: 5 * time.Second})
+				if err != nil || string(m.Payload) != `"pong"` {
+					t.Fatalf("request: %v %v, want the reply", m, err)
+				}
+				if n := len(b.sent("/pop")); n != 1 {
+					t.Fatalf("%d pops of the inbox, want 1", n)
+				}
+			})
+		}
+	}
+}
+
 // TestConsume: failures are acked failed and redelivered, successes
 // completed; cancel stops the loop after the handlers in flight; Close
 // stops a running loop too.
