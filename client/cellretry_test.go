@@ -994,6 +994,31 @@ func TestServeThroughCellRefusals(t *testing.T) {
 	}
 }
 
+// WithHTTPClient's transport bounds a call by WithTimeout as the others
+// do, and WithTimeout(0) bounds nothing (an answer 100 ms late is taken).
+func TestNetHTTPCallBoundedByItsTimeout(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	b := startCellBroker(t, func(r cellReq, nth int) string {
+		if nth == 1 {
+			<-stop // never answered while the test runs
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return response(201, "", `{"pushed":1}`)
+	})
+	t.Cleanup(func() { close(stop) }) // before the server's own cleanup, which waits for this handler
+	c := newHTTPClient(t, b.URL(), WithHTTPClient(&http.Client{}), WithTimeout(300*time.Millisecond))
+	start := time.Now()
+	if _, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a push never answered: %v after %v, want the call's timeout", err, time.Since(start))
+	}
+	c = newHTTPClient(t, b.URL(), WithHTTPClient(&http.Client{}), WithTimeout(0))
+	if res, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{}); err != nil || res.Pushed != 1 {
+		t.Fatalf("a push answered late under WithTimeout(0): %+v %v", res, err)
+	}
+}
+
 // TestCellRefusalThroughNetHTTP: WithHTTPClient's transport retries the
 // same way.
 func TestCellRefusalThroughNetHTTP(t *testing.T) {
