@@ -582,7 +582,7 @@ func TestRequestAfterAny2xxPush(t *testing.T) {
 				default:
 					c = newHTTPClient(t, b.URL(), WithHTTPClient(&http.Client{}))
 				}
-				m, err := c.Request(testCtx(t), "rpc", "ping", RequestOptions{Timeout: 5 * time.Second})
+				m, err := c.Request(testCtx(t), "rpc", "ping", RequestOptions{}) // no Timeout: the default 30 s
 				if err != nil || string(m.Payload) != `"pong"` {
 					t.Fatalf("request: %v %v, want the reply", m, err)
 				}
