@@ -100,38 +100,19 @@ func (b *cellBroker) record(target string, body []byte) (cellReq, int, bool) {
 
 // serveLink switches nc to a link and serves its request frames.
 func (b *cellBroker) serveLink(nc net.Conn, br *bufio.Reader) {
-	if _, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n"); err != nil {
-		return
-	}
 	var wmu sync.Mutex
-	var h [link.HeaderLen]byte
-	for {
-		if _, err := io.ReadFull(br, h[:]); err != nil {
-			return
-		}
-		typ, id, n := link.ParseHeader(h[:])
-		p := make([]byte, n)
-		if _, err := io.ReadFull(br, p); err != nil {
-			return
-		}
-		if typ != link.FrameRequest {
-			continue
-		}
-		var lr link.Request
-		if link.DecodeRequest(p, &lr) != nil {
-			return
-		}
+	serveLinkRequests(nc, br, func(id uint64, lr *link.Request) bool {
 		r, nth, ok := b.record(string(lr.Target), lr.Body)
-		if !ok {
-			return
+		if ok {
+			go func() {
+				a := b.handle(r, nth)
+				wmu.Lock()
+				defer wmu.Unlock()
+				_, _ = nc.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(a)), a...))
+			}()
 		}
-		go func() {
-			a := b.handle(r, nth)
-			wmu.Lock()
-			defer wmu.Unlock()
-			_, _ = nc.Write(append(link.AppendHeader(nil, link.FrameAnswer, id, len(a)), a...))
-		}()
-	}
+		return ok
+	})
 }
 
 // sent answers the requests read on route, in order.

@@ -242,27 +242,38 @@ func linkServer(t *testing.T, answer func(nc net.Conn, id uint64, r *link.Reques
 		if _, err := readRequest(br); err != nil {
 			return
 		}
-		io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n")
-		var h [link.HeaderLen]byte
-		for {
-			if _, err := io.ReadFull(br, h[:]); err != nil {
-				return
-			}
-			typ, id, n := link.ParseHeader(h[:])
-			p := make([]byte, n)
-			if _, err := io.ReadFull(br, p); err != nil {
-				return
-			}
-			if typ != link.FrameRequest {
-				continue
-			}
-			var r link.Request
-			if link.DecodeRequest(p, &r) != nil {
-				return
-			}
-			answer(nc, id, &r)
-		}
+		serveLinkRequests(nc, br, func(id uint64, r *link.Request) bool {
+			answer(nc, id, r)
+			return true
+		})
 	})
+}
+
+// serveLinkRequests answers an upgrade with 101 and hands each request
+// frame that follows to each (other frames skipped), until the link ends,
+// a frame does not decode or each answers false.
+func serveLinkRequests(nc net.Conn, br *bufio.Reader, each func(id uint64, r *link.Request) bool) {
+	if _, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n"); err != nil {
+		return
+	}
+	var h [link.HeaderLen]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return
+		}
+		typ, id, n := link.ParseHeader(h[:])
+		p := make([]byte, n)
+		if _, err := io.ReadFull(br, p); err != nil {
+			return
+		}
+		if typ != link.FrameRequest {
+			continue
+		}
+		var r link.Request
+		if link.DecodeRequest(p, &r) != nil || !each(id, &r) {
+			return
+		}
+	}
 }
 
 // A push whose link fails after its frame was written is reported as
