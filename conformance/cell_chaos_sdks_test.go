@@ -88,17 +88,14 @@ func goChaosSDK(cl *client.Client) chaosSDK {
 // its Go half without it.
 func jsNodeIfAny(t *testing.T) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err == nil {
-		out, err := exec.Command(node, "-e", "process.stdout.write(typeof AbortSignal.any)").Output()
-		if err == nil && string(out) == "function" {
-			return node
-		}
+	node, why := findNode()
+	if why == "" {
+		return node
 	}
 	if os.Getenv("QUEEN_TEST_REQUIRE_NODE") == "1" {
-		t.Fatal("no node of at least 20.3 on PATH (QUEEN_TEST_REQUIRE_NODE=1)")
+		t.Fatal(why + " (QUEEN_TEST_REQUIRE_NODE=1)")
 	}
-	t.Log("no node of at least 20.3 on PATH: the run drives the Go SDK only")
+	t.Log(why + ": the run drives the Go SDK only")
 	return ""
 }
 

@@ -26,13 +26,7 @@ import (
 // queen-mq needs (AbortSignal.any): the rule of examples/examples_test.go.
 func jsNode(t *testing.T) string {
 	t.Helper()
-	why := ""
-	node, err := exec.LookPath("node")
-	if err != nil {
-		why = "node is not on PATH"
-	} else if out, err := exec.Command(node, "-e", "process.stdout.write(typeof AbortSignal.any)").Output(); err != nil || string(out) != "function" {
-		why = "node is older than 20.3"
-	}
+	node, why := findNode()
 	if why != "" {
 		if os.Getenv("QUEEN_TEST_REQUIRE_NODE") == "1" {
 			t.Fatal(why)
@@ -40,6 +34,19 @@ func jsNode(t *testing.T) string {
 		t.Skip(why + " (QUEEN_TEST_REQUIRE_NODE=1 makes this a failure)")
 	}
 	return node
+}
+
+// findNode answers node's path, or why there is none that queen-mq can
+// run on.
+func findNode() (node, why string) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return "", "node is not on PATH"
+	}
+	if out, err := exec.Command(node, "-e", "process.stdout.write(typeof AbortSignal.any)").Output(); err != nil || string(out) != "function" {
+		return "", "node is older than 20.3"
+	}
+	return node, ""
 }
 
 // startJSScript starts node on script with QUEEN_CELL_JS=cfg, for 60 s at
