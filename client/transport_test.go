@@ -179,6 +179,55 @@ func TestResponseSplitAcrossSegments(t *testing.T) {
 	}
 }
 
+// A pipelined connection that dies with several pushes in flight fails
+// each of them once, as a call that may have been applied, and sends none
+// again.
+func TestPipelinedConnectionDiesWithCallsInFlight(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	var read atomic.Int32
+	all := make(chan struct{})
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		go func() {
+			select { // every connection dies once all the pushes were read, none answered
+			case <-all:
+			case <-time.After(10 * time.Second):
+			}
+			_ = nc.Close()
+		}()
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			if read.Add(1) == n {
+				close(all)
+			}
+		}
+	})
+	c := newHTTPClient(t, f.URL())
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Push(testCtx(t), "q", []any{1}, PushOptions{})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "may have applied") {
+			t.Fatalf("a push whose connection died unanswered: %v, want one that may have been applied", err)
+		}
+	}
+	if read.Load() != n {
+		t.Fatalf("the server read %d pushes, want %d (each once)", read.Load(), n)
+	}
+	t.Logf("%d requests read on %d connections", read.Load(), f.conns.Load())
+}
+
 // TestConnectionCloseFromServer: the scripted server answers the first
 // request of each connection with "Connection: close" and closes it,
 // ignoring whatever was pipelined behind: those calls, which the server
