@@ -54,8 +54,9 @@ type linkConn struct {
 	up     int
 	c      gnet.Conn
 	state  linkState
-	out    []byte // frames of this round, written by flush
-	listed bool   // in ls.dirtyLinks
+	in     link.FrameReader // the broker's answers: a big one is read aside
+	out    []byte           // frames of this round, written by flush
+	listed bool             // in ls.dirtyLinks
 
 	calls link.Streams[*exchange]
 }
@@ -155,7 +156,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 	}
 	var resume []*clientConn
 	for {
-		typ, id, p, size, ok, err := link.NextFrame(c, link.MaxFrame)
+		typ, id, p, ok, err := l.in.Next(c, link.MaxFrame)
 		if err != nil {
 			return gnet.Close
 		}
@@ -185,7 +186,7 @@ func (l *linkConn) onTraffic() gnet.Action {
 		default:
 			return gnet.Close
 		}
-		_, _ = c.Discard(size)
+		l.in.Done(c)
 	}
 	l.ls.resume(resume)
 	return gnet.None

@@ -13,9 +13,10 @@
 // relay's Client (the fan-out of reset and delete) run; and Streams
 // (streams.go), the calls in flight for a caller on one event loop (the
 // broker's links to other members and the gateway's links to its
-// brokers), with NextFrame (buffered.go), which reads a frame out of an
+// brokers), with FrameReader (buffered.go), which reads frames out of an
 // event loop's buffer, as every link of the broker and the gateway's links
-// to its brokers do. A payload read from a stream grows with what arrives
+// to its brokers do: a whole one in place, a big one still arriving into a
+// buffer of its own. A payload read from a stream grows with what arrives
 // (payload.go), and ToWire (wire.go) makes a request frame the HTTP
 // request a route handler takes.
 //

@@ -82,32 +82,103 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// bufferedBytes is a Buffered over a byte slice.
-type bufferedBytes []byte
+// inbound is a Buffered over a byte slice, as gnet's inbound buffer: what
+// is discarded leaves it.
+type inbound struct{ b []byte }
 
-func (b bufferedBytes) Peek(n int) ([]byte, error) {
-	if n > len(b) {
-		return b, nil
+func (in *inbound) Peek(n int) ([]byte, error) {
+	if n > len(in.b) {
+		return in.b, nil
 	}
-	return b[:n], nil
+	return in.b[:n], nil
 }
-func (b bufferedBytes) InboundBuffered() int { return len(b) }
+func (in *inbound) Discard(n int) (int, error) { in.b = in.b[n:]; return n, nil }
+func (in *inbound) InboundBuffered() int       { return len(in.b) }
 
-// NextFrame hands out a frame only once it is whole, and refuses one
-// declared over the limit before its payload arrives.
-func TestNextFrame(t *testing.T) {
+// A FrameReader hands out a frame only once it is whole, reads a small one
+// in place, and refuses one declared over the limit before its payload
+// arrives.
+func TestFrameReaderSmallFrames(t *testing.T) {
 	frame := append(AppendHeader(nil, FrameAnswer, 7, 5), "hello"...)
 	for cut := 0; cut < len(frame); cut++ {
-		if _, _, _, _, ok, err := NextFrame(bufferedBytes(frame[:cut]), 100); ok || err != nil {
+		var r FrameReader
+		in := &inbound{b: frame[:cut]}
+		if _, _, _, ok, err := r.Next(in, 100); ok || err != nil {
 			t.Fatalf("%d of %d bytes: ok %v err %v, want to wait", cut, len(frame), ok, err)
 		}
+		if in.InboundBuffered() != cut || r.Aside() != 0 || r.Begun(in) != (cut > 0) {
+			t.Fatalf("%d of %d bytes: %d left buffered, %d aside, begun %v; want a small frame left in place", cut, len(frame), in.InboundBuffered(), r.Aside(), r.Begun(in))
+		}
 	}
-	typ, id, p, size, ok, err := NextFrame(bufferedBytes(append(frame, 1, 2, 3)), 5)
-	if !ok || err != nil || typ != FrameAnswer || id != 7 || string(p) != "hello" || size != len(frame) {
-		t.Fatalf("whole: %d %d %q %d %v %v", typ, id, p, size, ok, err)
+	var r FrameReader
+	in := &inbound{b: append(append([]byte{}, frame...), frame[:3]...)}
+	typ, id, p, ok, err := r.Next(in, 5)
+	if !ok || err != nil || typ != FrameAnswer || id != 7 || string(p) != "hello" {
+		t.Fatalf("whole: %d %d %q %v %v", typ, id, p, ok, err)
 	}
-	if _, _, _, _, ok, err := NextFrame(bufferedBytes(frame[:HeaderLen]), 4); ok || err != ErrFrameTooLong {
+	if &p[0] != &in.b[HeaderLen] {
+		t.Fatal("a whole frame was copied; want it read in place")
+	}
+	r.Done(in)
+	if in.InboundBuffered() != 3 || !r.Begun(in) {
+		t.Fatalf("after Done: %d bytes left, begun %v; want the next frame's 3", in.InboundBuffered(), r.Begun(in))
+	}
+	if _, _, _, ok, err := r.Next(&inbound{b: frame[:HeaderLen]}, 4); ok || err != ErrFrameTooLong {
 		t.Fatalf("over the limit: ok %v err %v, want ErrFrameTooLong on the header alone", ok, err)
+	}
+}
+
+// A frame over BigFrame still arriving is moved aside into a buffer of its
+// exact length as its bytes come, in whatever pieces, and handed out whole
+// once its last byte has; what follows it stays buffered.
+func TestFrameReaderBigFrame(t *testing.T) {
+	n := BigFrame + 1
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	frame := append(AppendHeader(nil, FrameRequest, 9, n), payload...)
+	next := AppendHeader(nil, FramePing, 0, 0)
+	stream := append(append([]byte{}, frame...), next...)
+	for _, piece := range []int{1, 13, 4096, 65536, len(stream)} {
+		var r FrameReader
+		in := &inbound{}
+		var got []byte
+		for sent := 0; got == nil; {
+			if sent == len(stream) {
+				t.Fatalf("pieces of %d: the frame never came whole", piece)
+			}
+			end := min(sent+piece, len(stream))
+			in.b = append(in.b, stream[sent:end]...)
+			sent = end
+			typ, id, p, ok, err := r.Next(in, MaxFrame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				if sent > HeaderLen && sent < len(frame) && (r.Aside() != len(frame) || in.InboundBuffered() != 0) {
+					t.Fatalf("pieces of %d, %d sent: %d aside, %d buffered; want all of it aside in %d bytes", piece, sent, r.Aside(), in.InboundBuffered(), len(frame))
+				}
+				if !r.Begun(in) {
+					t.Fatalf("pieces of %d, %d sent: not begun", piece, sent)
+				}
+				continue
+			}
+			if typ != FrameRequest || id != 9 {
+				t.Fatalf("pieces of %d: frame %d on stream %d", piece, typ, id)
+			}
+			got = append([]byte{}, p...)
+			r.Done(in)
+			if r.Aside() != 0 {
+				t.Fatalf("pieces of %d: %d bytes still aside after Done", piece, r.Aside())
+			}
+			if !bytes.Equal(in.b, stream[len(frame):sent]) {
+				t.Fatalf("pieces of %d: %d bytes left buffered, want the %d after the frame", piece, len(in.b), sent-len(frame))
+			}
+		}
+		if !bytes.Equal(got, payload) {
+			t.Fatalf("pieces of %d: payload differs", piece)
+		}
 	}
 }
 

@@ -154,7 +154,14 @@ func (c *rcase) checkCodes(prefix string, cs *codes, allowed ...string) {
 // most the idle RSS at the start + half the budget, polled for up to 20 s.
 func (c *rcase) fallback() {
 	c.t.Helper()
-	bound := int64(c.f.BaseRSSMiB*(1<<20)) + c.budget/2
+	c.fallbackUnder(c.budget/2, "budget/2")
+}
+
+// fallbackUnder is fallback with the bound idle + over (named for the
+// failure's message).
+func (c *rcase) fallbackUnder(over int64, name string) {
+	c.t.Helper()
+	bound := int64(c.f.BaseRSSMiB*(1<<20)) + over
 	if _, killed := c.rss.hitCap(); killed {
 		c.fail("no fallback to measure: the broker was killed past twice the safety cap")
 		return
@@ -166,8 +173,8 @@ func (c *rcase) fallback() {
 	rss, took := c.rss.settle(bound, 30*time.Second)
 	c.f.AfterRSSMiB, c.f.AfterS = mib(rss), took.Seconds()
 	if rss > bound {
-		c.fail("RSS %.0f MiB %.0f s after the load stopped; want ≤ %.0f MiB (idle %.0f + budget/2)",
-			mib(rss), took.Seconds(), mib(bound), c.f.BaseRSSMiB)
+		c.fail("RSS %.0f MiB %.0f s after the load stopped; want ≤ %.0f MiB (idle %.0f + %s)",
+			mib(rss), took.Seconds(), mib(bound), c.f.BaseRSSMiB, name)
 	}
 }
 

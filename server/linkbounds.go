@@ -187,13 +187,13 @@ func (ls *loopState) checkThrottledLinks() {
 }
 
 // holdUnread runs at the end of a client link's read: what it leaves unread
-// in gnet's inbound buffer beyond queuedFree holds as much of the bound on
-// request bytes in flight. It reports false, and the link is closed, when
-// the bound cannot hold it, or when a stopped link queued more than an HTTP
-// connection may.
+// in gnet's inbound buffer, with a frame read aside (holdAside), beyond
+// queuedFree holds as much of the bound on request bytes in flight. It
+// reports false, and the link is closed, when the bound cannot hold it, or
+// when a stopped link queued more than an HTTP connection may.
 func (l *linkConn) holdUnread() bool {
 	s := l.s
-	n := int64(l.c.InboundBuffered())
+	n := int64(l.c.InboundBuffered() + l.in.Aside())
 	if l.overSince != 0 && n > int64(s.cfg.MaxPipelined) {
 		return false
 	}
@@ -212,6 +212,14 @@ func (l *linkConn) holdUnread() bool {
 	s.tm.bodyRefused.Inc()
 	return false
 }
+
+// holdAside is a client link's FrameReader.Hold: a request frame of n bytes
+// is read aside (link.BigFrame) only once n is held of the bound on request
+// bytes in flight, as an HTTP body is before its buffer is allocated (its
+// bytes so far are all that the link has buffered). Refused, it stays in
+// gnet's buffer, where holdUnread holds what has arrived of it (or closes
+// the link), and is asked for again at the link's next read.
+func (l *linkConn) holdAside(n int) bool { return l.s.reserve(&l.reserved, int64(n)) }
 
 // release gives back what the link's unread frames held of the bound on
 // request bytes in flight.

@@ -255,6 +255,54 @@ func TestClientLinkUnreadFrameHoldsTheInflightBound(t *testing.T) {
 	}
 }
 
+// A request frame over link.BigFrame still arriving is read aside only once
+// its whole length is held of the in-flight bound (not only what has
+// arrived), is served whole when its last byte comes, and then gives the
+// bound back.
+func TestClientLinkBigFrameHoldsItsLength(t *testing.T) {
+	ts := serve(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, MaxInflightBytes: 4 << 20})
+	l := openClientLink(t, ts.addr, "")
+	body := `{"queue":"q","messages":[{"payload":"` + strings.Repeat("y", 1<<20) + `"}]}`
+	f, err := link.AppendRequest(nil, 0, &link.Request{Method: []byte("POST"), Target: []byte("/api/v1/ephemeral/push"),
+		Header: []byte("Content-Type: application/json\r\n"), Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.c.Write(f[:100<<10]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the frame's whole length held", func() bool { return ts.s.inflight.Load() == int64(len(f)) })
+	if _, err := l.c.Write(f[100<<10:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, status, answer := l.answer(t); status != 201 {
+		t.Fatalf("a 1 MiB push in two writes: %d %s", status, answer)
+	}
+	waitFor(t, 5*time.Second, "the bound given back", func() bool { return ts.s.inflight.Load() == 0 })
+	if n := pendingOf(ts, "q"); n != 1 {
+		t.Fatalf("%d messages pending, want the one pushed", n)
+	}
+
+	// Under a bound that cannot hold its length, nothing is set aside for
+	// it: it stays in gnet's buffer, holding what has arrived (100 KiB), and
+	// the link is closed only once that is more than the bound.
+	ts = serve(t, engine.New(engine.Config{}), openStore(t), Config{Loops: 1, MaxInflightBytes: 512 << 10})
+	l = openClientLink(t, ts.addr, "")
+	if _, err := l.c.Write(f[:100<<10]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "what arrived held", func() bool { return ts.s.inflight.Load() == 100<<10 })
+	if ts.s.clientLinks.Load() != 1 || ts.s.tm.bodyRefused.Get() != 0 {
+		t.Fatalf("%d links, %d refusals; want the link open", ts.s.clientLinks.Load(), ts.s.tm.bodyRefused.Get())
+	}
+	if _, err := l.c.Write(f[100<<10 : 600<<10]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the frame refused and the link closed", func() bool {
+		return ts.s.tm.bodyRefused.Get() == 1 && ts.s.clientLinks.Load() == 0 && ts.s.inflight.Load() == 0
+	})
+}
+
 // gatedStore holds every declaration write until it is let through, and
 // keeps how many were held at once.
 type gatedStore struct {

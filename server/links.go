@@ -40,7 +40,8 @@ type linkConn struct {
 	addr string     // the peer's advertised address (dialled links)
 	ls   *loopState // the loop it lives on (dialled: from the start; accepted: from OnOpen)
 	c    gnet.Conn  // nil while a dialled link is being dialled
-	out  []byte     // frames of this round, written by flushLinks
+	in   link.FrameReader
+	out  []byte // frames of this round, written by flushLinks
 
 	listed   bool  // in ls.dirty
 	closed   bool  // failed or closed: nothing more is sent on it
@@ -96,6 +97,7 @@ func (l *linkConn) opened(c gnet.Conn, s *Server) {
 		case linkAccepted:
 			l.ls.tendAccepted(l, true)
 		case linkClient:
+			l.in.Hold = l.holdAside
 			l.ls.tendClient(l, true)
 		}
 		return
@@ -161,7 +163,7 @@ func (l *linkConn) serveFrames() gnet.Action {
 		if l.overSince != 0 && !l.outboundDrained() {
 			break // frames wait, unread, until the client reads its answers
 		}
-		typ, id, p, size, ok, err := link.NextFrame(c, l.frameLimit())
+		typ, id, p, ok, err := l.in.Next(c, l.frameLimit())
 		if err != nil {
 			if l.refuseLongFrame() {
 				continue // its bytes are skipped as they come
@@ -174,7 +176,7 @@ func (l *linkConn) serveFrames() gnet.Action {
 		if !l.frame(typ, id, p) {
 			return gnet.Close
 		}
-		_, _ = c.Discard(size)
+		l.in.Done(c)
 		whole = true
 		if l.role == linkClient && !l.boundOut() {
 			return gnet.Close
@@ -183,14 +185,11 @@ func (l *linkConn) serveFrames() gnet.Action {
 	if l.role == linkClient && !l.holdUnread() {
 		return gnet.Close
 	}
+	// A frame begun (buffered, read aside, or a refused one whose bytes
+	// are still arriving) is bounded by the frame timeout (tend); it began
+	// at this read if a frame was read whole before it.
 	switch {
-	case l.skip > 0:
-		// A refused frame still arriving is a frame begun: the body
-		// timeout bounds it (tendClientLinks).
-		if l.partialSince == 0 {
-			l.partialSince = l.lastRead
-		}
-	case c.InboundBuffered() == 0:
+	case l.skip == 0 && !l.in.Begun(c):
 		l.partialSince = 0
 	case whole || l.partialSince == 0:
 		l.partialSince = l.lastRead
@@ -284,6 +283,7 @@ func (l *linkConn) fail(err error) {
 	l.release()
 	l.returnHeld()
 	l.out = nil
+	l.in = link.FrameReader{} // a frame read aside is let go with the link
 	if l.c != nil {
 		_ = l.c.Close()
 	}
@@ -305,12 +305,13 @@ func (l *linkConn) countOpen(n int64) {
 // errLinkClosedByPeer: the link's connection closed (gnet's OnClose).
 var errLinkClosedByPeer = errors.New("the relay connection closed")
 
-// failHolding fails the link and, when it held a large partial frame,
-// has the memory given back to the system soon: gnet pools a closed
-// connection's inbound buffer, which an idle broker would otherwise keep
-// (no allocation, no collection) for minutes.
+// failHolding fails the link and, when it held a large partial frame (in
+// gnet's buffer or read aside), has the memory given back to the system
+// soon: gnet pools a closed connection's inbound buffer, and a frame read
+// aside is garbage no collection comes for while an idle broker allocates
+// nothing, so either would be kept for minutes.
 func (l *linkConn) failHolding(err error) {
-	held := l.c.InboundBuffered()
+	held := l.c.InboundBuffered() + l.in.Aside()
 	l.fail(err)
 	if held >= returnHeldAt {
 		l.s.returnHeldMemory()
