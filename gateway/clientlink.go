@@ -105,11 +105,12 @@ type clientLink struct {
 	// read, or the last tick that found it holding one (tendLinks); pings
 	// do not move it (shed.go, clientLink.idle).
 	lastCall     int64
-	frameSince   int64 // unix nanos since a frame has been arriving, 0 = none (BodyTimeout)
-	reserved     int64 // bytes of Gateway.inflight held for frames arriving or waiting
-	queuedOut    int64 // its answers gnet holds unsent, as counted in Gateway.inflight
-	stalled      bool  // frames wait, unread, for its answers to drain
-	stalledSince int64 // unix nanos, when it stalled
+	in           link.FrameReader // its frames: a big one still arriving is read aside
+	frameSince   int64            // unix nanos since a frame has been arriving, 0 = none (BodyTimeout)
+	reserved     int64            // bytes of Gateway.inflight held for frames arriving or waiting
+	queuedOut    int64            // its answers gnet holds unsent, as counted in Gateway.inflight
+	stalled      bool             // frames wait, unread, for its answers to drain
+	stalledSince int64            // unix nanos, when it stalled
 	req          wire.Request
 	scratch      []byte
 }
@@ -139,6 +140,7 @@ func (cc *clientConn) upgradeToLink(req *wire.Request) {
 		return
 	}
 	l := &clientLink{g: cc.g, ls: cc.ls, tenant: tenant, level: level, upIdx: cc.upIdx, streams: map[uint64]*exchange{}}
+	l.in.Hold = l.holdFrame
 	if !until.IsZero() {
 		l.until = until.UnixNano()
 	}
@@ -203,8 +205,9 @@ func (l *clientLink) frameLimit() int {
 
 // readFrames serves every whole frame buffered, unless the client's unread
 // answers pass the soft bound (then what it sent waits, bounded, in gnet's
-// buffer: holdInbound). A frame still arriving holds its length of the
-// bound on bytes in flight, or the link is refused and closed.
+// buffer: holdInbound). A frame longer than 64 KiB still arriving holds
+// its length of the bound on bytes in flight (holdFrame) and is read
+// aside, or the link is refused and closed.
 func (l *clientLink) readFrames() gnet.Action {
 	c := l.c
 	for !l.closed {
@@ -214,31 +217,23 @@ func (l *clientLink) readFrames() gnet.Action {
 			}
 			return gnet.None
 		}
-		hdr, _ := c.Peek(link.HeaderLen)
-		if len(hdr) < link.HeaderLen {
-			l.frameSince = 0
-			if len(hdr) > 0 {
-				l.frameSince = l.g.now.Load()
-			}
-			return gnet.None
-		}
-		typ, id, n := link.ParseHeader(hdr)
-		if n > l.frameLimit() {
+		typ, id, p, whole, err := l.in.Next(c, l.frameLimit())
+		switch {
+		case err == link.ErrNotHeld:
+			l.streamRefusal(id, errInflight, 0)
+			return gnet.Close // its bytes are not read: the link cannot go on
+		case err != nil:
 			return gnet.Close // a protocol error (docs/link.md, "Bounds")
-		}
-		if c.InboundBuffered() < link.HeaderLen+n {
-			if l.frameSince == 0 {
+		case !whole:
+			if !l.in.Begun(c) {
+				l.frameSince = 0
+			} else if l.frameSince == 0 {
 				l.frameSince = l.g.now.Load()
-			}
-			if int64(n) > queuedFree && !l.ls.reserveInflight(&l.reserved, int64(link.HeaderLen+n)) {
-				l.streamRefusal(id, errInflight, 0)
-				return gnet.Close // its bytes are not read: the link cannot go on
 			}
 			return gnet.None
 		}
-		frame, _ := c.Peek(link.HeaderLen + n)
-		ok := l.frame(typ, id, frame[link.HeaderLen:])
-		_, _ = c.Discard(link.HeaderLen + n)
+		ok := l.frame(typ, id, p)
+		l.in.Done(c)
 		l.frameSince = 0
 		l.ls.releaseInflight(&l.reserved)
 		if !ok {
@@ -247,6 +242,11 @@ func (l *clientLink) readFrames() gnet.Action {
 	}
 	return gnet.None
 }
+
+// holdFrame is the link's FrameReader.Hold: a frame longer than 64 KiB
+// still arriving holds its whole length of the bound on bytes in flight
+// before it is read aside, or it is refused.
+func (l *clientLink) holdFrame(n int) bool { return l.ls.reserveInflight(&l.reserved, int64(n)) }
 
 // holdInbound bounds what a stalled link may leave unread in gnet's
 // buffer, as holdQueued does a client connection's: a frame's worth, and
@@ -595,6 +595,7 @@ func (l *clientLink) closedConn() {
 	l.g.inflight.Add(-l.queuedOut)
 	l.queuedOut = 0
 	l.ls.releaseInflight(&l.reserved)
+	l.in = link.FrameReader{} // a frame read aside is let go with the link
 	for id, ex := range l.streams {
 		delete(l.streams, id)
 		ex.cancelled = true

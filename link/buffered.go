@@ -1,5 +1,7 @@
 package link
 
+import "errors"
+
 // Buffered is a connection's inbound buffer as an event loop offers it
 // (gnet.Conn has these methods): the broker's links and the gateway's read
 // frames out of it in place.
@@ -20,6 +22,9 @@ type Buffered interface {
 // copied once, and the memory is the frame's length.
 const BigFrame = 64 << 10
 
+// ErrNotHeld: FrameReader.Hold refused a big frame's length.
+var ErrNotHeld = errors.New("link: the frame's length cannot be held")
+
 // FrameReader reads one link's frames out of its event loop's buffer: a
 // frame that is whole there is read in place (no allocation: the hot path
 // of small frames), a big one still arriving is moved aside (BigFrame).
@@ -27,9 +32,9 @@ const BigFrame = 64 << 10
 // (the connection's loop).
 type FrameReader struct {
 	// Hold, if set, is asked before a big frame is read aside, with its
-	// whole length: false leaves it in c's buffer, whose bound the caller
-	// applies. A link whose memory is charged to a bound reserves it here,
-	// before anything is allocated for it.
+	// whole length: false refuses the frame (Next's ErrNotHeld). A link
+	// whose memory is charged to a bound reserves it here, before anything
+	// is allocated for it, as an HTTP body's length is held on its head.
 	Hold func(n int) bool
 
 	big  []byte // the start of a big frame read aside, header included; nil if none
@@ -39,9 +44,10 @@ type FrameReader struct {
 // Next finds the next whole frame of c: its type, stream id and payload,
 // valid until Done, which must be called once the frame has been acted on.
 // ok is false while the frame is not whole yet. err is ErrFrameTooLong for
-// a frame declared longer than limit: the connection must be closed or the
-// frame's bytes skipped (its next frame is unknown otherwise); nothing of
-// it has been read.
+// a frame declared longer than limit, and ErrNotHeld, with the frame's type
+// and stream, for a big one Hold refused: nothing of it has been read, and
+// the connection must be closed or the frame's bytes skipped (its next
+// frame is unknown otherwise).
 func (r *FrameReader) Next(c Buffered, limit int) (typ byte, id uint64, p []byte, ok bool, err error) {
 	if r.big != nil {
 		if !r.fill(c) {
@@ -61,7 +67,10 @@ func (r *FrameReader) Next(c Buffered, limit int) (typ byte, id uint64, p []byte
 	}
 	buffered := c.InboundBuffered()
 	if buffered < HeaderLen+n {
-		if n > BigFrame && (r.Hold == nil || r.Hold(HeaderLen+n)) {
+		if n > BigFrame {
+			if r.Hold != nil && !r.Hold(HeaderLen+n) {
+				return typ, id, nil, false, ErrNotHeld
+			}
 			r.big = make([]byte, 0, HeaderLen+n)
 			r.fill(c)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/queenmq/ephemeral/link"
+	"github.com/queenmq/ephemeral/wire"
 )
 
 // Bounds on a client link's unread answers and unread frames (docs/link.md,
@@ -213,13 +214,21 @@ func (l *linkConn) holdUnread() bool {
 	return false
 }
 
-// holdAside is a client link's FrameReader.Hold: a request frame of n bytes
-// is read aside (link.BigFrame) only once n is held of the bound on request
-// bytes in flight, as an HTTP body is before its buffer is allocated (its
-// bytes so far are all that the link has buffered). Refused, it stays in
-// gnet's buffer, where holdUnread holds what has arrived of it (or closes
-// the link), and is asked for again at the link's next read.
+// holdAside is a client link's FrameReader.Hold: a frame of n bytes still
+// arriving is read aside (link.BigFrame) only once n is held of the bound
+// on request bytes in flight, as an HTTP body's length is on its head (its
+// bytes so far are all that the link has buffered); refused, the frame is
+// (refuseUnheld).
 func (l *linkConn) holdAside(n int) bool { return l.s.reserve(&l.reserved, int64(n)) }
+
+// refuseUnheld answers a frame whose length the bound on request bytes in
+// flight cannot hold as HTTP answers such a body, 503 on its stream, and
+// counts it; the link is then closed, since the frame's bytes are not read.
+func (l *linkConn) refuseUnheld(id uint64) {
+	s := l.s
+	s.tm.bodyRefused.Inc()
+	l.answer(id, s.appendError(nil, wire.Head{}, errInflight))
+}
 
 // release gives back what the link's unread frames held of the bound on
 // request bytes in flight.

@@ -164,6 +164,10 @@ func (l *linkConn) serveFrames() gnet.Action {
 			break // frames wait, unread, until the client reads its answers
 		}
 		typ, id, p, ok, err := l.in.Next(c, l.frameLimit())
+		if err == link.ErrNotHeld {
+			l.refuseUnheld(id)
+			return gnet.Close
+		}
 		if err != nil {
 			if l.refuseLongFrame() {
 				continue // its bytes are skipped as they come
