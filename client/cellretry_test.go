@@ -618,6 +618,30 @@ func TestRequestCellRefusals(t *testing.T) {
 				}
 			}
 		})
+		// Parked again after the refusal, the inbox's pops end empty (their
+		// wait over) and no reply ever comes: the request ends with
+		// ErrRequestTimeout, not with a message. Kills reqreply.go:130's
+		// `len(res.Messages) >= 0` (a panic on the empty answer).
+		t.Run("inbox pop refused, then no reply/"+transport, func(t *testing.T) {
+			t.Parallel()
+			b := startCellBroker(t, func(r cellReq, nth int) string {
+				switch {
+				case r.route == "/push":
+					return response(201, "", `{"pushed":1}`)
+				case nth == 1:
+					return refusal(CodeForwardFailed, "")
+				}
+				return response(200, "", `{"queue":"i","messages":[]}`)
+			})
+			c := newHTTPClient(t, b.URL(), opts...)
+			m, err := c.Request(testCtx(t), "rpc", "hi", RequestOptions{Timeout: 500 * time.Millisecond})
+			if !errors.Is(err, ErrRequestTimeout) || m != nil {
+				t.Fatalf("Request: %v %v, want ErrRequestTimeout", m, err)
+			}
+			if n := len(b.sent("/pop")); n < 2 {
+				t.Fatalf("%d pops, want the inbox parked on again after the refusal", n)
+			}
+		})
 	}
 }
 
