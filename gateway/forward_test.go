@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -260,6 +262,150 @@ func TestClientStaysOnItsBroker(t *testing.T) {
 	got = got[:8]
 	if len(got) != 8 || got[0] == got[4] || !slices.Contains(want, got[0]) || !slices.Contains(want, got[4]) || !slices.Equal(got[:4], slices.Repeat(got[:1], 4)) || !slices.Equal(got[4:], slices.Repeat(got[4:5], 4)) {
 		t.Fatalf("the brokers received %q; want each client's four pushes at one broker, the two clients at two", got)
+	}
+}
+
+// A client's own broker connection (a status read's) goes back to the loop
+// for the next client when its client leaves, up to maxIdleDedicated kept
+// per broker; the others are closed. Kills upstream.go:352's
+// `len(ls.idle[u.up]) > maxIdleDedicated` (one more kept).
+func TestSpareOwnConnectionsBounded(t *testing.T) {
+	fb := startFakeBroker(t)
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink = true })
+	const clients = maxIdleDedicated + 6
+	conns := make([]net.Conn, clients)
+	for i := range conns {
+		conns[i] = dial(t, g)
+		if _, err := conns[i].Write([]byte(head("GET", "/api/v1/ephemeral/queues", "", 0))); err != nil {
+			t.Fatal(err)
+		}
+		if status, code, _ := answer(t, conns[i], bufio.NewReader(conns[i])); status != 201 {
+			t.Fatalf("client %d: %d %q, want the fake broker's 201", i, status, code)
+		}
+	}
+	if n := fb.open.Load(); n != clients {
+		t.Fatalf("%d connections to the broker for %d clients each holding a status read's; want one each", n, clients)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	brokertest.Eventually(t, 10*time.Second, fmt.Sprintf("the broker connections down to the %d kept spare", maxIdleDedicated),
+		func() bool { return fb.open.Load() == maxIdleDedicated })
+}
+
+// A broker that closes a client's own connection after answering (its
+// answer says Connection: close) leaves the client free to go on: its next
+// status read gets a connection of its own again and is answered. Kills
+// upstream.go:376's `owner.own != u` (the client kept the closed
+// connection, and its next request waited on it for ever).
+func TestOwnConnectionClosedByTheBroker(t *testing.T) {
+	var n atomic.Int32
+	fb := startFakeBrokerAnswering(t, func(string) string {
+		if n.Add(1) == 1 {
+			return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	})
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink = true })
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	for i := range 2 {
+		if _, err := c.Write([]byte(head("GET", "/api/v1/ephemeral/queues", "", 0))); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if status, code, _ := answer(t, c, r); status != 200 {
+			t.Fatalf("status read %d: %d %q", i+1, status, code)
+		}
+	}
+}
+
+// A request whose broker connection fails while it is being dialled (no
+// broker listens) was never sent: it is answered 503
+// ephemeral_forward_failed, on a connection that stays open, the shared
+// connection's and a client's own alike. Kills upstream.go:384's
+// `i <= sent` (the first request not sent taken for lost: its client's
+// connection closed), which only gateway/e2e's TestBrokerRestart caught.
+func TestRequestNeverSentIsForwardFailed(t *testing.T) {
+	port, err := brokertest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGatewayWith(t, "http://127.0.0.1:"+strconv.Itoa(port), func(c *Config) { c.NoLink = true })
+	c := dial(t, g)
+	r := bufio.NewReader(c)
+	body := `{"queue":"q","messages":[{"payload":1}]}`
+	for _, req := range []string{head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body, head("GET", "/api/v1/ephemeral/queues", "", 0)} {
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		if status, code, _ := answer(t, c, r); status != 503 || code != "ephemeral_forward_failed" {
+			t.Fatalf("%.40q with no broker listening: %d %q, want 503 ephemeral_forward_failed", req, status, code)
+		}
+	}
+}
+
+// The broker connections idle for upstreamIdle are closed, shared, spare
+// and a connected client's own alike, and none sooner: at the tick's own
+// time nothing is (the next requests reuse every connection, the spare one
+// included), at upstreamIdle + 1 s later every one is, and the client whose
+// own connection went is served on a new one. Kills upstream.go:441's
+// mutants (`u == nil`, `len(u.queue) != 0`, `now+u.lastUsed`,
+// `now-u.lastUsed <= upstreamIdle`), which a 60 s idle time kept from any
+// test.
+func TestIdleBrokerConnectionsClosed(t *testing.T) {
+	fb := startFakeBrokerAnswering(t, func(string) string {
+		return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	})
+	g := startGatewayWith(t, fb.url, func(c *Config) { c.NoLink = true })
+	body := `{"queue":"q","messages":[{"payload":1}]}`
+	push := head("POST", "/api/v1/ephemeral/push", "", int64(len(body))) + body
+	status := head("GET", "/api/v1/ephemeral/queues", "", 0)
+	ask := func(c net.Conn, r *bufio.Reader, req string) {
+		t.Helper()
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		if st, code, _ := answer(t, c, r); st != 200 {
+			t.Fatalf("%.30q: %d %q", req, st, code)
+		}
+	}
+	a, b, c := dial(t, g), dial(t, g), dial(t, g)
+	ar, br, cr := bufio.NewReader(a), bufio.NewReader(b), bufio.NewReader(c)
+	ask(a, ar, push)   // the shared connection
+	ask(b, br, status) // b's own, b stays
+	ask(c, cr, status) // c's own, spare once c leaves
+	c.Close()
+	spare := func() int {
+		n := 0
+		onLoops(t, g, func(ls *loopState) {
+			for _, list := range ls.idle {
+				n += len(list)
+			}
+		})
+		return n
+	}
+	brokertest.Eventually(t, 10*time.Second, "c's connection given back", func() bool { return spare() == 1 })
+	if n := fb.dialed.Load(); n != 3 {
+		t.Fatalf("%d connections dialled, want 3", n)
+	}
+
+	closeIdle := func(now int64) { onLoops(t, g, func(ls *loopState) { ls.closeIdleUpstreams(now) }) }
+	closeIdle(time.Now().UnixNano())
+	d := dial(t, g)
+	dr := bufio.NewReader(d)
+	ask(a, ar, push)
+	ask(b, br, status)
+	ask(d, dr, status) // takes the spare
+	if n := fb.dialed.Load(); n != 3 {
+		t.Fatalf("%d connections dialled after the tick at the present; want the 3 reused, none closed", n)
+	}
+
+	closeIdle(time.Now().Add(upstreamIdle + time.Second).UnixNano())
+	brokertest.Eventually(t, 10*time.Second, "every broker connection closed", func() bool { return fb.open.Load() == 0 })
+	ask(b, br, status)
+	if n := fb.dialed.Load(); n != 4 {
+		t.Fatalf("%d connections dialled; want a fourth for b's status read", n)
 	}
 }
 

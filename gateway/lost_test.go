@@ -126,6 +126,8 @@ func startGatewayTo(t *testing.T, upstream string, noLink bool) *Gateway {
 type fakeBroker struct {
 	url    string
 	lost   atomic.Int64
+	open   atomic.Int64               // connections open to it now
+	dialed atomic.Int64               // connections it accepted
 	answer func(target string) string // the answer to a request for target; nil: fakePushAnswer
 
 	mu   sync.Mutex
@@ -176,6 +178,9 @@ func startFakeBrokerAnswering(t testing.TB, answer func(target string) string) *
 }
 
 func (fb *fakeBroker) serve(c net.Conn) {
+	fb.dialed.Add(1)
+	fb.open.Add(1)
+	defer fb.open.Add(-1)
 	defer c.Close()
 	r := bufio.NewReader(c)
 	for {
