@@ -37,11 +37,11 @@ const (
 type linkConn struct {
 	s    *Server
 	role linkRole
-	addr string     // the peer's advertised address (dialled links)
-	ls   *loopState // the loop it lives on (dialled: from the start; accepted: from OnOpen)
-	c    gnet.Conn  // nil while a dialled link is being dialled
-	in   link.FrameReader
-	out  []byte // frames of this round, written by flushLinks
+	addr string           // the peer's advertised address (dialled links)
+	ls   *loopState       // the loop it lives on (dialled: from the start; accepted: from OnOpen)
+	c    gnet.Conn        // nil while a dialled link is being dialled
+	in   link.FrameReader // its frames, out of gnet's buffer; a big one still arriving is read aside
+	out  []byte           // frames of this round, written by flushLinks
 
 	listed   bool  // in ls.dirty
 	closed   bool  // failed or closed: nothing more is sent on it
