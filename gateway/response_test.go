@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -125,4 +128,55 @@ func TestCountMessages(t *testing.T) {
 			t.Errorf("%s: %d, want %d", body, got, want)
 		}
 	}
+}
+
+// FuzzCountMessages: for a pop answer as encoding/json writes it, compact
+// or indented, whatever its queue name and payloads hold (quotes, escapes,
+// brackets, commas, a "messages" key of their own), countMessages counts
+// what encoding/json decodes; -1 for an answer without the array.
+func FuzzCountMessages(f *testing.F) {
+	for _, s := range []struct {
+		queue, payload string
+		n              uint8
+		indent         bool
+	}{
+		{"q", "x", 1, false}, {"messages", `"messages":[`, 3, true}, {`q"],`, `\"}`, 0, false},
+		{"q", `{"a":[1,{"b":"]"}]}`, 5, true}, {"\t\n", "\\", 2, true}, {"q", "", 7, false},
+	} {
+		f.Add(s.queue, s.payload, s.n, s.indent)
+	}
+	f.Fuzz(func(t *testing.T, queue, payload string, n uint8, indent bool) {
+		elems := make([]any, n%8)
+		for i := range elems {
+			var e any = map[string]any{"id": strconv.Itoa(i), "payload": payload, "nested": []any{payload, map[string]any{"messages": []int{1, 2}}}}
+			if i%2 == 1 && json.Valid([]byte(payload)) {
+				e = json.RawMessage(payload)
+			}
+			elems[i] = e
+		}
+		for _, answer := range []map[string]any{{"queue": queue, "messages": elems}, {"queue": queue, "payload": payload}} {
+			body, err := json.Marshal(answer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if indent {
+				var b bytes.Buffer
+				if err := json.Indent(&b, body, " ", "\t "); err != nil {
+					t.Fatal(err)
+				}
+				body = b.Bytes()
+			}
+			var back struct{ Messages *[]json.RawMessage }
+			if err := json.Unmarshal(body, &back); err != nil {
+				t.Fatal(err)
+			}
+			want := -1
+			if back.Messages != nil {
+				want = len(*back.Messages)
+			}
+			if got := countMessages(body); got != want {
+				t.Fatalf("%s: %d, want %d", body, got, want)
+			}
+		}
+	})
 }
