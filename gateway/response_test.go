@@ -142,6 +142,7 @@ func FuzzCountMessages(f *testing.F) {
 	}{
 		{"q", "x", 1, false}, {"messages", `"messages":[`, 3, true}, {`q"],`, `\"}`, 0, false},
 		{"q", `{"a":[1,{"b":"]"}]}`, 5, true}, {"\t\n", "\\", 2, true}, {"q", "", 7, false},
+		{"q", `"s"`, 2, false}, {"q", `1`, 2, true}, // a last element that is a string, a number
 	} {
 		f.Add(s.queue, s.payload, s.n, s.indent)
 	}
