@@ -794,6 +794,78 @@ func TestSharedConnectionsBounded(t *testing.T) {
 	t.Logf("%d shared, %d idle exclusive connections after a burst of 64", shared, idle)
 }
 
+// Calls made one after another share one connection: a shared connection
+// carrying fewer than sharedBusy calls takes the next rather than another
+// being dialled. Kills pool.go:320's `load >= sharedBusy` (each call
+// dialled another, up to maxShared).
+func TestSequentialCallsShareOneConnection(t *testing.T) {
+	t.Parallel()
+	var dialled atomic.Int32
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		dialled.Add(1)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			_, _ = io.WriteString(nc, response(201, "", `{"pushed":1}`))
+		}
+	})
+	c, err := New(f.URL(), WithHTTPOnly(), withoutCellView())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := testCtx(t)
+	for i := range maxShared + 2 {
+		if _, err := c.Push(ctx, "q", []any{i}, PushOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dialled.Load(); n != 1 {
+		t.Fatalf("%d connections for %d pushes one after another; want one", n, maxShared+2)
+	}
+}
+
+// At most maxIdle exclusive connections are kept at rest: waiting pops
+// that each held one, answered together, leave maxIdle open and the rest
+// closed. Kills pool.go:287's `len(p.idle) <= maxIdle` (one more kept).
+func TestIdleExclusiveConnectionsBounded(t *testing.T) {
+	t.Parallel()
+	const pops = maxIdle + 2
+	var open, parked atomic.Int32
+	release := make(chan struct{})
+	f := startFake(t, func(_ int, nc net.Conn, br *bufio.Reader) {
+		open.Add(1)
+		defer open.Add(-1)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			parked.Add(1)
+			<-release
+			_, _ = io.WriteString(nc, response(200, "", `{"queue":"q","messages":[]}`))
+		}
+	})
+	c, err := New(f.URL(), WithHTTPOnly(), withoutCellView())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for range pops {
+		wg.Go(func() {
+			if _, err := c.Pop(ctx, "q", PopOptions{Wait: true, Timeout: 30 * time.Second}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	awaitCond(t, 10*time.Second, "every pop parked", func() bool { return parked.Load() == pops })
+	close(release)
+	wg.Wait()
+	awaitCond(t, 10*time.Second, fmt.Sprintf("the connections down to the %d kept at rest", maxIdle), func() bool { return open.Load() == maxIdle })
+}
+
 // TestCloseEndsConnections: after Close, a connection that carried a call
 // when Close came is closed once the call is answered; the client still
 // answers calls made after Close (except pushes, ErrClosed).
