@@ -826,6 +826,77 @@ func TestSequentialCallsShareOneConnection(t *testing.T) {
 	}
 }
 
+// When another shared connection cannot be dialled, a call goes on the
+// busy one (below maxPipeline) rather than fail: with sharedBusy pushes
+// held on the only connection and the server taking no more connections,
+// one more push is carried on it and answered. Kills pool.go:336's
+// `best.pending.Load() >= maxPipeline` (the dial's error answered).
+func TestBusySharedConnectionBeatsAFailedDial(t *testing.T) {
+	t.Parallel()
+	var got atomic.Int32
+	release := make(chan struct{})
+	var f *fakeServer
+	f = startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+		if n == 1 {
+			f.ln.Close() // every later dial is refused
+		}
+		// Requests are read (and counted) as they come; their answers,
+		// in order, the first at once, the others once released.
+		answers := make(chan struct{}, 256)
+		defer close(answers)
+		go func() {
+			n := 0
+			for range answers {
+				if n++; n > 1 {
+					<-release
+				}
+				_, _ = io.WriteString(nc, response(201, "", `{"pushed":1}`))
+			}
+		}()
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			got.Add(1)
+			answers <- struct{}{}
+		}
+	})
+	c, err := New(f.URL(), WithHTTPOnly(), withoutCellView())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := testCtx(t)
+	if _, err := c.Push(ctx, "q", []any{"first"}, PushOptions{}); err != nil { // the connection
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range sharedBusy {
+		wg.Go(func() {
+			if _, err := c.Push(ctx, "q", []any{i}, PushOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	awaitCond(t, 10*time.Second, "the busy pushes sent", func() bool { return got.Load() == 1+sharedBusy })
+	one := make(chan error, 1)
+	go func() { _, err := c.Push(ctx, "q", []any{"one more"}, PushOptions{}); one <- err }()
+	awaitCond(t, 10*time.Second, "one more push sent, or failed", func() bool {
+		select {
+		case err := <-one:
+			one <- err
+			return true
+		default:
+			return got.Load() == 1+sharedBusy+1
+		}
+	})
+	close(release)
+	wg.Wait()
+	if err := <-one; err != nil {
+		t.Errorf("a push with the only connection busy and no other to be dialled: %v; want it carried on the busy one", err)
+	}
+}
+
 // At most maxIdle exclusive connections are kept at rest: waiting pops
 // that each held one, answered together, leave maxIdle open and the rest
 // closed. Kills pool.go:287's `len(p.idle) <= maxIdle` (one more kept).
