@@ -121,6 +121,28 @@ func TestTokenFuncKeepsLinksAcrossTokens(t *testing.T) {
 	}
 }
 
+// jwtExp reads exp as unix seconds up to 2^33 (the year 2242) and nothing
+// else: 0 for none, zero, negative, past the bound or not a number. Kills
+// tokensource.go:154's `f >= 1<<33`.
+func TestJWTExpBounds(t *testing.T) {
+	for claims, want := range map[string]int64{
+		`{"exp":8589934592}`:   8589934592 * int64(time.Second),
+		`{"exp":8589934593}`:   0,
+		`{"exp":1700000000.5}`: 1700000000*int64(time.Second) + int64(time.Second)/2,
+		`{"exp":0}`:            0,
+		`{"exp":-5}`:           0,
+		`{"exp":"soon"}`:       0,
+		`{"sub":"x"}`:          0,
+	} {
+		if got := jwtExp(hs256("s", claims)); got != want {
+			t.Errorf("%s: %d, want %d", claims, got, want)
+		}
+	}
+	if got := jwtExp("opaque-token"); got != 0 {
+		t.Errorf("an opaque token: %d, want 0", got)
+	}
+}
+
 // The caching rule: a JWT is fetched again a quarter of its lifetime
 // before its exp, at most 30 s before; a link carrying it takes no new
 // call from an eighth of its lifetime before exp, at most 5 s; a token

@@ -794,6 +794,30 @@ func TestSharedConnectionsBounded(t *testing.T) {
 	t.Logf("%d shared, %d idle exclusive connections after a burst of 64", shared, idle)
 }
 
+// A safe call whose connection closes before its answer is sent again, on
+// a fresh connection, maxAttempts times in all, then fails. Kills
+// transport.go:261's `attempt > limit` (a fourth try).
+func TestSafeCallTriedMaxAttempts(t *testing.T) {
+	t.Parallel()
+	var got atomic.Int32
+	f := startFake(t, func(_ int, _ net.Conn, br *bufio.Reader) {
+		if _, err := readRequest(br); err == nil {
+			got.Add(1) // and closed, unanswered
+		}
+	})
+	c, err := New(f.URL(), WithHTTPOnly(), withoutCellView())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Queues(testCtx(t)); err == nil {
+		t.Fatal("a listing never answered succeeded")
+	}
+	if n := got.Load(); n != maxAttempts {
+		t.Fatalf("the listing was sent %d times; want %d", n, maxAttempts)
+	}
+}
+
 // Calls made one after another share one connection: a shared connection
 // carrying fewer than sharedBusy calls takes the next rather than another
 // being dialled. Kills pool.go:320's `load >= sharedBusy` (each call
