@@ -859,10 +859,10 @@ func TestBusySharedConnectionBeatsAFailedDial(t *testing.T) {
 	t.Parallel()
 	var got atomic.Int32
 	release := make(chan struct{})
-	var f *fakeServer
-	f = startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
+	listener := make(chan net.Listener, 1)
+	f := startFake(t, func(n int, nc net.Conn, br *bufio.Reader) {
 		if n == 1 {
-			f.ln.Close() // every later dial is refused
+			(<-listener).Close() // every later dial is refused
 		}
 		// Requests are read (and counted) as they come; their answers,
 		// in order, the first at once, the others once released.
@@ -885,6 +885,7 @@ func TestBusySharedConnectionBeatsAFailedDial(t *testing.T) {
 			answers <- struct{}{}
 		}
 	})
+	listener <- f.ln
 	c, err := New(f.URL(), WithHTTPOnly(), withoutCellView())
 	if err != nil {
 		t.Fatal(err)
