@@ -1027,7 +1027,16 @@ func TestCellStatusAndDeclarations(t *testing.T) {
 			Address string `json:"address"`
 		} `json:"members"`
 	}
-	a.do(t, "GET", "/api/v1/system/cell", nil).want(t, 200, &cellRead)
+	// The read answers 503 ephemeral_unavailable when the members' rows
+	// cannot be read in time (docs/cell.md); under a loaded CI run one did
+	// (no pooled connection within the acquire bound), so a 503 of that
+	// code is read again, within 10 s.
+	var r reply
+	brokertest.Eventually(t, 10*time.Second, "GET /api/v1/system/cell answered", func() bool {
+		r = a.do(t, "GET", "/api/v1/system/cell", nil)
+		return r.Status != 503 || !strings.Contains(string(r.Body), `"code":"ephemeral_unavailable"`)
+	})
+	r.want(t, 200, &cellRead)
 	if len(cellRead.Members) != 3 {
 		t.Fatalf("GET /api/v1/system/cell: %d members, want 3", len(cellRead.Members))
 	}
