@@ -249,6 +249,18 @@ func linkServer(t *testing.T, answer func(nc net.Conn, id uint64, r *link.Reques
 	})
 }
 
+// readLinkFrame reads one whole frame, as a test's broker end of a link.
+func readLinkFrame(r io.Reader) (typ byte, id uint64, p []byte, err error) {
+	var h [link.HeaderLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	typ, id, n := link.ParseHeader(h[:])
+	p = make([]byte, n)
+	_, err = io.ReadFull(r, p)
+	return typ, id, p, err
+}
+
 // serveLinkRequests answers an upgrade with 101 and hands each request
 // frame that follows to each (other frames skipped), until the link ends,
 // a frame does not decode or each answers false.
@@ -256,14 +268,9 @@ func serveLinkRequests(nc net.Conn, br *bufio.Reader, each func(id uint64, r *li
 	if _, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: queen-link/1\r\nConnection: Upgrade\r\n\r\n"); err != nil {
 		return
 	}
-	var h [link.HeaderLen]byte
 	for {
-		if _, err := io.ReadFull(br, h[:]); err != nil {
-			return
-		}
-		typ, id, n := link.ParseHeader(h[:])
-		p := make([]byte, n)
-		if _, err := io.ReadFull(br, p); err != nil {
+		typ, id, p, err := readLinkFrame(br)
+		if err != nil {
 			return
 		}
 		if typ != link.FrameRequest {
@@ -376,14 +383,9 @@ func TestLinkBrokerKilledMidFlight(t *testing.T) {
 			return
 		}
 		fmt.Fprintf(up, "%s %s HTTP/1.1\r\nHost: b\r\nConnection: Upgrade\r\nUpgrade: queen-link/1\r\n\r\n", req.method, req.target)
-		var h [link.HeaderLen]byte
 		for {
-			if _, err := io.ReadFull(br, h[:]); err != nil {
-				return
-			}
-			typ, _, n := link.ParseHeader(h[:])
-			p := make([]byte, n)
-			if _, err := io.ReadFull(br, p); err != nil {
+			typ, id, p, err := readLinkFrame(br)
+			if err != nil {
 				return
 			}
 			if typ == link.FrameRequest {
@@ -394,7 +396,7 @@ func TestLinkBrokerKilledMidFlight(t *testing.T) {
 					v.(*atomic.Int32).Add(1)
 				}
 			}
-			if _, err := up.Write(append(h[:], p...)); err != nil {
+			if _, err := up.Write(append(link.AppendHeader(nil, typ, id, len(p)), p...)); err != nil {
 				return
 			}
 		}

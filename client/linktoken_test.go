@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -40,14 +39,9 @@ func TestKeepFreshSendsOnlyALaterToken(t *testing.T) {
 	sent := make(chan string, 4)
 	go func() {
 		// The broker's end: each token frame is recorded and answered 200.
-		var h [link.HeaderLen]byte
 		for {
-			if _, err := io.ReadFull(peer, h[:]); err != nil {
-				return
-			}
-			typ, id, n := link.ParseHeader(h[:])
-			p := make([]byte, n)
-			if _, err := io.ReadFull(peer, p); err != nil {
+			typ, id, p, err := readLinkFrame(peer)
+			if err != nil {
 				return
 			}
 			if typ != link.FrameToken {
