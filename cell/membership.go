@@ -41,9 +41,11 @@ type Options struct {
 
 	// Test hooks. clock replaces the monotonic clock used for fencing;
 	// beforeBeat runs before each heartbeat and, failing, fails it (a
-	// database that does not answer).
+	// database that does not answer); beforeRows runs in Rows on its
+	// connection (a slow admin read).
 	clock      func() time.Duration
 	beforeBeat func(context.Context) error
+	beforeRows func(context.Context)
 }
 
 // gcEvery is how many heartbeats pass between removals of long-dead rows.
@@ -58,8 +60,9 @@ type Membership struct {
 	clock  func() time.Duration
 	log    *slog.Logger
 
-	pool   *pg.Pool
-	listen *pgx.ConnConfig // the LISTEN connection's configuration
+	pool    *pg.Pool
+	reading chan struct{}   // one slot: the admin read holding a connection (Rows)
+	listen  *pgx.ConnConfig // the LISTEN connection's configuration
 
 	view    atomic.Pointer[View]
 	refresh chan struct{} // a notification arrived: reload the live set
@@ -116,8 +119,9 @@ func Start(opts Options) (*Membership, error) {
 		opts.clock = monotonic
 	}
 	// Two connections: heartbeats and reloads run one at a time on the
-	// loop, the second covers a reload racing a reconnect. LISTEN has its
-	// own connection outside the pool.
+	// loop, and admin reads (Rows) take turns on the other, so that no
+	// read ever holds the connection a beat needs. LISTEN has its own
+	// connection outside the pool.
 	// No ping on acquire: pgxpool pings a connection idle over a second,
 	// which at the default heartbeat is most beats, an extra round trip
 	// each (measured: 1.7 transactions per member per second instead of
@@ -142,6 +146,7 @@ func Start(opts Options) (*Membership, error) {
 		clock:   opts.clock,
 		log:     opts.Logger.With("cell", opts.Advertise, "incarnation", opts.Incarnation),
 		pool:    pool,
+		reading: make(chan struct{}, 1),
 		listen:  pool.ConnConfig(),
 		refresh: make(chan struct{}, 1),
 		stop:    make(chan struct{}),

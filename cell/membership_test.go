@@ -685,3 +685,50 @@ func TestListenConnectionLostAndBack(t *testing.T) {
 		t.Fatalf("%d losses logged, want the one (Stop's close is not a loss)", n)
 	}
 }
+
+// Admin reads never take the connection a heartbeat needs: however many
+// are in flight, and however slow, the member keeps renewing and is never
+// fenced. (With the two connections of the pool open to every read, two
+// slow reads held both and the heartbeat, waiting for one, failed.)
+func TestSlowAdminReadsLeaveTheHeartbeatItsConnection(t *testing.T) {
+	storetest.NeedPostgres(t, pgServer)
+	schema := pgServer.FreshSchema(t)
+	release := make(chan struct{})
+	var reading atomic.Int32
+	a := start(t, schema, "a:1", hb, to, func(o *Options) {
+		o.beforeRows = func(ctx context.Context) {
+			reading.Add(1)
+			defer reading.Add(-1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	})
+	waitFor(t, 5*time.Second, "a live", viewIs("a:1", a))
+	const reads = 4
+	done := make(chan error, reads)
+	for range reads {
+		go func() {
+			_, err := a.Rows(context.Background())
+			done <- err
+		}()
+	}
+	waitFor(t, 5*time.Second, "a read holding a connection", func() bool { return reading.Load() > 0 })
+	before := a.Stats()
+	// Eight member timeouts with the reads held: a heartbeat denied its
+	// connection fails within one.
+	waitFor(t, 10*time.Second, "heartbeats while the reads are held", func() bool {
+		return a.Stats().Heartbeats >= before.Heartbeats+int64(8*to/hb)
+	})
+	after := a.Stats()
+	if failed := after.HeartbeatFailures - before.HeartbeatFailures; failed != 0 || a.View().Fenced() {
+		t.Fatalf("with %d slow admin reads in flight: %d heartbeats failed, fenced %v", reads, failed, a.View().Fenced())
+	}
+	close(release)
+	for range reads {
+		if err := <-done; err != nil {
+			t.Fatalf("a read: %v", err)
+		}
+	}
+}

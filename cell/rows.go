@@ -2,6 +2,7 @@ package cell
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,12 +23,26 @@ type Row struct {
 }
 
 // Rows reads every member row, live or not yet removed, sorted by ID. It
-// queries the database (an admin read, never on an event loop).
+// queries the database (an admin read, never on an event loop), bounded by
+// ctx alone: the member timeout bounds what liveness waits for, not a read
+// for people, which may have to dial a connection on a loaded database.
+//
+// Reads take turns on one of the pool's two connections, so that the
+// other is always the membership loop's: however many reads are in flight,
+// and however slow, none delays a heartbeat (a heartbeat that waits for a
+// connection past its renewal fences the member).
 func (m *Membership) Rows(ctx context.Context) ([]Row, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.opts.MemberTimeout)
-	defer cancel()
+	select {
+	case m.reading <- struct{}{}:
+		defer func() { <-m.reading }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("cell: waiting for the admin reads before this one: %w", ctx.Err())
+	}
 	var out []Row
 	err := m.pool.Do(ctx, pg.Idempotent, func(ctx context.Context, c *pgxpool.Conn) error {
+		if m.opts.beforeRows != nil {
+			m.opts.beforeRows(ctx)
+		}
 		m.count(1)
 		rows, _ := c.Query(ctx, m.sql.all)
 		var err error
