@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store"
@@ -231,11 +232,22 @@ func (s *Store) ping(ctx context.Context) {
 		return // closing
 	}
 	s.setHealthy(err)
-	if err != nil {
-		// Drop every pooled connection: they died with the server, and
-		// the first call after it comes back should not find them.
+	if err != nil && !timedOut(err) {
+		// The server refused or dropped us: drop every pooled connection,
+		// which died with it, so that the first call after it comes back
+		// does not find them. A ping that only timed out (every connection
+		// busy, or the server slow) says nothing about them: closing them
+		// would have the calls after it dial again on a database already
+		// slow to answer (TestPingTimeoutKeepsGoodConnections). A
+		// connection whose own ping timed out is closed by pgx.
 		s.pool.Reset()
 	}
+}
+
+// timedOut reports whether err is a deadline passing rather than an
+// answer from the server or the network.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
 }
 
 // setHealthy records the outcome of a contact with the database and logs

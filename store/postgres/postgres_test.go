@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queenmq/ephemeral/internal/pg"
 	"github.com/queenmq/ephemeral/store"
 	"github.com/queenmq/ephemeral/store/storetest"
 	"go.uber.org/goleak"
@@ -571,4 +573,52 @@ func waitLockWait(t *testing.T, schema string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("no session waited on the row lock within 10 s")
+}
+
+// A ping that times out because every connection is busy says nothing
+// about the connections: the store reads unhealthy while it lasts, but
+// keeps them (a reset would close each as it came back, and the calls
+// after it would dial again on a database already slow to answer).
+func TestPingTimeoutKeepsGoodConnections(t *testing.T) {
+	storetest.NeedPostgres(t, pgServer)
+	ctx := testCtx(t)
+	s := openT(t, Config{Schema: pgServer.FreshSchema(t), MaxConns: 1, AcquireTimeout: 100 * time.Millisecond,
+		StatementTimeout: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond})
+	waitReady(t, s, 5*time.Second)
+	backend := func(hold func()) uint32 {
+		var pid uint32
+		err := s.pool.Do(ctx, pg.Unsent, func(_ context.Context, c *pgxpool.Conn) error {
+			pid = c.Conn().PgConn().PID()
+			hold()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	first := backend(func() {
+		// The only connection is held until a ping has timed out.
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Healthy() {
+			if time.Now().After(deadline) {
+				t.Fatal("the store still reads healthy with its only connection held for 10 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	// Twice: a reset racing the first of them closes the connection as
+	// it is released, and the second finds another.
+	for range 2 {
+		if again := backend(func() {}); again != first {
+			t.Fatalf("the connection was closed after a ping that only timed out: backend %d, then %d", first, again)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Healthy() {
+		if time.Now().After(deadline) {
+			t.Fatal("the store not healthy again within 10 s of its connection's release")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
