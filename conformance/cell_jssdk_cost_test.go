@@ -10,13 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queenmq/ephemeral/internal/brokertest"
 )
 
 // TestCellJSSDKRequestReplyCost measures (only with QUEEN_CELL_MEASURE=1)
 // the JS SDK's request/reply (clients/js/bench/reqreply.mjs: 32
 // requesters, 4 responders, a fresh inbox per request, 1 s warm-up and 3 s
 // measured) pointed at ONE URL: one broker on PostgreSQL, and member A of a
-// cell of three on the same PostgreSQL, with owner routing (the default)
+// cell of three on the same PostgreSQL (at the default heartbeat and member
+// timeout, as TestCellSDKRequestReplyCost), with owner routing (the default)
 // and without it (--no-owner-routing: every call relayed by A to its
 // owner). Interleaved rounds (QUEEN_CELL_MEASURE_ROUNDS, default 3); it logs
 // the medians of round trips/s and of the brokers' CPU per round trip (every
@@ -37,9 +40,10 @@ func TestCellJSSDKRequestReplyCost(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("QUEEN_CELL_MEASURE_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	one := startBrokerOn(t, postgresStore, nil)
-	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
+	timings := brokertest.MeasuredCellTimings()
+	a, b, cc := c.start(advertise(t), timings), c.start(advertise(t), timings), c.start(advertise(t), timings)
 	c.waitLive(a.id, b.id, cc.id)
 	type result struct{ rate, cpu, client, relayed float64 }
 	run := func(url string, brokers []*broker, extra ...string) result {

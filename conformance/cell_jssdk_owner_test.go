@@ -37,7 +37,7 @@ func TestCellJSSDKOwnerRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	closed := "http://127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	cc := c.start(advertise(t), map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})

@@ -13,7 +13,7 @@ import (
 // link is woken by a push on the owner.
 func TestCellLinkRelays(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b)
 	c.waitLive(all...)

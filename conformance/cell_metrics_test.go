@@ -13,7 +13,7 @@ import (
 // included, each with its HELP text.
 func TestCellMetrics(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b)
 	c.waitLive(all...)

@@ -88,7 +88,7 @@ func rowsOf(t *testing.T, table string) (header string, rows map[string][]string
 // member, with zero contents where another owns it).
 func TestQueenctlCellListing(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b, cc)
 	c.waitLive(all...)
@@ -209,7 +209,7 @@ func TestQueenctlCellListing(t *testing.T) {
 // answer.
 func TestQueenctlCellMemberNotAnswering(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	closed := "http://127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 	a := c.start(advertise(t), nil)
 	b := c.start(advertise(t), map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})

@@ -177,7 +177,7 @@ func TestSDKOwnerRouting(t *testing.T) {
 // the URL the client was given, which relays them; every call succeeds.
 func TestSDKOwnerUnreachableRelayed(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	closed := "http://127.0.0.1:" + strconv.Itoa(brokertest.Port(t))
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	cc := c.start(advertise(t), map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})
@@ -299,9 +299,7 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 	if err := brokertest.Build("../bench", "./cmd/queenbench", bench); err != nil {
 		t.Fatal(err)
 	}
-	// The defaults' heartbeat and member timeout, not the tests' short
-	// ones: the membership's cost is part of what is measured.
-	defaults := map[string]string{"QUEEN_CELL_HEARTBEAT_MS": "1000", "QUEEN_CELL_MEMBER_TIMEOUT_MS": "5000"}
+	defaults := brokertest.MeasuredCellTimings() // the membership's cost is part of what is measured
 	startCell := func(c *testCell, n int) []*member {
 		var ms []*member
 		var ids []string
@@ -313,8 +311,8 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 		return ms
 	}
 	one := startBrokerOn(t, postgresStore, nil)
-	cell3 := newTestCell(t)
-	two, three := startCell(newTestCell(t), 2), startCell(cell3, 3)
+	cell3 := newSteadyTestCell(t)
+	two, three := startCell(newSteadyTestCell(t), 2), startCell(cell3, 3)
 	type setup struct {
 		name       string
 		brokers    []*broker // the first is the one the SDK is given

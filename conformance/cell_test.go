@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,11 +50,25 @@ type member struct {
 
 func newTestCell(t *testing.T) *testCell {
 	t.Helper()
+	return newTestCellWith(t, nil)
+}
+
+// newSteadyTestCell is newTestCell for a test that kills, pauses or cuts
+// off no member: its members fence only after 5 s without a renewal
+// (brokertest.SteadyCellTimings), so a loaded machine's stall does not.
+func newSteadyTestCell(t *testing.T) *testCell {
+	t.Helper()
+	return newTestCellWith(t, brokertest.SteadyCellTimings())
+}
+
+func newTestCellWith(t *testing.T, timings map[string]string) *testCell {
+	t.Helper()
 	needBinary(t)
 	holdCellSlot(t)
 	env := postgresStore.env(t) // skips without PostgreSQL
-	return &testCell{t: t, cell: brokertest.NewCell(pg.URL(), env["QUEEN_DATABASE_SCHEMA"],
-		map[string]string{"QUEEN_CELL_SECRET": cellSecret})}
+	cellEnv := map[string]string{"QUEEN_CELL_SECRET": cellSecret}
+	maps.Copy(cellEnv, timings)
+	return &testCell{t: t, cell: brokertest.NewCell(pg.URL(), env["QUEEN_DATABASE_SCHEMA"], cellEnv)}
 }
 
 // cellSlots bounds how many cells run at once, whatever -test.parallel
@@ -134,7 +149,7 @@ func errCode(r reply) string { return brokertest.Reply(r).Code() }
 // that times out comes back empty through the relay.
 func TestCellRelayPushPopAck(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b, cc)
 	c.waitLive(all...)
@@ -200,7 +215,7 @@ func TestCellRelayPushPopAck(t *testing.T) {
 // goes away is let go on the owner, so a later push is not delivered to it.
 func TestCellClientClosePopCancelsOnOwner(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b)
 	c.waitLive(all...)
@@ -312,7 +327,7 @@ func TestCellOwnerKilled(t *testing.T) {
 // queues that moved to it; the others keep their contents.
 func TestCellJoinEmptiesWhatMoved(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	c.waitLive(a.id, b.id)
 	cid := advertise(t)
@@ -357,7 +372,7 @@ func TestCellJoinEmptiesWhatMoved(t *testing.T) {
 // there while C joins and takes the queue.
 func TestCellOwnerMoved(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a := c.start(advertise(t), nil)
 	// The delay must outlast C's start and join, about a second on a
 	// quiet machine; 4 s was once not enough beside seven other cells.
@@ -409,7 +424,7 @@ func TestCellOwnerMoved(t *testing.T) {
 // open on each member.
 func TestCellRelayLinksKeptAndCounted(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b)
 	c.waitLive(all...)
@@ -549,7 +564,7 @@ func TestCellRelayCost(t *testing.T) {
 	if os.Getenv("QUEEN_CELL_MEASURE") == "1" {
 		n = 2000
 	}
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b := c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b)
 	c.waitLive(all...)
@@ -881,7 +896,7 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 	if os.Getenv("QUEEN_CELL_MEASURE") != "1" {
 		t.Skip("a measurement: set QUEEN_CELL_MEASURE=1")
 	}
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	bench := t.TempDir() + "/queenbench"
 	// bench/ is a module of its own: queenbench is built there.
 	if err := brokertest.Build("../bench", "./cmd/queenbench", bench); err != nil {
@@ -1004,7 +1019,7 @@ func TestCellRequestReplyThroughput(t *testing.T) {
 // through the store).
 func TestCellStatusAndDeclarations(t *testing.T) {
 	t.Parallel()
-	c := newTestCell(t)
+	c := newSteadyTestCell(t)
 	a, b, cc := c.start(advertise(t), nil), c.start(advertise(t), nil), c.start(advertise(t), nil)
 	all := ids(a, b, cc)
 	c.waitLive(all...)

@@ -584,7 +584,7 @@ func TestClientLinkKillSwitch(t *testing.T) {
 // and the metering equals what the members counted.
 func TestClientLinkCell(t *testing.T) {
 	t.Parallel()
-	ms := startCell(t, 2)
+	ms := startSteadyCell(t, 2)
 	ids := []string{ms[0].id, ms[1].id}
 	g := startGateway(t, []string{ms[0].URL(), ms[1].URL()}, nil)
 	admin := g.as(t, "ops", "admin")

@@ -109,7 +109,8 @@ func alternate(t *testing.T, bench string, paths []string, gws map[string]*gatew
 // queenbench's reqreply (32 requesters, 4 responders, a fresh inbox per
 // request) through one gateway and then the other, alternating, three
 // rounds; the gateway's CPU and the brokers' (every member summed) per
-// round trip. QUEEN_GATEWAY_OWNER_MEASURE_BEFORE names a gateway binary of
+// round trip; the members run at the default heartbeat and member timeout.
+// QUEEN_GATEWAY_OWNER_MEASURE_BEFORE names a gateway binary of
 // an earlier build to run a third path with (the cell behind a gateway that
 // relays); QUEEN_GATEWAY_CELL_MEASURE_CLIENT=sdk drives it through the Go
 // SDK. A measurement, not a test:
@@ -125,7 +126,8 @@ func TestGatewayOwnerMeasure(t *testing.T) {
 	}
 	dbURL, schema := schemaURL(t)
 	one := startBroker(t, map[string]string{"QUEEN_DATABASE_URL": dbURL, "QUEEN_DATABASE_SCHEMA": schema})
-	ms := startCell(t, 3)
+	timings := brokertest.MeasuredCellTimings() // the membership's cost is part of what is measured
+	ms := startCell(t, 3, timings, timings, timings)
 	behind := map[string][]*brokertest.Broker{"broker": {one}, "cell": {ms[0].Broker, ms[1].Broker, ms[2].Broker}}
 	gws := map[string]*gateway{
 		"broker": startGateway(t, []string{one.URL()}, nil),

@@ -136,7 +136,7 @@ func ackBody(queue string, p popped) string {
 // thirds of them (its queen_ephemeral_relayed_total moved).
 func TestGatewayRoutesToOwners(t *testing.T) {
 	t.Parallel()
-	ms := startCell(t, 3)
+	ms := startSteadyCell(t, 3)
 	g, admin := gatewayFor(t, ms[0].URL())
 	queues := queuesOfEach(t, ms, "own")
 	pushed := warmOwners(t, g, ms, queues, []bool{true, true, true})
@@ -246,7 +246,7 @@ func TestGatewayRoutesToOwners(t *testing.T) {
 func TestGatewayOwnerUnreachable(t *testing.T) {
 	t.Parallel()
 	closed := "http://127.0.0.1:" + strconv.Itoa(closedPort(t))
-	ms := startCell(t, 3, nil, nil, map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})
+	ms := startSteadyCell(t, 3, nil, nil, map[string]string{"QUEEN_CELL_PUBLIC_URL": closed})
 	g, _ := gatewayFor(t, ms[0].URL())
 	queues := queuesOfEach(t, ms, "far")
 	warmOwners(t, g, ms, queues, []bool{true, true, false})
@@ -406,7 +406,7 @@ func TestGatewayOwnerStopped(t *testing.T) {
 // nothing relayed.
 func TestGatewayMemberJoins(t *testing.T) {
 	t.Parallel()
-	ms := startCell(t, 2)
+	ms := startSteadyCell(t, 2)
 	g, _ := gatewayFor(t, ms[0].URL())
 	warmCellLinks(t, g, ms)
 	ld := startLoad(t, g, queuesOfEach(t, ms, "jn"))

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
@@ -124,8 +125,23 @@ type cellMember struct {
 // them all in its view; extra, when given, adds to member i's environment.
 func startCell(t *testing.T, n int, extra ...map[string]string) []*cellMember {
 	t.Helper()
+	return startCellWith(t, nil, n, extra...)
+}
+
+// startSteadyCell is startCell for a test that kills, pauses or cuts off
+// no member: its members fence only after 5 s without a renewal
+// (brokertest.SteadyCellTimings), so a loaded machine's stall does not.
+func startSteadyCell(t *testing.T, n int, extra ...map[string]string) []*cellMember {
+	t.Helper()
+	return startCellWith(t, brokertest.SteadyCellTimings(), n, extra...)
+}
+
+func startCellWith(t *testing.T, timings map[string]string, n int, extra ...map[string]string) []*cellMember {
+	t.Helper()
 	_, schema := schemaURL(t)
-	c := brokertest.NewCell(pg.URL(), schema, map[string]string{"QUEEN_CELL_SECRET": cellSecret})
+	cellEnv := map[string]string{"QUEEN_CELL_SECRET": cellSecret}
+	maps.Copy(cellEnv, timings)
+	c := brokertest.NewCell(pg.URL(), schema, cellEnv)
 	ms := make([]*cellMember, n)
 	for i := range ms {
 		id := brokertest.Advertise(t)
@@ -154,7 +170,7 @@ func TestCell(t *testing.T) {
 }
 
 func testCell(t *testing.T, link bool) {
-	ms := startCell(t, 2)
+	ms := startSteadyCell(t, 2)
 	ids := []string{ms[0].id, ms[1].id}
 	g := startGateway(t, []string{ms[0].URL(), ms[1].URL()}, map[string]string{"QUEEN_GATEWAY_LINK": strconv.FormatBool(link)})
 	admin := g.as(t, "ops", "admin")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/queenmq/ephemeral/cell"
 	"github.com/queenmq/ephemeral/cell/rendezvous"
 )
 
@@ -23,6 +24,31 @@ const (
 	CellHeartbeatMS     = 100
 	CellMemberTimeoutMS = 1000
 )
+
+// SteadyCellTimings is the extra environment (NewCell's env, or Env's
+// extra) for a cell whose test stops no member but cleanly (a clean stop
+// deletes the member's row: the others see it go at once): the tests'
+// heartbeat with a member timeout of 5 s instead of 1 s. Detecting a dead
+// member quickly is what the short timeout buys, and such a test has none;
+// what it costs is a member fenced whenever a loaded machine stalls one
+// heartbeat for a second, which a CI run on two cores did
+// (TestQueenctlCellMemberNotAnswering's member fenced, and the listing
+// through it then had no member to read).
+func SteadyCellTimings() map[string]string {
+	return map[string]string{"QUEEN_CELL_MEMBER_TIMEOUT_MS": "5000"}
+}
+
+// MeasuredCellTimings is the extra environment (Env's extra) that gives a
+// member the broker's default heartbeat and member timeout instead of the
+// tests' short ones. Cost measurements run cells at it: the membership's
+// own cost is part of what they measure, and at the tests' timings (ten
+// heartbeats a second) it is ten times what a cell pays.
+func MeasuredCellTimings() map[string]string {
+	return map[string]string{
+		"QUEEN_CELL_HEARTBEAT_MS":      strconv.FormatInt(cell.DefaultHeartbeat.Milliseconds(), 10),
+		"QUEEN_CELL_MEMBER_TIMEOUT_MS": strconv.FormatInt(cell.DefaultMemberTimeout.Milliseconds(), 10),
+	}
+}
 
 // StoreAcquireTimeoutMS is how long a test broker's store waits for a
 // PostgreSQL connection (QUEEN_DATABASE_ACQUIRE_TIMEOUT_MS; 2000 by
