@@ -134,10 +134,23 @@ func eachKey(data []byte, i int, f func(key []byte, at int) (int, error)) (int, 
 			return 0, errAnswer
 		}
 		end, escaped := stringEnd(data, i)
-		if end < 0 || escaped {
-			return 0, errAnswer // no key of ours needs escaping
+		if end < 0 {
+			return 0, errAnswer
 		}
 		key := data[i+1 : end]
+		if escaped {
+			// The broker writes its keys plain, but JSON lets a key be
+			// escaped: it is read decoded, as encoding/json reads it, so
+			// that an escaped form of a key read here is that key and
+			// any other is skipped. (Refusing every escaped key refused
+			// a whole answer for a key nobody reads: FuzzDecodePop,
+			// {"\\":"","messages":[]}.)
+			var k string
+			if json.Unmarshal(data[i:end+1], &k) != nil {
+				return 0, errAnswer
+			}
+			key = []byte(k)
+		}
 		i = skipWS(data, end+1)
 		if i >= len(data) || data[i] != ':' {
 			return 0, errAnswer
