@@ -311,9 +311,11 @@ func TestMuxPingsAndGivesUpOnSilence(t *testing.T) {
 // bytes count as heard as they come. (One that stalls does not:
 // cell/relay's TestStalledAnswerFailsAtThePingTimeout.) Counting only whole
 // frames, a 24 MiB relayed answer under -race on a loaded machine once
-// took the relay's link down with every call on it.
+// took the relay's link down with every call on it. The ping timeout is 1 s
+// and the pieces 100 ms apart: with 200 ms and 50 ms a CI run's stall before
+// the first piece arrived ended the link (nothing is heard until then).
 func TestMuxLongAnswerArrivingSlowlyIsHeard(t *testing.T) {
-	m, s := pipe(t, MuxConfig{PingInterval: 10 * time.Millisecond, PingTimeout: 200 * time.Millisecond})
+	m, s := pipe(t, MuxConfig{PingInterval: 10 * time.Millisecond, PingTimeout: time.Second})
 	r := newRecorder()
 	m.Start(r, "GET", []byte("/slow"), nil)
 	req := s.next()
@@ -326,13 +328,13 @@ func TestMuxLongAnswerArrivingSlowlyIsHeard(t *testing.T) {
 	}()
 	const size, piece = 2 << 20, 64 << 10
 	msg := append(AppendHeader(nil, FrameAnswer, req.id, size), bytes.Repeat([]byte("a"), size)...)
-	for len(msg) > 0 { // 33 pieces 50 ms apart: eight ping timeouts
+	for len(msg) > 0 { // 33 pieces 100 ms apart: over three ping timeouts
 		n := min(len(msg), piece)
 		if _, err := s.c.Write(msg[:n]); err != nil {
 			t.Fatalf("the link was closed %d bytes short of the answer: %v (Err %v)", len(msg), err, m.Err())
 		}
 		msg = msg[n:]
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	if got, err := r.wait(t); err != nil || len(got) != size {
 		t.Fatalf("answer of %d bytes, %v; want %d bytes", len(got), err, size)
