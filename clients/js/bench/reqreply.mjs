@@ -9,11 +9,15 @@
 //   node bench/reqreply.mjs [--url http://127.0.0.1:6632] [--seconds 5]
 //        [--requesters 32] [--responders 4] [--client ./index.js]
 //        [--pipeline 16] [--connections 4] [--consume ack|autoAck]
-//        [--http] [--links 1] [--no-owner-routing]
+//        [--http] [--links 1] [--no-owner-routing] [--cpu-pids 12,13,14]
 //
 // --http forces HTTP/1.1 (the forceHTTP option); --links sets the links per
 // broker URL. "tcp" is the most TCP connections the client held at once
 // (its HTTP connections and links, sampled every 50 ms).
+// --cpu-pids: processes (the brokers behind --url, every member of a cell)
+// whose CPU is summed over the measured window alone, not the warm-up or
+// the start and end of this process, and printed per round trip as
+// brokerCpuUsPerRoundTrip.
 // Without --url it starts a broker of its own (test/broker.js: QUEEN_BIN or
 // `go build ./cmd/queen`) on a free port with a temporary data directory.
 // --client loads another build of the SDK (e.g. the previous index.js) so
@@ -51,7 +55,8 @@ const { values: a } = parseArgs({
     connections: { type: 'string' },
     http: { type: 'boolean', default: false },
     links: { type: 'string' },
-    'no-owner-routing': { type: 'boolean', default: false }
+    'no-owner-routing': { type: 'boolean', default: false },
+    'cpu-pids': { type: 'string' }
   }
 })
 const { Queen, parseRequest } = await import(pathToFileURL(path.resolve(a.client)).href)
@@ -108,8 +113,11 @@ let tcp = 0
 const sampler = setInterval(() => {
   tcp = Math.max(tcp, queen.transport.conns.size + (queen.transport.links?.size ?? 0))
 }, 50)
+// The processes whose CPU is the brokers' (summed, NaN when unreadable).
+const brokerPids = a['cpu-pids'] ? a['cpu-pids'].split(',').map(Number) : broker ? [broker.proc.pid] : []
+const brokersCPU = () => brokerPids.reduce((sum, pid) => sum + procCPU(pid), 0)
 const cpu0 = process.cpuUsage()
-const bcpu0 = broker ? procCPU(broker.proc.pid) : NaN
+const bcpu0 = brokersCPU()
 const t0 = performance.now()
 measuring = true
 await new Promise((resolve) => setTimeout(resolve, Number(a.seconds) * 1000))
@@ -117,7 +125,7 @@ measuring = false
 clearInterval(sampler)
 const secs = (performance.now() - t0) / 1000
 const cpu = process.cpuUsage(cpu0)
-const bcpu = broker ? procCPU(broker.proc.pid) - bcpu0 : NaN
+const bcpu = brokersCPU() - bcpu0
 stop = true
 await Promise.all(requesters)
 stopResponders = true
@@ -136,5 +144,5 @@ const out = {
   cpuUsPerRoundTrip: +((cpu.user + cpu.system) / count).toFixed(1),
   tcp
 }
-if (broker) out.brokerCpuUsPerRoundTrip = +(bcpu * 1e6 / count).toFixed(1)
+if (brokerPids.length) out.brokerCpuUsPerRoundTrip = +(bcpu * 1e6 / count).toFixed(1)
 console.log(JSON.stringify(out))
