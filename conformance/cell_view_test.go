@@ -121,6 +121,36 @@ func awaitView(t *testing.T, what string, ch <-chan timedView, since time.Time) 
 // times at most.
 const viewFlaps = 8
 
+// awaitLinkView reads the answers of the view read parked on l as stream
+// id until one lists want (as cellView.members renders it), parking again
+// on each other generation answered (viewFlaps times at most), with no
+// request behind the new read: another change may answer it at once. It
+// fails on an answer at or below generation floor, or later than bound
+// after since (bound 0: no bound; the delays are logged).
+func awaitLinkView(t *testing.T, l *rawLink, what string, id uint64, want string, floor uint64, since time.Time, bound time.Duration) {
+	t.Helper()
+	for i := 0; ; i++ {
+		got, r := l.answer()
+		d := time.Since(since)
+		t.Logf("%s: answered %v after", what, d)
+		if got != id || r.status != 200 || bound > 0 && d > bound {
+			t.Fatalf("%s: stream %d (want %d) %s after %v, want 200 within %v", what, got, id, r, d, bound)
+		}
+		v := parseCellView(t, what, r.status, r.body)
+		if v.Generation <= floor {
+			t.Fatalf("%s: generation %d answered, want above %d", what, v.Generation, floor)
+		}
+		if v.members() == want {
+			return
+		}
+		if i == viewFlaps {
+			t.Fatalf("%s: %s answered after %d other views, want %s", what, v.members(), viewFlaps, want)
+		}
+		t.Logf("%s: another change first (%s, generation %d): parked again", what, v.members(), v.Generation)
+		id = l.request("GET", "/api/v1/ephemeral/cell?after="+strconv.FormatUint(v.Generation, 10), "")
+	}
+}
+
 func TestCellViewForClients(t *testing.T) {
 	t.Parallel()
 	// A 3 s member timeout, not the tests' 1 s: this test kills a member
@@ -174,21 +204,7 @@ func TestCellViewForClients(t *testing.T) {
 		t.Logf("A answered another change first (%s, generation %d): parked again", got.members(), got.Generation)
 		got = awaitView(t, "a join, on A over HTTP", a.parkView(t, got.Generation), joined)
 	}
-	for i := 0; ; i++ {
-		id, r := l.answer()
-		if id != stream {
-			t.Fatalf("the link's answer on stream %d, want %d", id, stream)
-		}
-		v := parseCellView(t, "B's link", r.status, r.body)
-		if v.members() == wantMembers(a, b, cc) {
-			break
-		}
-		if v.Generation <= vb.Generation || i == viewFlaps {
-			t.Fatalf("after the join, B's link answered %+v", v)
-		}
-		t.Logf("B's link answered another change first (%s, generation %d): parked again", v.members(), v.Generation)
-		stream = l.request("GET", "/api/v1/ephemeral/cell?after="+strconv.FormatUint(v.Generation, 10), "")
-	}
+	awaitLinkView(t, l, "a join, on B's link", stream, wantMembers(a, b, cc), vb.Generation, joined, 0)
 	c.waitLive(a.id, b.id, cc.id)
 	if !strings.Contains(cc.Log(), "this member publishes no public URL") || !strings.Contains(cc.Log(), "Set QUEEN_CELL_PUBLIC_URL") {
 		t.Fatalf("the member without a public URL did not say so:\n%s", cc.Log())
@@ -233,40 +249,17 @@ func TestCellViewForClients(t *testing.T) {
 	// on the link and answered first shows that the read has parked (a
 	// link's frames are served in order).
 	la := a.openLink(t)
-	parkOn := func(gen uint64) uint64 {
-		return la.request("GET", "/api/v1/ephemeral/cell?after="+strconv.FormatUint(gen, 10), "")
-	}
 	park := func() uint64 {
 		t.Helper()
-		id := parkOn(a.cellView(t, "").Generation)
+		id := la.request("GET", "/api/v1/ephemeral/cell?after="+strconv.FormatUint(a.cellView(t, "").Generation, 10), "")
 		if r := la.do("GET", "/api/v1/ephemeral/queues", ""); r.status != 200 {
 			t.Fatalf("the listing behind the parked view read: %s", r)
 		}
 		return id
 	}
-	// answered waits for the view of ms, parking again past other changes
-	// (viewFlaps) with no listing behind (another change may answer the
-	// new read at once, before the listing); the bound runs from since to
-	// the view of ms.
 	answered := func(what string, id uint64, since time.Time, ms ...*member) {
 		t.Helper()
-		for i := 0; ; i++ {
-			got, r := la.answer()
-			d := time.Since(since)
-			t.Logf("%s: answered %v after", what, d)
-			if got != id || r.status != 200 || d > bound {
-				t.Fatalf("%s: stream %d (want %d) %s after %v, want 200 within %v", what, got, id, r, d, bound)
-			}
-			v := parseCellView(t, what, r.status, r.body)
-			if v.members() == wantMembers(ms...) {
-				return
-			}
-			if i == viewFlaps {
-				t.Fatalf("%s: A answered %s, want %s", what, v.members(), wantMembers(ms...))
-			}
-			t.Logf("%s: A answered another change first (%s, generation %d): parked again", what, v.members(), v.Generation)
-			id = parkOn(v.Generation)
-		}
+		awaitLinkView(t, la, what+", on A's link", id, wantMembers(ms...), 0, since, bound)
 	}
 	id := park()
 	since := time.Now()
