@@ -31,7 +31,8 @@
 // inboxes, new per request, and a cache of them cost more in garbage
 // collection than the hash it saved.
 
-import { seed32, ownerIndex32, prefixState, ownerIndexSharing } from './ownerfast.js'
+import { randomFillSync } from 'node:crypto'
+import { seed32, ownerIndex32, prefixState, ownerIndexSharing, ownerIndexTail } from './ownerfast.js'
 import { sleep } from './cellretry.js'
 
 export const CELL_PATH = '/api/v1/ephemeral/cell'
@@ -204,13 +205,14 @@ export class CellView {
    * popped from, so a round trip touches one member, not two or three.
    * Names stay random (log2 N bits fewer than 128). The draws of one
    * request share the first 32 bytes of the first (`inbox-` and 26 hex
-   * digits: 104 random bits) and differ in the rest (6 hex digits from a
-   * fresh name each), so each draw is hashed from byte 32 on
-   * (ownerIndexSharing), not whole; only the name chosen is ever used, so
-   * no two names in use share the prefix (one could not be guessed from
-   * another). (Keeping the draws another member owns for later requests
-   * was tried: it saved nothing with one request queue, and kept names
-   * that share a prefix with one in use.)
+   * digits: 104 random bits) and differ in the rest (fresh random hex
+   * digits each, drawTail), so each draw is hashed from byte 32 on
+   * (ownerIndexSharing, ownerIndexTail), not whole, and a string is made
+   * only of the draw chosen; only that name is ever used, so no two names
+   * in use share the prefix (one could not be guessed from another).
+   * (Keeping the draws another member owns for later requests was tried:
+   * it saved nothing with one request queue, and kept names that share a
+   * prefix with one in use.)
    * Returns the name; `matched` says whether its owner is queue's (then its
    * pop goes where the push goes; else to route(name)).
    */
@@ -228,16 +230,18 @@ export class CellView {
     }
     this.matched = true
     let name = mint()
-    if (name.length < 32 || name.length >= 64) {
+    if (name.length <= 32 || name.length >= 64) {
       // Not the SDK's inboxes: whole draws.
       for (let k = 1; k <= INBOX_TRIES; k++, name = mint()) {
         if (ownerIndex(v, name) === i) return name
       }
     } else {
       prefixState(name)
-      const head = name.slice(0, 32)
-      for (let k = 1; k <= INBOX_TRIES; k++, name = head + mint().slice(32)) {
-        if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
+      if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
+      const n = name.length
+      for (let k = 2; k <= INBOX_TRIES; k++) {
+        drawTail(n)
+        if (ownerIndexTail(v.tenantHash, v.seeds, draw, n) === i) return name.slice(0, 32) + draw.toString('latin1', 32, n)
       }
     }
     this.matched = false
@@ -272,13 +276,40 @@ export class CellView {
 // The index in v.members of the owner of queue: the highest score, ties
 // (a 64-bit collision) to the lower id (members are sorted).
 // The last name is remembered: a request's queue is hashed for its inbox
-// and again for its push.
+// and again for its push. So is the last request's queue (inboxFor): a
+// responder's replies hash inboxes between its requests, and its pops
+// route the same queue.
 function ownerIndex (v, queue) {
+  if (queue === v.reqQueue) return v.reqIndex
   if (queue === v.memoQueue) return v.memoIndex
   const i = ownerIndex32(v.tenantHash, v.seeds, queue)
   v.memoQueue = queue
   v.memoIndex = i
   return i
+}
+
+// A draw's bytes: its tail, from byte 32 on (drawTail), is hashed as is
+// (ownerIndexTail) and made a string only when it is chosen.
+const draw = Buffer.alloc(64)
+const HEX = Buffer.from('0123456789abcdef', 'latin1')
+// Random bytes for the draws, taken 4 KiB at a time as newInbox's are
+// (index.js); a byte gives two hex digits, and each is zeroed once used.
+const entropy = Buffer.alloc(4096)
+let entropyOff = entropy.length
+
+// drawTail writes n - 32 fresh random hex digits to draw[32, n) (n < 64).
+function drawTail (n) {
+  const need = (n - 31) >> 1
+  if (entropyOff + need > entropy.length) {
+    randomFillSync(entropy)
+    entropyOff = 0
+  }
+  for (let j = 32; j < n; j += 2) {
+    const r = entropy[entropyOff]
+    entropy[entropyOff++] = 0
+    draw[j] = HEX[r >> 4]
+    if (j + 1 < n) draw[j + 1] = HEX[r & 15]
+  }
 }
 
 function usable (pool) {

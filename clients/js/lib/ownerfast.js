@@ -205,6 +205,16 @@ export function ownerIndexSharing (tenant, seeds, s) {
   return pick(tenant, seeds)
 }
 
+/**
+ * ownerIndexSharing of the name whose bytes from 32 to n are b[32, n) (b's
+ * first 32 bytes are not read): a draw tested before any string is made of
+ * it (lib/cellview.js).
+ */
+export function ownerIndexTail (tenant, seeds, b, n) {
+  finish(b, 32, n, P[0], P[1])
+  return pick(tenant, seeds)
+}
+
 // The owner's index for the queue whose XXH64 is in R (see ownerIndex32).
 function pick (tenant, seeds) {
   mul(R[0], R[1], 0x9e3779b9, 0x7f4a7c15) // × φ

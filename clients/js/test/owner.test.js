@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { keyHash, ownerOf, xxh64 } from '../lib/owner.js'
-import { seed32, ownerIndex32, xxh64Big, prefixState, ownerIndexSharing } from '../lib/ownerfast.js'
+import { seed32, ownerIndex32, xxh64Big, prefixState, ownerIndexSharing, ownerIndexTail } from '../lib/ownerfast.js'
 
 const vectors = JSON.parse(readFileSync(new URL('../../../cell/testdata/owners.json', import.meta.url)))
 
@@ -69,6 +69,10 @@ test('names sharing a 32-byte prefix, hashed from byte 32 on, have the owner of 
       const name = head + randomBytes(16).toString('hex').slice(0, i % 32)
       assert.equal(ownerIndexSharing(tenant, seeds, name), ownerIndex32(tenant, seeds, name), name)
       assert.equal(ids[ownerIndexSharing(tenant, seeds, name)], ownerOf(ids, 'acme', name), name)
+      // The same from the bytes of its tail alone (the first 32 are not read).
+      const b = Buffer.alloc(64, 0xff)
+      b.write(name.slice(32), 32, 'latin1')
+      assert.equal(ownerIndexTail(tenant, seeds, b, name.length), ownerIndex32(tenant, seeds, name), name)
     }
   }
 })
