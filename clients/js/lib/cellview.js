@@ -70,6 +70,7 @@ export class CellView {
     this.abort = new AbortController()
     this.reads = 0 // view reads sent (tests)
     this.matched = false // the last inboxFor's name is owned by its queue's owner
+    this.refill = null // the Immediate that draws inboxes ahead (drawAhead), while one is due
   }
 
   /** The first call was answered: learn the cell, in the background. */
@@ -83,6 +84,8 @@ export class CellView {
     this.state = STOPPED
     this.view = null
     this.abort.abort()
+    if (this.refill !== null) clearImmediate(this.refill)
+    this.refill = null
   }
 
   async watch () {
@@ -181,7 +184,12 @@ export class CellView {
       memoQueue: null, // the last name hashed, and its owner's index
       memoIndex: 0,
       reqQueue: null, // the last request's queue, and its owner's index (inboxFor)
-      reqIndex: 0
+      reqIndex: 0,
+      // Per member, inbox names it owns drawn ahead (drawAhead), and how
+      // many requests took one since the last refill.
+      ahead: members.map(() => []),
+      taken: members.map(() => 0),
+      mint: null // the mint the names ahead came from
     }
     return true
   }
@@ -213,6 +221,8 @@ export class CellView {
    * (Keeping the draws another member owns for later requests was tried:
    * it saved nothing with one request queue, and kept names that share a
    * prefix with one in use.)
+   * Most requests take a name drawn ahead, after the previous turn's calls
+   * were written (drawAhead); one that finds none ready draws its own.
    * Returns the name; `matched` says whether its owner is queue's (then its
    * pop goes where the push goes; else to route(name)).
    */
@@ -228,24 +238,20 @@ export class CellView {
       v.reqQueue = queue
       v.reqIndex = i
     }
-    this.matched = true
-    let name = mint()
-    if (name.length <= 32 || name.length >= 64) {
-      // Not the SDK's inboxes: whole draws.
-      for (let k = 1; k <= INBOX_TRIES; k++, name = mint()) {
-        if (ownerIndex(v, name) === i) return name
-      }
-    } else {
-      prefixState(name)
-      if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
-      const n = name.length
-      for (let k = 2; k <= INBOX_TRIES; k++) {
-        drawTail(n)
-        if (ownerIndexTail(v.tenantHash, v.seeds, draw, n) === i) return name.slice(0, 32) + draw.toString('latin1', 32, n)
-      }
+    if (v.mint !== mint) {
+      v.mint = mint // names drawn ahead by another mint are not this one's
+      for (const a of v.ahead) a.length = 0
     }
-    this.matched = false
-    return mint()
+    v.taken[i]++
+    if (this.refill === null) this.refill = setImmediate(drawAhead, this, v).unref()
+    const ready = v.ahead[i]
+    if (ready.length > 0) {
+      this.matched = true
+      return ready.pop()
+    }
+    const name = drawOwned(v, i, mint)
+    this.matched = name !== null
+    return name ?? mint()
   }
 
   /**
@@ -271,6 +277,52 @@ export class CellView {
     if (v === null) return undefined
     return v.members[ownerIndex(v, queue)].id
   }
+}
+
+// Requests take their inbox from the names drawn ahead for the request
+// queue's owner (inboxFor), and drawAhead, once the calls of that turn of
+// the event loop were written (an Immediate runs after the I/O callbacks and
+// the flushes they queued), draws as many again as were taken, up to
+// AHEAD_MAX a member: the draws, about N hashes a request, leave the
+// request's way to the wire and are done while the broker serves it. A name
+// waits at most one turn for its request; names of a view that was replaced
+// are dropped with it.
+const AHEAD_MAX = 64
+
+function drawAhead (cv, v) {
+  cv.refill = null
+  if (cv.view !== v) return
+  for (let i = 0; i < v.ahead.length; i++) {
+    const want = Math.min(v.taken[i], AHEAD_MAX)
+    v.taken[i] = 0
+    const ready = v.ahead[i]
+    while (ready.length < want) {
+      const name = drawOwned(v, i, v.mint)
+      if (name === null) break
+      ready.push(name)
+    }
+  }
+}
+
+// A fresh name from mint whose owner in v is member i, or null when none of
+// INBOX_TRIES draws is (see inboxFor).
+function drawOwned (v, i, mint) {
+  let name = mint()
+  if (name.length <= 32 || name.length >= 64) {
+    // Not the SDK's inboxes: whole draws.
+    for (let k = 1; k <= INBOX_TRIES; k++, name = mint()) {
+      if (ownerIndex(v, name) === i) return name
+    }
+    return null
+  }
+  prefixState(name)
+  if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
+  const n = name.length
+  for (let k = 2; k <= INBOX_TRIES; k++) {
+    drawTail(n)
+    if (ownerIndexTail(v.tenantHash, v.seeds, draw, n) === i) return name.slice(0, 32) + draw.toString('latin1', 32, n)
+  }
+  return null
 }
 
 // The index in v.members of the owner of queue: the highest score, ties
