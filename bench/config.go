@@ -33,6 +33,10 @@ type Config struct {
 	// gateway): its CPU over the measured window is reported as cpu.behind,
 	// so one run gives what each hop costs. 0: none.
 	BehindPID int
+	// CPUPIDs, when set, are the processes whose CPU and read/write system
+	// calls over the measured window are the target's (summed): every
+	// member of a cell the client reaches through one of them. Empty: PID.
+	CPUPIDs []int
 	// Label names the run in its report (-label), for tables that compare
 	// runs of one scenario against one target made in different setups.
 	Label string

@@ -61,7 +61,7 @@ func runInboxes(ctx context.Context, cfg *Config, t target, m *meter, res *Resul
 	mem.Before = rssOr0(cfg.PID)
 
 	m.setPhase("creating")
-	mark := markCPU(cfg.PID, cfg.BehindPID)
+	mark := markCPU(targetPIDs(cfg), cfg.BehindPID)
 	start := now()
 	deadline := start + int64(cfg.Duration)
 	var (

@@ -110,7 +110,7 @@ func runParked(ctx context.Context, cfg *Config, t target, m *meter, res *Result
 	mem.PerUnit = float64(mem.During-mem.Before) / float64(n)
 
 	m.setPhase("waking")
-	mark := markCPU(cfg.PID, cfg.BehindPID)
+	mark := markCPU(targetPIDs(cfg), cfg.BehindPID)
 	start := now()
 	var next atomic.Int64
 	var wg sync.WaitGroup

@@ -137,21 +137,43 @@ func (w window) seconds() float64 { return float64(w.end-w.start) / 1e9 }
 // target and the process behind it, and of the target's read/write system
 // calls.
 type cpuMark struct {
-	pid, behindPID    int
+	pids              []int
+	behindPID         int
 	wall              int64
 	self, target, sys float64 // target and sys are -1 when unknown
 	behind            float64 // -1 when unknown or not asked for
 	rw, behindRW      int64   // -1 when unknown
 }
 
-func markCPU(pid, behindPID int) cpuMark {
-	m := cpuMark{pid: pid, behindPID: behindPID, wall: now(), self: selfCPUSeconds(), target: -1, sys: -1, behind: -1, rw: -1, behindRW: -1}
-	if pid > 0 {
-		if t, s, err := cpuSeconds(pid); err == nil {
-			m.target, m.sys = t, s
+// targetPIDs are the processes whose CPU is the target's: cfg.CPUPIDs, or
+// cfg.PID alone.
+func targetPIDs(cfg *Config) []int {
+	if len(cfg.CPUPIDs) > 0 {
+		return cfg.CPUPIDs
+	}
+	if cfg.PID > 0 {
+		return []int{cfg.PID}
+	}
+	return nil
+}
+
+// markCPU reads the CPU so far of this process, of pids summed (the
+// target; unknown when one of them cannot be read) and of behindPID.
+func markCPU(pids []int, behindPID int) cpuMark {
+	m := cpuMark{pids: pids, behindPID: behindPID, wall: now(), self: selfCPUSeconds(), target: -1, sys: -1, behind: -1, rw: -1, behindRW: -1}
+	if len(pids) > 0 {
+		m.target, m.sys, m.rw = 0, 0, 0
+	}
+	for _, pid := range pids {
+		if t, s, err := cpuSeconds(pid); err == nil && m.target >= 0 {
+			m.target, m.sys = m.target+t, m.sys+s
+		} else {
+			m.target, m.sys = -1, -1
 		}
-		if n, err := readWriteSyscalls(pid); err == nil {
-			m.rw = n
+		if n, err := readWriteSyscalls(pid); err == nil && m.rw >= 0 {
+			m.rw += n
+		} else {
+			m.rw = -1
 		}
 	}
 	if behindPID > 0 {
@@ -172,7 +194,7 @@ func unknownCPU() CPU {
 
 // since is the CPU used since the mark, in cores.
 func (m cpuMark) since() CPU {
-	end := markCPU(m.pid, m.behindPID)
+	end := markCPU(m.pids, m.behindPID)
 	wall := float64(end.wall-m.wall) / 1e9
 	if wall <= 0 {
 		return unknownCPU()
@@ -201,7 +223,7 @@ func cpuOver(ctx context.Context, cfg *Config, w window) func() CPU {
 	ch := make(chan CPU, 1)
 	go func() {
 		sleepUntil(ctx, w.start)
-		m := markCPU(cfg.PID, cfg.BehindPID)
+		m := markCPU(targetPIDs(cfg), cfg.BehindPID)
 		sleepUntil(ctx, w.end)
 		ch <- m.since()
 	}()

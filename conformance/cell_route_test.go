@@ -261,8 +261,8 @@ func TestSDKSingleBrokerOneViewRead(t *testing.T) {
 // of two and of a cell of three, against one broker, all on the same
 // PostgreSQL and at the default heartbeat (1 s), in alternating rounds
 // (QUEEN_CELL_MEASURE_ROUNDS, default 3): round trips/s and the brokers'
-// CPU per round trip (every member summed, from /proc over each run,
-// warm-up included), medians and their ratios to one broker. Twice: with
+// CPU per round trip (every member summed, from /proc over queenbench's
+// measured 3 s: -cpu-pids), medians and their ratios to one broker. Twice: with
 // one request queue (the whole load on its owner: the SDK draws inboxes
 // on the request queue's owner) and with 8 (-services 8: each member owns
 // some, so the load spreads over the cell), with one broker driven by 16
@@ -332,22 +332,23 @@ func TestCellSDKRequestReplyCost(t *testing.T) {
 	setups := []setup{{"one broker", []*broker{one}, nil, 0}, {"cell of two", brokers(two), two, 0}, {"cell of three", brokers(three), three, 0},
 		{"one broker, 16 requesters", []*broker{one}, nil, 16}, {"one broker, 11 requesters", []*broker{one}, nil, 11}}
 	run := func(s setup, services int) (rate, perRT float64) {
-		before := make([]time.Duration, len(s.brokers))
+		pids := make([]string, len(s.brokers))
 		for i, b := range s.brokers {
-			before[i] = b.CPU(t)
+			pids[i] = strconv.Itoa(b.PID())
 		}
+		// -cpu-pids: queenbench sums every member's CPU over its measured
+		// 3 s alone (not the warm-up, nor the start and end of the run).
 		args := []string{"-scenario", "reqreply", "-client", "sdk", "-services", strconv.Itoa(services),
-			"-addr", strings.TrimPrefix(s.brokers[0].url(""), "http://"), "-d", "3s", "-warmup", "1s"}
+			"-addr", strings.TrimPrefix(s.brokers[0].url(""), "http://"), "-d", "3s", "-warmup", "1s",
+			"-cpu-pids", strings.Join(pids, ",")}
 		if s.requesters > 0 {
 			args = append(args, "-c", strconv.Itoa(s.requesters))
 		}
-		r := brokertest.Queenbench(t, bench, args...).Rate
-		var used time.Duration
-		for i, b := range s.brokers {
-			used += b.CPU(t) - before[i]
+		r := brokertest.Queenbench(t, bench, args...)
+		if r.Rate <= 0 || r.CPU.Target < 0 {
+			t.Fatalf("queenbench gave %v round trips/s and %v cores of the brokers' CPU", r.Rate, r.CPU.Target)
 		}
-		// Over the whole run: 1 s of warm-up and 3 s measured.
-		return r, float64(used.Microseconds()) / (r * 4)
+		return r.Rate, r.CPU.Target / r.Rate * 1e6
 	}
 	med := func(v []float64) float64 {
 		s := slices.Clone(v)

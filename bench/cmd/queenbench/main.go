@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,7 @@ func main() {
 	flag.StringVar(&cfg.Token, "token", "", "broker target: send \"Authorization: Bearer TOKEN\" on every request (a broker in jwt mode, a gateway)")
 	flag.IntVar(&cfg.BehindPID, "behind-pid", 0, "process id of what stands behind the target (the broker behind a gateway): its CPU over the window is reported too")
 	flag.IntVar(&cfg.PID, "pid", 0, "process id of the target, for RSS and CPU (one target only; default: the process listening on the address)")
+	cpuPIDs := flag.String("cpu-pids", "", "comma-separated process ids whose CPU over the window, summed, is the target's (every member of a cell reached through -addr); default -pid")
 	flag.DurationVar(&cfg.Duration, "d", cfg.Duration, "measured duration (inboxes: the longest creation phase)")
 	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the measured window")
 	flag.IntVar(&cfg.Size, "size", cfg.Size, "payload bytes")
@@ -93,8 +95,15 @@ func main() {
 		scs = bench.Scenarios
 	}
 	tgs := split(*targets)
-	if len(tgs) > 1 && (*addr != "" || cfg.PID != 0) {
-		fatal("-addr and -pid name one target; with several use -broker-addr, -redis-addr, -nats-addr")
+	if len(tgs) > 1 && (*addr != "" || cfg.PID != 0 || *cpuPIDs != "") {
+		fatal("-addr, -pid and -cpu-pids name one target; with several use -broker-addr, -redis-addr, -nats-addr")
+	}
+	for _, f := range split(*cpuPIDs) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			fatal(fmt.Sprintf("-cpu-pids: %q is not a process id", f))
+		}
+		cfg.CPUPIDs = append(cfg.CPUPIDs, pid)
 	}
 	if !*quiet {
 		cfg.Progress = os.Stderr
