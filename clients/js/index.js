@@ -3,8 +3,8 @@
 // (lib/link.js, docs/link.md) per broker URL, or HTTP/1.1 of its own over
 // node:net where the broker does not speak links (lib/transport.js).
 
-import { randomBytes } from 'node:crypto'
 import { Transport, ConnectionError } from './lib/transport.js'
+import { randomHex } from './lib/entropy.js'
 import { CellRetry, isCellRefusal, sleep, jitter } from './lib/cellretry.js'
 
 export { ConnectionError }
@@ -137,22 +137,11 @@ function parseRetryAfter (v) {
   return Number.isNaN(t) ? 0 : Math.max(0, t - Date.now())
 }
 
-// Inbox names are 128 random bits, unguessable; taken from a block of
-// random bytes drawn 4 KiB at a time, because a randomBytes(16) call per
-// request cost about a tenth of the client's CPU on the request path.
-let entropy = Buffer.alloc(0)
-let entropyOff = 0
+// Inbox names are 128 random bits, unguessable (lib/entropy.js).
 
 /** Mint a queue name nobody declared, for one reply. */
 export function newInbox () {
-  if (entropyOff + 16 > entropy.length) {
-    entropy = randomBytes(4096)
-    entropyOff = 0
-  }
-  const s = entropy.toString('hex', entropyOff, entropyOff + 16)
-  entropy.fill(0, entropyOff, entropyOff + 16) // used bytes do not linger
-  entropyOff += 16
-  return 'inbox-' + s
+  return 'inbox-' + randomHex(16)
 }
 
 /** Decode a message pushed by `request()`: `{ replyTo, payload }`. */

@@ -31,9 +31,9 @@
 // inboxes, new per request, and a cache of them cost more in garbage
 // collection than the hash it saved.
 
-import { randomFillSync } from 'node:crypto'
 import { seed32, ownerIndex32, prefixState, ownerIndexSharing, ownerIndexTail } from './ownerfast.js'
 import { sleep } from './cellretry.js'
+import { writeRandomHex } from './entropy.js'
 
 export const CELL_PATH = '/api/v1/ephemeral/cell'
 // How long a view read waits on the broker (its `timeout`); the broker's
@@ -186,7 +186,7 @@ export class CellView {
       reqQueue: null, // the last request's queue, and its owner's index (inboxFor)
       reqIndex: 0,
       // Per member, inbox names it owns drawn ahead (drawAhead), and how
-      // many requests took one since the last refill.
+      // many requests asked for one since the last refill.
       ahead: members.map(() => []),
       taken: members.map(() => 0),
       mint: null // the mint the names ahead came from
@@ -214,7 +214,7 @@ export class CellView {
    * Names stay random (log2 N bits fewer than 128). The draws of one
    * request share the first 32 bytes of the first (`inbox-` and 26 hex
    * digits: 104 random bits) and differ in the rest (fresh random hex
-   * digits each, drawTail), so each draw is hashed from byte 32 on
+   * digits each), so each draw is hashed from byte 32 on
    * (ownerIndexSharing, ownerIndexTail), not whole, and a string is made
    * only of the draw chosen; only that name is ever used, so no two names
    * in use share the prefix (one could not be guessed from another).
@@ -243,7 +243,7 @@ export class CellView {
       for (const a of v.ahead) a.length = 0
     }
     v.taken[i]++
-    if (this.refill === null) this.refill = setImmediate(drawAhead, this, v).unref()
+    if (this.refill === null) this.refill = setImmediate(drawAhead, this).unref()
     const ready = v.ahead[i]
     if (ready.length > 0) {
       this.matched = true
@@ -282,16 +282,17 @@ export class CellView {
 // Requests take their inbox from the names drawn ahead for the request
 // queue's owner (inboxFor), and drawAhead, once the calls of that turn of
 // the event loop were written (an Immediate runs after the I/O callbacks and
-// the flushes they queued), draws as many again as were taken, up to
-// AHEAD_MAX a member: the draws, about N hashes a request, leave the
-// request's way to the wire and are done while the broker serves it. A name
-// waits at most one turn for its request; names of a view that was replaced
-// are dropped with it.
+// the flushes they queued), tops each member's names up to as many as the
+// turn took, AHEAD_MAX at most: the draws, about N hashes a request, leave
+// the request's way to the wire and are done while the broker serves it.
+// The names belong to the view they were drawn for (view.ahead): a view
+// that is replaced takes its names with it.
 const AHEAD_MAX = 64
 
-function drawAhead (cv, v) {
+function drawAhead (cv) {
   cv.refill = null
-  if (cv.view !== v) return
+  const v = cv.view
+  if (v === null) return
   for (let i = 0; i < v.ahead.length; i++) {
     const want = Math.min(v.taken[i], AHEAD_MAX)
     v.taken[i] = 0
@@ -319,7 +320,7 @@ function drawOwned (v, i, mint) {
   if (ownerIndexSharing(v.tenantHash, v.seeds, name) === i) return name
   const n = name.length
   for (let k = 2; k <= INBOX_TRIES; k++) {
-    drawTail(n)
+    writeRandomHex(draw, 32, n)
     if (ownerIndexTail(v.tenantHash, v.seeds, draw, n) === i) return name.slice(0, 32) + draw.toString('latin1', 32, n)
   }
   return null
@@ -340,29 +341,10 @@ function ownerIndex (v, queue) {
   return i
 }
 
-// A draw's bytes: its tail, from byte 32 on (drawTail), is hashed as is
-// (ownerIndexTail) and made a string only when it is chosen.
+// A draw's bytes: its tail, from byte 32 on (fresh random hex digits,
+// lib/entropy.js), is hashed as is (ownerIndexTail) and made a string only
+// when it is chosen.
 const draw = Buffer.alloc(64)
-const HEX = Buffer.from('0123456789abcdef', 'latin1')
-// Random bytes for the draws, taken 4 KiB at a time as newInbox's are
-// (index.js); a byte gives two hex digits, and each is zeroed once used.
-const entropy = Buffer.alloc(4096)
-let entropyOff = entropy.length
-
-// drawTail writes n - 32 fresh random hex digits to draw[32, n) (n < 64).
-function drawTail (n) {
-  const need = (n - 31) >> 1
-  if (entropyOff + need > entropy.length) {
-    randomFillSync(entropy)
-    entropyOff = 0
-  }
-  for (let j = 32; j < n; j += 2) {
-    const r = entropy[entropyOff]
-    entropy[entropyOff++] = 0
-    draw[j] = HEX[r >> 4]
-    if (j + 1 < n) draw[j + 1] = HEX[r & 15]
-  }
-}
 
 function usable (pool) {
   return pool === null || pool.downUntil > Date.now() ? null : pool

@@ -15,7 +15,7 @@ const viewOf = (generation, ids) => Buffer.from(JSON.stringify({
 }))
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 
-test('a request takes a name drawn ahead for its queue\'s owner, and as many are drawn again as were taken', async () => {
+test('a request takes a name drawn ahead for its queue\'s owner, and the names are topped up to what the turn took', async () => {
   const cv = new CellView(transport)
   cv.apply(viewOf(1, ['a:1', 'b:1', 'c:1']))
   const owner = cv.ownerId('service')
@@ -24,9 +24,10 @@ test('a request takes a name drawn ahead for its queue\'s owner, and as many are
   assert.equal(cv.ownerId(first), owner)
   await turn()
   const i = cv.view.members.findIndex((m) => m.id === owner)
-  assert.equal(cv.view.ahead[i].length, 1, 'one taken, one drawn again')
-  // A turn of 5 requests takes the one ready and draws 4; the next turn
-  // finds 5 ready, all owned by the owner, distinct.
+  assert.equal(cv.view.ahead[i].length, 1, 'one asked for, one drawn ahead')
+  // A turn of 5 requests takes the one ready and draws 4; the refill tops
+  // the names up to 5, so the next turn finds 5 ready, all owned by the
+  // owner, distinct.
   const taken = []
   for (let k = 0; k < 5; k++) taken.push(cv.inboxFor('service', newInbox))
   await turn()
