@@ -27,6 +27,12 @@ func TestBrokerRestart(t *testing.T) {
 	// A waiting pop in flight when the broker goes.
 	waiting := asyncPop(t.Context(), c, "queue=w&wait=true&timeout=20000")
 	p.admin.waitParked(t, "acme", 1)
+	// The gateway counts a pop parked when it admits it, before it has
+	// left for the broker; one stopped before the pop reached it is
+	// rightly a 503 (nothing was done). Wait until the broker holds it.
+	brokertest.Eventually(t, 10*time.Second, "the broker never held the waiting pop", func() bool {
+		return brokerMetric(t, p.broker, "queen_ephemeral_parked_pops", "") == 1
+	})
 
 	p.broker.Stop(t)
 	select {
