@@ -7,7 +7,7 @@ import (
 )
 
 // Scenarios lists the scenario names in the order "all" runs them.
-var Scenarios = []string{"reqreply", "throughput", "fanout", "inboxes", "parked"}
+var Scenarios = []string{"reqreply", "throughput", "fanout", "inboxes", "parked", "idle"}
 
 // Targets lists the target names.
 var Targets = []string{"broker", "redis", "nats"}

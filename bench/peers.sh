@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 D=${D:-5s}
 ROUNDS=${ROUNDS:-3}
-SCENARIOS=${SCENARIOS:-reqreply throughput fanout inboxes parked}
+SCENARIOS=${SCENARIOS:-reqreply throughput fanout inboxes parked idle}
 BROKER_PORT=${BROKER_PORT:-16632}
 REDIS_PORT=${REDIS_PORT:-16379}
 NATS_PORT=${NATS_PORT:-14222}

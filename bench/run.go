@@ -47,6 +47,8 @@ func scenarioByName(name string) (scenarioFunc, error) {
 		return runInboxes, nil
 	case "parked":
 		return runParked, nil
+	case "idle":
+		return runIdle, nil
 	}
 	return nil, fmt.Errorf("unknown scenario %q (%s)", name, strings.Join(Scenarios, ", "))
 }

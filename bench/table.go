@@ -90,6 +90,7 @@ var rows = []row{
 	{"parked", "wake p50 us", "lower", lat(func(l *Latency) float64 { return l.P50 })},
 	{"parked", "wake p99 us", "lower", lat(func(l *Latency) float64 { return l.P99 })},
 	{"parked", "wakes/s", "higher", rate},
+	{"idle", "target CPU ms per second", "lower", idleCPU},
 }
 
 // cpuRows are appended for every scenario present: what limited a number.

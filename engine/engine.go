@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/puzpuzpuz/xsync/v4"
 
@@ -23,8 +22,9 @@ type Engine struct {
 	wheels      *wheel.Sharded
 	manual      Clock // non-nil when the caller drives time
 	now         atomic.Int64
-	defaultOpts *Options // shared by every implicit queue
-	charge      charges  // what each object costs the budgets
+	clock       clockState // whether the ticker ticks or sleeps (clock.go)
+	defaultOpts *Options   // shared by every implicit queue
+	charge      charges    // what each object costs the budgets
 
 	tenants *xsync.Map[string, *tenant]
 
@@ -70,6 +70,7 @@ func New(cfg Config) *Engine {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	e.clock.wake = make(chan struct{}, 1)
 	if e.inc == 0 {
 		e.inc = newIncarnation()
 	}
@@ -100,38 +101,6 @@ func New(cfg Config) *Engine {
 	}
 	return e
 }
-
-func (e *Engine) readClock() int64 {
-	if e.manual != nil {
-		return e.manual.Now()
-	}
-	return time.Now().UnixNano()
-}
-
-func (e *Engine) run() {
-	defer close(e.done)
-	t := time.NewTicker(e.cfg.Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-t.C:
-			e.Tick()
-		}
-	}
-}
-
-// Tick reads the clock and fires every timer that is due: lease expiry, ttl,
-// parked-pop timeouts and window buffers, idle collection (P5).
-func (e *Engine) Tick() {
-	now := e.readClock()
-	e.now.Store(now)
-	e.wheels.Advance(now)
-}
-
-// nowNanos is engine time as of the last tick (coarse, cheap to read).
-func (e *Engine) nowNanos() int64 { return e.now.Load() }
 
 // Incarnation is this engine's random incarnation, as it appears in ids.
 func (e *Engine) Incarnation() string { return e.incHex }

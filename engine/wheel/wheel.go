@@ -70,6 +70,11 @@ type Wheel struct {
 	due   *Timer   // collected by the running Advance, in slot order, not yet fired
 	tail  **Timer  // &last.next of the due list, or &due when it is empty
 	n     int      // timers in slots or on the due list
+
+	// wakeAt, while the driver sleeps (SleepUntil): a Schedule for a
+	// deadline before it calls wake once. 0 when the driver is awake.
+	wakeAt int64
+	wake   func()
 }
 
 // New returns a wheel with the given tick (resolution, e.g. 10ms) and number
@@ -112,7 +117,15 @@ func (w *Wheel) Schedule(t *Timer, when int64, f Firer) {
 		t.next.pprev = &t.next
 	}
 	*head = t
+	var wake func()
+	if when < w.wakeAt {
+		// The driver sleeps past this deadline (SleepUntil): wake it, once.
+		wake, w.wakeAt = w.wake, 0
+	}
 	w.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
 }
 
 // Stop disarms t; it reports whether t was scheduled. A timer already taken by
@@ -146,6 +159,7 @@ func (w *Wheel) Advance(now int64) {
 	defer w.adv.Unlock()
 
 	w.mu.Lock()
+	w.wakeAt = 0 // the driver is awake
 	now = max(now, w.now)
 	to := w.tickOf(now)
 	// The current tick is visited again: it may hold timers later than the
@@ -178,6 +192,33 @@ func (w *Wheel) Advance(now int64) {
 		w.mu.Lock()
 	}
 	w.mu.Unlock()
+}
+
+// SleepUntil is for a driver that stops calling Advance while nothing is
+// due. It returns the earliest deadline of a timer due before limit, or
+// limit when there is none (a deadline already past is returned as it is),
+// and until the next Advance, a Schedule for a deadline before the time it
+// returned calls wake, once, without the wheel's lock held (so wake must not
+// block). The driver may then sleep until that time or until woken.
+//
+// It walks the slots from the current tick to tick(limit), at most one
+// rotation, so limit should be near (the engine's sweep period): a timer
+// due more than a rotation ahead is not seen.
+func (w *Wheel) SleepUntil(limit int64, wake func()) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	next := limit
+	if w.due != nil {
+		next = w.now // an Advance is firing: nothing may sleep
+	}
+	span := min(w.tickOf(max(limit, w.now))-w.cur+1, uint64(len(w.slots)))
+	for i := range span {
+		for t := w.slots[(w.cur+i)&w.mask]; t != nil; t = t.next {
+			next = min(next, t.when.Load())
+		}
+	}
+	w.wakeAt, w.wake = next, wake
+	return next
 }
 
 // Len is the number of scheduled timers (including those collected by a
@@ -247,6 +288,17 @@ func (s *Sharded) Advance(now int64) {
 	for _, w := range s.ws {
 		w.Advance(now)
 	}
+}
+
+// SleepUntil is Wheel.SleepUntil over every shard: the earliest of their
+// answers. Each shard wakes for a Schedule before its own answer, which is
+// never before the earliest, so no timer due before it is slept through.
+func (s *Sharded) SleepUntil(limit int64, wake func()) int64 {
+	next := limit
+	for _, w := range s.ws {
+		next = min(next, w.SleepUntil(limit, wake))
+	}
+	return next
 }
 
 // Len is the number of timers scheduled across all shards.

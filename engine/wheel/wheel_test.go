@@ -180,6 +180,77 @@ func TestFarFutureFiresOnlyInItsRotation(t *testing.T) {
 	expectFires(t, "far", &r, when-3*ms+10*ms)
 }
 
+// SleepUntil: the earliest deadline before the limit, or the limit; timers
+// of a later rotation in the slots it walks, and timers past the limit, do
+// not count.
+func TestSleepUntilFindsTheNextDeadline(t *testing.T) {
+	const slots = 16
+	w := New(10*time.Millisecond, slots, 0)
+	w.Advance(100 * ms)
+	noWake := func() { t.Fatal("woken with nothing scheduled") }
+	if got := w.SleepUntil(1000*ms, noWake); got != 1000*ms {
+		t.Fatalf("empty wheel: %d, want the limit", got/ms)
+	}
+	w.Advance(100 * ms) // the driver wakes: disarmed
+	var late, far, near rec
+	w.Schedule(&late.Timer, 100*ms+slots*10*ms+5*ms, &late) // the next rotation, in a slot walked
+	w.Schedule(&far.Timer, 5000*ms, &far)                   // past the limit
+	if got := w.SleepUntil(200*ms, noWake); got != 200*ms {
+		t.Fatalf("nothing due before the limit: %d ms, want 200", got/ms)
+	}
+	w.Advance(100 * ms) // the driver wakes: disarmed
+	w.Schedule(&near.Timer, 137*ms, &near)
+	if got := w.SleepUntil(200*ms, func() {}); got != 137*ms {
+		t.Fatalf("%d ms, want 137", got/ms)
+	}
+	// A deadline already past is answered as it is: nothing may sleep.
+	var past rec
+	w.Schedule(&past.Timer, 50*ms, &past)
+	if got := w.SleepUntil(200*ms, func() {}); got != 50*ms {
+		t.Fatalf("%d ms, want 50 (past)", got/ms)
+	}
+}
+
+// While the driver sleeps, a Schedule before the sleep's end wakes it once;
+// one at or after it does not, nor one after the next Advance.
+func TestSleepUntilWakesForAnEarlierTimer(t *testing.T) {
+	w := New(10*time.Millisecond, 64, 0)
+	w.Advance(100 * ms)
+	var sweep, a, b, c, d rec
+	w.Schedule(&sweep.Timer, 1100*ms, &sweep)
+	wakes := 0
+	wake := func() { wakes++ }
+	if got := w.SleepUntil(1100*ms, wake); got != 1100*ms {
+		t.Fatalf("%d ms, want 1100", got/ms)
+	}
+	w.Schedule(&a.Timer, 1100*ms, &a) // not before the sleep's end
+	if wakes != 0 {
+		t.Fatalf("woken by a timer due when the sleep ends")
+	}
+	w.Schedule(&b.Timer, 400*ms, &b)
+	w.Schedule(&c.Timer, 300*ms, &c) // already woken: once is enough
+	if wakes != 1 {
+		t.Fatalf("%d wakes, want 1", wakes)
+	}
+	w.Advance(120 * ms)
+	w.Schedule(&d.Timer, 130*ms, &d) // awake: nothing to wake
+	if wakes != 1 {
+		t.Fatalf("%d wakes after the Advance, want 1", wakes)
+	}
+	// Sharded: the earliest shard's answer; each shard wakes for its own.
+	s := NewSharded(4, 10*time.Millisecond, 64, 0)
+	s.Advance(100 * ms)
+	var e, f rec
+	s.Shard(1).Schedule(&e.Timer, 700*ms, &e)
+	if got := s.SleepUntil(1100*ms, wake); got != 700*ms {
+		t.Fatalf("sharded: %d ms, want 700", got/ms)
+	}
+	s.Shard(2).Schedule(&f.Timer, 650*ms, &f)
+	if wakes != 2 {
+		t.Fatalf("sharded: %d wakes, want 2", wakes)
+	}
+}
+
 func TestRescheduleMoves(t *testing.T) {
 	w := New(10*time.Millisecond, 16, 0)
 	var later, earlier, same, sameSlot rec
