@@ -71,6 +71,8 @@ done
 echo
 echo "== all scenarios (results in $OUT)"
 files=("$OUT"/*.json)
-"$tmp/queenbench" -table -svg "$OUT/chart.svg" "${files[@]}" | tee "$OUT/table.txt"
+svg=()
+case " $SCENARIOS " in *" reqreply "*) svg=(-svg "$OUT/chart.svg") ;; esac # the chart is request/reply's
+"$tmp/queenbench" -table "${svg[@]}" "${files[@]}" | tee "$OUT/table.txt"
 echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $status
