@@ -201,9 +201,10 @@ func (w *Wheel) Advance(now int64) {
 // returned calls wake, once, without the wheel's lock held (so wake must not
 // block). The driver may then sleep until that time or until woken.
 //
-// It walks the slots from the current tick to tick(limit), at most one
-// rotation, so limit should be near (the engine's sweep period): a timer
-// due more than a rotation ahead is not seen.
+// It walks the slots from the current tick towards tick(limit), at most
+// one rotation, and stops at the first slot that holds a timer due by the
+// end of its tick; limit should be near (the engine's sweep period): a
+// timer due more than a rotation ahead is not seen.
 func (w *Wheel) SleepUntil(limit int64, wake func()) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -213,8 +214,15 @@ func (w *Wheel) SleepUntil(limit int64, wake func()) int64 {
 	}
 	span := min(w.tickOf(max(limit, w.now))-w.cur+1, uint64(len(w.slots)))
 	for i := range span {
-		for t := w.slots[(w.cur+i)&w.mask]; t != nil; t = t.next {
+		tick := w.cur + i
+		for t := w.slots[tick&w.mask]; t != nil; t = t.next {
 			next = min(next, t.when.Load())
+		}
+		if next < w.start+int64(tick+1)*w.tick {
+			// Due by the end of this tick: the later slots of this
+			// rotation hold nothing earlier, so a wheel with a timer due
+			// soon is answered after a slot or two.
+			break
 		}
 	}
 	w.wakeAt, w.wake = next, wake

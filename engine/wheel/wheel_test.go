@@ -211,6 +211,39 @@ func TestSleepUntilFindsTheNextDeadline(t *testing.T) {
 	}
 }
 
+// SleepUntil against a model: after random schedules, stops and advances,
+// it answers the earliest deadline of a scheduled timer before the limit
+// (any limit within a rotation), or the limit.
+func TestSleepUntilAgainstModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 200 {
+		const slots = 64
+		start := rng.Int64N(1 << 40)
+		w := New(10*time.Millisecond, slots, start)
+		rs := make([]rec, rng.IntN(40))
+		for i := range rs {
+			w.Schedule(&rs[i].Timer, start+rng.Int64N(slots*10*ms*3), &rs[i])
+		}
+		for i := range rs {
+			if rng.IntN(4) == 0 {
+				w.Stop(&rs[i].Timer)
+			}
+		}
+		now := start + rng.Int64N(slots*10*ms)
+		w.Advance(now)
+		limit := now + rng.Int64N(slots*10*ms-10*ms)
+		want := limit
+		for i := range rs {
+			if when := rs[i].When(); when != 0 {
+				want = min(want, when)
+			}
+		}
+		if got := w.SleepUntil(limit, func() {}); got != want {
+			t.Fatalf("round %d: SleepUntil(now+%d ms) = now+%d ms, want now+%d ms", round, (limit-now)/ms, (got-now)/ms, (want-now)/ms)
+		}
+	}
+}
+
 // While the driver sleeps, a Schedule before the sleep's end wakes it once;
 // one at or after it does not, nor one after the next Advance.
 func TestSleepUntilWakesForAnEarlierTimer(t *testing.T) {
