@@ -164,6 +164,10 @@ func summary(r *bench.Result) {
 	if r.Client != "" && r.Client != bench.ClientRaw {
 		label += "(" + r.Client + ")"
 	}
+	if r.Scenario == "idle" { // nothing done: the target's CPU is the figure
+		fmt.Printf("%s/%s: target CPU %.2f ms per second (%.1f ms in %.2fs)\n", r.Scenario, label, r.CPU.Target*1000, r.CPU.Target*r.Seconds*1000, r.Seconds)
+		return
+	}
 	fmt.Printf("%s/%s: %d %s in %.2fs = %.0f/s", r.Scenario, label, r.Ops, r.Unit, r.Seconds, r.Rate)
 	if r.InRate > 0 {
 		fmt.Printf(" (in %.0f/s)", r.InRate)
