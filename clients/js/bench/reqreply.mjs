@@ -113,11 +113,24 @@ let tcp = 0
 const sampler = setInterval(() => {
   tcp = Math.max(tcp, queen.transport.conns.size + (queen.transport.links?.size ?? 0))
 }, 50)
+// The read and write system calls a process has made so far (syscr and
+// syscw of /proc/PID/io, Linux), or NaN.
+function procSyscalls (pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/io`, 'latin1')
+    return Number(/syscr: (\d+)/.exec(f)[1]) + Number(/syscw: (\d+)/.exec(f)[1])
+  } catch {
+    return NaN
+  }
+}
 // The processes whose CPU is the brokers' (summed, NaN when unreadable).
 const brokerPids = a['cpu-pids'] ? a['cpu-pids'].split(',').map(Number) : broker ? [broker.proc.pid] : []
 const brokersCPU = () => brokerPids.reduce((sum, pid) => sum + procCPU(pid), 0)
+const brokersSyscalls = () => brokerPids.reduce((sum, pid) => sum + procSyscalls(pid), 0)
 const cpu0 = process.cpuUsage()
 const bcpu0 = brokersCPU()
+const bsys0 = brokersSyscalls()
+const sys0 = procSyscalls(process.pid)
 const t0 = performance.now()
 measuring = true
 await new Promise((resolve) => setTimeout(resolve, Number(a.seconds) * 1000))
@@ -126,6 +139,8 @@ clearInterval(sampler)
 const secs = (performance.now() - t0) / 1000
 const cpu = process.cpuUsage(cpu0)
 const bcpu = brokersCPU() - bcpu0
+const bsys = brokersSyscalls() - bsys0
+const sys = procSyscalls(process.pid) - sys0
 stop = true
 await Promise.all(requesters)
 stopResponders = true
@@ -145,4 +160,9 @@ const out = {
   tcp
 }
 if (brokerPids.length) out.brokerCpuUsPerRoundTrip = +(bcpu * 1e6 / count).toFixed(1)
+// Read and write system calls per round trip (/proc/PID/io; absent where
+// unreadable): how many frames share each read and write, this process's
+// and the brokers' (summed).
+if (Number.isFinite(sys)) out.syscallsPerRoundTrip = +(sys / count).toFixed(2)
+if (brokerPids.length && Number.isFinite(bsys)) out.brokerSyscallsPerRoundTrip = +(bsys / count).toFixed(2)
 console.log(JSON.stringify(out))
