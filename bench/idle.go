@@ -18,8 +18,3 @@ func runIdle(ctx context.Context, cfg *Config, _ target, m *meter, res *Result) 
 	res.Seconds = w.seconds()
 	return ctx.Err()
 }
-
-// idleCPU is the target's CPU per second of an idle window, in ms.
-func idleCPU(r *Result) (float64, bool) {
-	return r.CPU.Target * 1000, r.Scenario == "idle" && r.CPU.Target >= 0
-}

@@ -61,6 +61,10 @@ func perUnit(r *Result) (float64, bool) {
 	return r.Memory.PerUnit, true
 }
 func targetCPU(r *Result) (float64, bool) { return r.CPU.Target, r.CPU.Target >= 0 }
+
+// idleCPU is the target's CPU per second of the window, in ms (the idle
+// scenario's figure).
+func idleCPU(r *Result) (float64, bool)   { return r.CPU.Target * 1000, r.CPU.Target >= 0 }
 func clientCPU(r *Result) (float64, bool) { return r.CPU.Client, true }
 
 // clientPerOp is the load tool's CPU per operation, in µs (0 in a report

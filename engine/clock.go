@@ -102,8 +102,8 @@ func (e *Engine) untilNextTick() time.Duration {
 			return e.cfg.Tick // read just now
 		}
 	}
-	// Asleep; or still asleep after a sleep that ended on time, unread:
-	// sleep again.
+	// Not read for a whole tick: just gone asleep, or asleep still (the
+	// sleep ended on time and nothing read the clock). Sleep again.
 	now := e.now.Load()
 	next := e.wheels.SleepUntil(now+int64(e.cfg.SweepEvery), e.clock.signal)
 	return max(time.Duration(next-now), e.cfg.Tick)
